@@ -1,0 +1,53 @@
+"""inferperf: measure and improve AI-model inference performance.
+
+The public API is curated here (a test checks ``__all__``). Importing
+``inferperf`` loads no runtime (onnxruntime, openvino, torch), nor scipy:
+the heavy parts load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+from .config import BenchConfig, SessionOptions, StopOptions, WarmupOptions, WorkloadOptions  # noqa: E402
+from .errors import (  # noqa: E402
+    BackendUnavailable,
+    GateFailed,
+    InferperfError,
+    MeasurementError,
+    ModelError,
+    RuntimeFailure,
+    UsageError,
+)
+from .results.io import load, save  # noqa: E402
+from .results.model import Result  # noqa: E402
+
+
+def bench(model: Any, config: BenchConfig | None = None, **kwargs: Any) -> Result:
+    """Measure ``model`` (path or ``zoo:NAME``); see :func:`inferperf.measure.bench.bench`."""
+    from .measure.bench import bench as _bench
+
+    return _bench(model, config, **kwargs)
+
+
+__all__ = [
+    "BackendUnavailable",
+    "BenchConfig",
+    "GateFailed",
+    "InferperfError",
+    "MeasurementError",
+    "ModelError",
+    "Result",
+    "RuntimeFailure",
+    "SessionOptions",
+    "StopOptions",
+    "UsageError",
+    "WarmupOptions",
+    "WorkloadOptions",
+    "__version__",
+    "bench",
+    "load",
+    "save",
+]

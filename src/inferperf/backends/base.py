@@ -1,0 +1,104 @@
+"""The Backend protocol and the registry that imports a backend only when it is chosen.
+
+A backend owns one runtime session. The measure layer asks it for its inputs,
+a ``runner`` (the fastest callable that runs one feed; called inside the timed
+window and nothing else is), and the settings it was asked for and resolved to.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..config import SessionOptions
+from ..errors import BackendUnavailable, UsageError
+from ..results.model import TensorInfo
+
+Feed = dict[str, Any]
+
+
+class Backend(Protocol):
+    """One runtime session.
+
+    Lifecycle: construct (cheap) -> :meth:`load` (creates the session; the
+    caller times it as cold start) -> :meth:`runner` many times -> :meth:`close`.
+    """
+
+    name: str
+
+    def load(self, model_path: Path) -> None:
+        """Create the session.
+
+        Raises:
+            ModelError: the runtime cannot load the model (with the reason and the fix).
+            UsageError: a setting the runtime refuses.
+        """
+        ...
+
+    def inputs(self) -> list[TensorInfo]:
+        """Model inputs as the session sees them (numpy dtype names, declared dims)."""
+        ...
+
+    def outputs(self) -> list[TensorInfo]:
+        """Model outputs as the session sees them."""
+        ...
+
+    def runner(self) -> Callable[[Feed], Any]:
+        """The callable that runs one feed (input name -> array) and returns the outputs."""
+        ...
+
+    def requested_settings(self) -> dict[str, Any]:
+        """Settings as asked for, under the runtime's names."""
+        ...
+
+    def effective_settings(self) -> dict[str, Any]:
+        """Settings as the runtime resolved them (e.g. thread counts, providers)."""
+        ...
+
+    def notes(self) -> list[str]:
+        """Warnings found while configuring (e.g. an unknown session config key)."""
+        ...
+
+    def close(self) -> None:
+        """Release the session."""
+        ...
+
+
+_REGISTRY: dict[str, tuple[str, str, str | None]] = {
+    # name: (module, class, extra to install when the runtime is missing)
+    "onnxruntime": ("inferperf.backends.ort", "OnnxRuntimeBackend", None),
+    "null": ("inferperf.backends.null", "NullBackend", None),
+}
+
+_ALIASES = {"ort": "onnxruntime"}
+
+
+def backend_names() -> list[str]:
+    """Names accepted by :func:`create_backend`."""
+    return sorted(_REGISTRY)
+
+
+def create_backend(name: str, session: SessionOptions, **kwargs: Any) -> Backend:
+    """Import the chosen backend's module and construct it (no session yet).
+
+    Args:
+        name: ``onnxruntime`` (alias ``ort``) or ``null``.
+        session: session settings under ONNX Runtime's names.
+        **kwargs: backend-specific arguments (the null backend's latency script and clock).
+
+    Raises:
+        UsageError: unknown backend name.
+        BackendUnavailable: the runtime is not installed (names the pip command).
+    """
+    key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        raise UsageError(f"unknown backend {name!r}: choose one of {', '.join(backend_names())}")
+    module_name, cls_name, extra = _REGISTRY[key]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        fix = f"pip install 'inferperf[{extra}]'" if extra else "pip install --force-reinstall inferperf"
+        raise BackendUnavailable(f"backend {key!r} cannot be imported ({e}): {fix}") from e
+    return getattr(module, cls_name)(session, **kwargs)

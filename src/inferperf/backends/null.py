@@ -1,0 +1,123 @@
+"""The null backend: replays a scripted latency sequence; runs no model.
+
+It serves two purposes: tests (with a :class:`~inferperf.clock.FakeClock` the
+backend advances the clock by each scripted latency, so stop rules and
+warm-up are exact), and measuring inferperf's own per-query overhead (a
+latency of 0 returns at once; the harness cost is all that is left).
+With the real clock a positive latency is a busy-wait, so it holds a core
+like a CPU-bound runtime would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import SessionOptions
+from ..results.model import TensorInfo
+
+
+class NullBackend:
+    """Scripted-latency backend.
+
+    Args:
+        session: ignored except for recording.
+        latencies_s: latency script in seconds, cycled (default: ``[0.0]``).
+        clock: a FakeClock to advance (tests); None busy-waits on the real clock.
+        inputs: signature to report; by default the model file's inputs (read with
+            ``onnx``), else one float32 input ``x`` of shape [1].
+    """
+
+    name = "null"
+
+    def __init__(
+        self,
+        session: SessionOptions,
+        latencies_s: Sequence[float] = (0.0,),
+        clock: Any = None,
+        inputs: list[TensorInfo] | None = None,
+        **_: Any,
+    ) -> None:
+        self._opts = session
+        self._script = [float(x) for x in latencies_s] or [0.0]
+        self._clock = clock
+        self._inputs = inputs
+        self._outputs: list[TensorInfo] = [TensorInfo(name="y", dtype="float32", shape=[1])]
+
+    def load(self, model_path: Path | None) -> None:
+        """Read the signature from the model file when there is one (no runtime involved)."""
+        if self._inputs is None and model_path is not None and Path(model_path).suffix == ".onnx":
+            import onnx
+
+            from ..workload.signature import check_model_file
+
+            m = onnx.load(str(check_model_file(model_path)), load_external_data=False)
+            init = {t.name for t in m.graph.initializer}
+            self._inputs = [_vi(v) for v in m.graph.input if v.name not in init]
+            self._outputs = [_vi(v) for v in m.graph.output]
+        if self._inputs is None:
+            self._inputs = [TensorInfo(name="x", dtype="float32", shape=[1])]
+
+    def inputs(self) -> list[TensorInfo]:
+        """The reported signature."""
+        return list(self._inputs or [])
+
+    def outputs(self) -> list[TensorInfo]:
+        """The reported outputs (nothing is computed)."""
+        return list(self._outputs)
+
+    def runner(self) -> Callable[[dict[str, Any]], Any]:
+        """A callable that 'takes' the next scripted latency and returns ``None``."""
+        script = self._script
+        if self._clock is not None and getattr(self._clock, "is_fake", False):
+            advance = self._clock.advance_ns
+            it = itertools.cycle([round(s * 1e9) for s in script])
+
+            def run_fake(feed: dict[str, Any]) -> None:
+                advance(next(it))
+
+            return run_fake
+        if all(s == 0.0 for s in script):
+            return _return_none
+        now = time.perf_counter_ns
+        it_ns = itertools.cycle([round(s * 1e9) for s in script])
+
+        def run_spin(feed: dict[str, Any]) -> None:
+            end = now() + next(it_ns)
+            while now() < end:
+                pass
+
+        return run_spin
+
+    def requested_settings(self) -> dict[str, Any]:
+        """The latency script (s) and the session settings as given."""
+        return {"latencies_s": self._script, **self._opts.model_dump(mode="json")}
+
+    def effective_settings(self) -> dict[str, Any]:
+        """Same as requested: nothing is resolved."""
+        return {"latencies_s": self._script}
+
+    def notes(self) -> list[str]:
+        """Always notes that no model ran."""
+        return ["null backend: scripted latencies, no model ran"]
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _return_none(feed: dict[str, Any]) -> None:
+    return None
+
+
+def _vi(v: Any) -> TensorInfo:
+    from onnx import helper
+
+    t = v.type.tensor_type
+    dims: list[int | str | None] = []
+    for d in t.shape.dim:
+        dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
+    dtype = helper.tensor_dtype_to_np_dtype(t.elem_type).name if t.elem_type else "float32"
+    return TensorInfo(name=v.name, dtype=dtype, shape=dims)

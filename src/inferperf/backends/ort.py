@@ -1,0 +1,219 @@
+"""ONNX Runtime backend: session settings under ORT's own names, errors mapped to one line.
+
+Effective settings: ORT does not report the thread count it picks for
+``intra_op_num_threads=0``; in sequential mode the intra-op pool adds N-1
+threads to the process (the caller is the Nth), so the effective count is
+measured as the thread-count delta across session creation plus one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import onnxruntime as ort
+import psutil
+
+from ..config import SessionOptions
+from ..errors import ModelError, RuntimeFailure, UsageError
+from ..results.model import TensorInfo
+from ..system import default_intra_op_threads
+from .ort_config_keys import is_known_key
+
+_GRAPH_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+_EXEC_MODES = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL, "parallel": ort.ExecutionMode.ORT_PARALLEL}
+
+_ORT_DTYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(bfloat16)": "bfloat16",
+    "tensor(int8)": "int8",
+    "tensor(int16)": "int16",
+    "tensor(int32)": "int32",
+    "tensor(int64)": "int64",
+    "tensor(uint8)": "uint8",
+    "tensor(uint16)": "uint16",
+    "tensor(uint32)": "uint32",
+    "tensor(uint64)": "uint64",
+    "tensor(bool)": "bool",
+    "tensor(string)": "str",
+}
+
+_PROVIDER_EXTRAS = {
+    "CUDAExecutionProvider": "pip install onnxruntime-gpu (instead of onnxruntime)",
+    "TensorrtExecutionProvider": "pip install onnxruntime-gpu with TensorRT libraries",
+    "OpenVINOExecutionProvider": "pip install onnxruntime-openvino",
+    "DmlExecutionProvider": "pip install onnxruntime-directml",
+}
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+
+
+def _tensor_info(arg: Any) -> TensorInfo:
+    shape = arg.shape if isinstance(arg.shape, list) else []
+    return TensorInfo(name=arg.name, dtype=_ORT_DTYPES.get(arg.type, arg.type), shape=list(shape))
+
+
+def map_load_error(e: Exception, model_path: Path, providers: list[str]) -> Exception:
+    """Turn an ONNX Runtime session-creation exception into a one-line inferperf error.
+
+    Returns:
+        ModelError for NOT_IMPLEMENTED (names the op, opset and node), INVALID_PROTOBUF,
+        INVALID_GRAPH and other load failures.
+    """
+    msg = _first_line(e)
+    kind = type(e).__name__
+    m = re.search(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'", msg)
+    if m:
+        return ModelError(
+            f"{model_path.name}: op {m.group(1)} (opset {m.group(2)}, node '{m.group(3)}') has no kernel in"
+            f" {', '.join(providers)} for its input types: try another --providers, or convert the model"
+            " (e.g. to float32)"
+        )
+    if kind == "InvalidProtobuf" or "Protobuf parsing failed" in msg:
+        return ModelError(
+            f"'{model_path}' is not a readable ONNX model (protobuf parsing failed): check it is a complete .onnx file"
+        )
+    if kind == "InvalidGraph":
+        return ModelError(f"{model_path.name} is an invalid ONNX graph: {msg.split('failed:')[-1].strip()}")
+    return ModelError(f"ONNX Runtime cannot load {model_path.name}: {msg}")
+
+
+class OnnxRuntimeBackend:
+    """ONNX Runtime ``InferenceSession`` with settings under ORT's names.
+
+    Args:
+        session: settings (:class:`~inferperf.config.SessionOptions`). ``intra_op_num_threads=None``
+            becomes inferperf's default, the effective CPUs, set explicitly.
+
+    Raises:
+        UsageError: a provider this onnxruntime build lacks (names the package that has it).
+    """
+
+    name = "onnxruntime"
+
+    def __init__(self, session: SessionOptions, **_: Any) -> None:
+        self._opts = session
+        self._session: ort.InferenceSession | None = None
+        self._notes: list[str] = []
+        self._effective: dict[str, Any] = {}
+        available = ort.get_available_providers()
+        missing = [p for p in session.providers if p not in available]
+        if missing:
+            hints = "; ".join(_PROVIDER_EXTRAS.get(p, f"{p} needs another onnxruntime build") for p in missing)
+            raise UsageError(
+                f"provider(s) {missing} not in this onnxruntime build (has {available}): {hints}"
+            )
+
+    def _session_options(self) -> ort.SessionOptions:
+        o = self._opts
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        intra = o.intra_op_num_threads
+        so.intra_op_num_threads = default_intra_op_threads() if intra is None else intra
+        if o.inter_op_num_threads is not None:
+            so.inter_op_num_threads = o.inter_op_num_threads
+        so.execution_mode = _EXEC_MODES[o.execution_mode]
+        so.graph_optimization_level = _GRAPH_LEVELS[o.graph_optimization_level]
+        so.enable_mem_pattern = o.enable_mem_pattern
+        so.enable_cpu_mem_arena = o.enable_cpu_mem_arena
+        for key, value in o.session_config.items():
+            if not is_known_key(key):
+                self._notes.append(
+                    f"session config key {key!r} is not one this onnxruntime {ort.__version__} defines:"
+                    " ORT accepts it silently and it probably has no effect (check the spelling)"
+                )
+            try:
+                so.add_session_config_entry(key, str(value))
+            except Exception as e:  # ORT raises on keys over 128 chars or values over 1024
+                raise UsageError(f"--session-config {key}={value} refused by ONNX Runtime: {_first_line(e)}") from e
+        return so
+
+    def requested_settings(self) -> dict[str, Any]:
+        """Settings as asked for; ``intra_op_num_threads: null`` means inferperf's default (effective CPUs)."""
+        return self._opts.model_dump(mode="json")
+
+    def load(self, model_path: Path) -> None:
+        """Create the ``InferenceSession``; raises ModelError with the reason and the fix."""
+        so = self._session_options()
+        proc = psutil.Process()
+        before = proc.num_threads()
+        try:
+            self._session = ort.InferenceSession(str(model_path), so, providers=list(self._opts.providers))
+        except Exception as e:  # ORT raises its own pybind exception types
+            raise map_load_error(e, Path(model_path), list(self._opts.providers)) from e
+        added = proc.num_threads() - before
+        s_opts = self._session.get_session_options()
+        intra = s_opts.intra_op_num_threads
+        eff: dict[str, Any] = {
+            "intra_op_num_threads": intra,
+            "inter_op_num_threads": s_opts.inter_op_num_threads,
+            "execution_mode": self._opts.execution_mode,
+            "graph_optimization_level": self._opts.graph_optimization_level,
+            "enable_mem_pattern": s_opts.enable_mem_pattern,
+            "enable_cpu_mem_arena": s_opts.enable_cpu_mem_arena,
+            "providers": self._session.get_providers(),
+            "session_config": dict(self._opts.session_config),
+            "onnxruntime_version": ort.__version__,
+        }
+        if intra == 0:
+            if self._opts.execution_mode == "sequential" and added >= 0:
+                eff["intra_op_num_threads"] = added + 1
+                eff["intra_op_num_threads_source"] = "onnxruntime default, measured from threads created"
+            else:
+                eff["intra_op_num_threads"] = None
+                eff["intra_op_num_threads_source"] = "onnxruntime default, not measurable in parallel mode"
+        elif self._opts.intra_op_num_threads is None:
+            eff["intra_op_num_threads_source"] = "inferperf default: effective CPUs"
+        self._effective = eff
+
+    def _need(self) -> ort.InferenceSession:
+        if self._session is None:
+            raise RuntimeError("session not loaded: call load() first")
+        return self._session
+
+    def inputs(self) -> list[TensorInfo]:
+        """Session inputs (excludes initializers that ``graph.input`` may list)."""
+        return [_tensor_info(a) for a in self._need().get_inputs()]
+
+    def outputs(self) -> list[TensorInfo]:
+        """Session outputs."""
+        return [_tensor_info(a) for a in self._need().get_outputs()]
+
+    def runner(self) -> Callable[[dict[str, Any]], Any]:
+        """``partial(session.run, None)``: the raw runtime call, nothing added."""
+        return partial(self._need().run, None)
+
+    def effective_settings(self) -> dict[str, Any]:
+        """Settings as resolved after :meth:`load`."""
+        return dict(self._effective)
+
+    def notes(self) -> list[str]:
+        """Warnings from configuration (unknown session config keys)."""
+        return list(self._notes)
+
+    def close(self) -> None:
+        """Drop the session."""
+        self._session = None
+
+
+def map_run_error(e: Exception) -> Exception:
+    """Map an exception from ``session.run`` to UsageError (bad input) or RuntimeFailure (the rest)."""
+    msg = _first_line(e)
+    if type(e).__name__ == "InvalidArgument":
+        return UsageError(f"ONNX Runtime refused the input: {msg}: check --shape/--dim and --input-data dtypes")
+    return RuntimeFailure(
+        f"ONNX Runtime failed while running: {msg[:400]}: the input shape may not suit the model (check --shape)"
+    )

@@ -1,0 +1,116 @@
+"""Plain-data settings for a measurement (pydantic), layered defaults < file < CLI.
+
+Session settings keep ONNX Runtime's names (``intra_op_num_threads``,
+``execution_mode``, ...). Defining a config imports no runtime: the backend
+named in ``BenchConfig.backend`` is imported only when a session is created.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .results.model import PercentileMethod, Placement, Scenario
+
+ExecutionMode = Literal["sequential", "parallel"]
+GraphOptimizationLevel = Literal["disable", "basic", "extended", "all"]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class SessionOptions(_Config):
+    """Runtime session settings, under ONNX Runtime's ``SessionOptions`` names.
+
+    ``intra_op_num_threads=None`` means inferperf's default: the effective CPUs
+    of this process (affinity and cgroup quota), set explicitly. ``0`` means
+    ONNX Runtime's own default. ``session_config`` holds any
+    ``session.*``/``optimization.*`` config entry (``add_session_config_entry``).
+    """
+
+    intra_op_num_threads: int | None = Field(default=None, ge=0)
+    inter_op_num_threads: int | None = Field(default=None, ge=0)
+    execution_mode: ExecutionMode = "sequential"
+    graph_optimization_level: GraphOptimizationLevel = "all"
+    enable_mem_pattern: bool = True
+    enable_cpu_mem_arena: bool = True
+    providers: list[str] = Field(default_factory=lambda: ["CPUExecutionProvider"])
+    session_config: dict[str, str] = Field(default_factory=dict)
+
+
+class WorkloadOptions(_Config):
+    """How inputs are made: dims, pool, data source and seed.
+
+    ``shapes`` maps an input name (or ``""`` for "the only input") to its full
+    shape; ``dims`` sets a symbolic dim by name wherever it appears;
+    ``batch_size`` sets the leading symbolic dim (rows per query).
+    ``int_ranges`` are inclusive ``[lo, hi]``; ``values`` fill an input with
+    one constant. ``max_pool_fraction_of_ram`` guards memory unless ``force``.
+    """
+
+    shapes: dict[str, list[int]] = Field(default_factory=dict)
+    dims: dict[str, int] = Field(default_factory=dict)
+    batch_size: int | None = Field(default=None, ge=1)
+    input_pool_size: int = Field(default=16, ge=1)
+    seed: int = 0
+    int_ranges: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    values: dict[str, float] = Field(default_factory=dict)
+    input_data: Path | None = None
+    force: bool = False
+    max_pool_fraction_of_ram: float = Field(default=0.25, gt=0, le=1)
+
+
+class WarmupOptions(_Config):
+    """Warm-up: runs until both ``iterations`` and ``duration_s`` (s) are reached. Never counted."""
+
+    iterations: int = Field(default=10, ge=1)
+    duration_s: float = Field(default=0.0, ge=0)
+
+
+class StopOptions(_Config):
+    """Stop rule: both ``min_iterations`` and ``min_duration_s`` (s) must be met, capped by ``max_duration_s`` (s)."""
+
+    min_iterations: int = Field(default=100, ge=1)
+    min_duration_s: float = Field(default=5.0, ge=0)
+    max_duration_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _cap_above_minimum(self) -> StopOptions:
+        if self.max_duration_s < self.min_duration_s:
+            raise ValueError(
+                f"max_duration_s ({self.max_duration_s}) is below min_duration_s ({self.min_duration_s}):"
+                " raise --max-duration-s or lower --duration-s"
+            )
+        return self
+
+
+class ValidityOptions(_Config):
+    """Validity rules: the most a window median may vary (CV %, across >= ``min_windows`` windows)."""
+
+    max_window_cv_percent: float = Field(default=10.0, gt=0)
+    min_windows: int = Field(default=5, ge=2)
+    n_windows: int = Field(default=10, ge=2)
+
+
+class BenchConfig(_Config):
+    """One bench case: backend, session, workload, scenario and measurement rules."""
+
+    backend: str = "onnxruntime"
+    session: SessionOptions = Field(default_factory=SessionOptions)
+    workload: WorkloadOptions = Field(default_factory=WorkloadOptions)
+    scenario: Scenario = "single-stream"
+    concurrency: int = Field(default=1, ge=1)
+    warmup: WarmupOptions = Field(default_factory=WarmupOptions)
+    stop: StopOptions = Field(default_factory=StopOptions)
+    validity: ValidityOptions = Field(default_factory=ValidityOptions)
+    placement: Placement = Field(default_factory=Placement)
+    percentile_method: PercentileMethod = "linear"
+    null_latency_ms: list[float] = Field(default_factory=lambda: [0.0])
+
+    @field_validator("backend")
+    @classmethod
+    def _lower(cls, v: str) -> str:
+        return v.strip().lower()

@@ -1,0 +1,1 @@
+"""Measurement: the timed loop, stop rules, validity, and ``bench()``."""

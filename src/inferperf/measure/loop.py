@@ -1,0 +1,154 @@
+"""The timed loop: warm-up, then measurement under a stop rule.
+
+Only the runtime call sits between the two clock reads; inputs come from a
+pool built beforehand and are cycled (never one tensor replayed); outputs are
+not touched inside the window. ``clock.now_ns`` is ``time.perf_counter_ns``
+itself for the real clock.
+
+Stop rule (MLPerf LoadGen style): stop once *both* ``min_iterations`` and
+``min_duration_s`` are met, or at ``max_duration_s`` whichever comes first.
+Warm-up likewise runs until both its count and its duration are met; the
+first warm-up call is the cold first inference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..clock import Clock
+
+
+@dataclass
+class LoopSamples:
+    """Raw samples of one closed-loop stream, integer nanoseconds.
+
+    Attributes:
+        warmup_latency_ns: warm-up latencies; ``[0]`` is the cold first inference.
+        latency_ns: measured latencies, one per completed query.
+        start_offsets_ns: start of each measured query, from ``t0_ns``.
+        t0_ns: clock reading at the start of measurement.
+        duration_ns: from ``t0_ns`` to the end of the last measured query.
+        errors: exception kind -> count, for measured queries that raised.
+        stopped_by: ``rule`` (both minimums met) or ``cap`` (max duration reached first).
+    """
+
+    warmup_latency_ns: list[int] = field(default_factory=list)
+    latency_ns: list[int] = field(default_factory=list)
+    start_offsets_ns: list[int] = field(default_factory=list)
+    t0_ns: int = 0
+    duration_ns: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    stopped_by: str = "rule"
+
+
+class LiveState:
+    """What a progress display may read from another thread while the loop runs.
+
+    ``phase`` is ``warmup`` or ``measure``; ``samples`` is the list being
+    appended to (read its ``len``); ``t0_ns`` the start of the current phase.
+    The loop never waits on a reader.
+    """
+
+    def __init__(self) -> None:
+        self.phase = "load"
+        self.samples: list[int] = []
+        self.t0_ns = 0
+
+
+def warm_up(
+    run: Callable[[Any], Any],
+    feeds: Sequence[Any],
+    clock: Clock,
+    iterations: int,
+    duration_s: float,
+    live: LiveState | None = None,
+) -> list[int]:
+    """Run until both ``iterations`` and ``duration_s`` are reached; return each call's latency (ns).
+
+    Exceptions from ``run`` propagate: a model that fails to run fails here, before measurement.
+    """
+    now = clock.now_ns
+    out: list[int] = []
+    if live is not None:
+        live.phase, live.samples = "warmup", out
+    n = len(feeds)
+    start = now()
+    min_end = start + int(duration_s * 1e9)
+    if live is not None:
+        live.t0_ns = start
+    i = 0
+    while True:
+        t0 = now()
+        run(feeds[i % n])
+        t1 = now()
+        out.append(t1 - t0)
+        i += 1
+        if i >= iterations and t1 >= min_end:
+            return out
+
+
+def measure_stream(
+    run: Callable[[Any], Any],
+    feeds: Sequence[Any],
+    clock: Clock,
+    min_iterations: int,
+    min_duration_s: float,
+    max_duration_s: float,
+    live: LiveState | None = None,
+    first_feed: int = 0,
+) -> LoopSamples:
+    """Closed loop: issue the next query as soon as the previous one returns, until the stop rule says so.
+
+    A query that raises is counted by exception kind and leaves no latency
+    sample; the loop goes on. If every query fails, the caller sees
+    ``latency_ns == []`` and ``errors`` filled.
+
+    Args:
+        run: the runtime call, ``run(feed)``.
+        feeds: the input pool, cycled from ``first_feed``.
+        clock: a :class:`~inferperf.clock.Clock`.
+        min_iterations, min_duration_s, max_duration_s: the stop rule (s).
+        live: optional progress state (read-only for other threads).
+    """
+    now = clock.now_ns
+    s = LoopSamples()
+    lat = s.latency_ns
+    starts = s.start_offsets_ns
+    if live is not None:
+        live.phase, live.samples = "measure", lat
+    n = len(feeds)
+    i = first_feed
+    count = 0
+    t_begin = now()
+    s.t0_ns = t_begin
+    if live is not None:
+        live.t0_ns = t_begin
+    min_end = t_begin + int(min_duration_s * 1e9)
+    max_end = t_begin + int(max_duration_s * 1e9)
+    t1 = t_begin
+    while True:
+        feed = feeds[i % n]
+        t0 = now()
+        try:
+            run(feed)
+        except Exception as e:  # counted, not timed; the loop goes on
+            t1 = now()
+            kind = type(e).__name__
+            s.errors[kind] = s.errors.get(kind, 0) + 1
+        else:
+            t1 = now()
+            lat.append(t1 - t0)
+            starts.append(t0 - t_begin)
+            count += 1
+        i += 1
+        if t1 >= max_end:
+            s.stopped_by = "cap" if (count < min_iterations or t1 < min_end) else "rule"
+            break
+        if count >= min_iterations and t1 >= min_end:
+            break
+        if not count and sum(s.errors.values()) >= 100:
+            break
+    s.duration_ns = t1 - t_begin
+    return s

@@ -1,0 +1,113 @@
+"""Write and read Result documents; compute ``case_key``; keep raw samples beside large results.
+
+Raw samples are the source of truth: :func:`load` recomputes the latency
+summary from them. Past :data:`SIDECAR_THRESHOLD` samples the arrays go to a
+compressed ``NAME.samples.npz`` beside the JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from ..stats import latency_summary
+from .model import SCHEMA_VERSION, LatencySummary, Result
+
+SIDECAR_THRESHOLD = 100_000
+_SAMPLE_FIELDS = ("latency_ns", "warmup_latency_ns", "start_offsets_ns", "stream_ids")
+
+
+def case_key(model_sha256: str, config: dict[str, Any]) -> str:
+    """Stable 16-hex-digit key of a case: sha256 of the model hash and the normalized config.
+
+    ``config`` is the case config as plain data (``CaseConfig.model_dump(mode="json")``);
+    keys are sorted so dict order never changes the key. The machine and the repeat
+    index are not part of it: resume, trial caches and compare match on it.
+    """
+    blob = json.dumps({"model": model_sha256, "config": config}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def sidecar_path(json_path: Path) -> Path:
+    """``r.json`` -> ``r.samples.npz`` in the same folder."""
+    name = json_path.name[: -len(".json")] if json_path.name.endswith(".json") else json_path.name
+    return json_path.with_name(name + ".samples.npz")
+
+
+def save(result: Result, path: str | Path, sidecar_threshold: int = SIDECAR_THRESHOLD) -> Path:
+    """Write ``result`` as JSON to ``path``; samples beyond ``sidecar_threshold`` go to an ``.npz`` sidecar.
+
+    Returns:
+        The path written.
+
+    Raises:
+        UsageError: the folder cannot be created or written.
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        doc = result.model_dump(mode="json")
+        if len(result.samples.latency_ns) > sidecar_threshold:
+            side = sidecar_path(p)
+            arrays = {f: np.asarray(getattr(result.samples, f), dtype=np.int64) for f in _SAMPLE_FIELDS}
+            np.savez_compressed(side, **arrays)
+            for f in _SAMPLE_FIELDS:
+                doc["samples"][f] = []
+            doc["samples"]["sidecar"] = side.name
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        tmp.replace(p)
+    except OSError as e:
+        raise UsageError(f"cannot write result to '{p}': {e.strerror or e}: choose another --output") from e
+    return p
+
+
+def migrate(doc: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older Result document up to :data:`SCHEMA_VERSION` (v1 is the first: identity).
+
+    Raises:
+        UsageError: a document from a newer inferperf, or not a Result at all.
+    """
+    version = doc.get("schema_version")
+    if not isinstance(version, int):
+        raise UsageError("not an inferperf Result (no schema_version): pass a JSON written by inferperf")
+    if version > SCHEMA_VERSION:
+        raise UsageError(
+            f"Result schema v{version} is newer than this inferperf reads (v{SCHEMA_VERSION}): upgrade inferperf"
+        )
+    return doc
+
+
+def load(path: str | Path, recompute: bool = True) -> Result:
+    """Read a Result JSON (and its sidecar), migrating old schemas; recompute the latency summary from samples.
+
+    Raises:
+        UsageError: missing or unreadable file, not a Result, a missing sidecar.
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"result file '{p}' not found: check the path") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"result file '{p}' is not readable JSON ({e}): pass a Result written by inferperf") from e
+    doc = migrate(doc)
+    side = doc.get("samples", {}).get("sidecar")
+    if side:
+        sp = p.with_name(side)
+        if not sp.exists():
+            raise UsageError(f"result '{p}' needs its samples file '{sp.name}' beside it: copy it along")
+        with np.load(sp) as z:
+            for f in _SAMPLE_FIELDS:
+                if f in z.files:
+                    doc["samples"][f] = z[f].tolist()
+    result = Result.model_validate(doc)
+    if recompute and result.samples.latency_ns:
+        method = result.metrics.latency_ms.percentile_method
+        result.metrics.latency_ms = LatencySummary(**latency_summary(result.samples.latency_ns, method))
+    return result

@@ -1,0 +1,271 @@
+"""The Result document (schema v1): one JSON object per measured case.
+
+Every field, with its unit, is documented in ``docs/results-schema.md``. Units
+live in the field names (``_ms``, ``_s``, ``_ns``, ``_bytes``, ``_per_s``,
+``_percent``). Optional blocks that a later command fills (``accuracy``,
+``server``) are present as ``null`` in v1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Scenario = Literal["single-stream", "concurrent", "offline", "server"]
+PercentileMethod = Literal["linear", "nearest-rank"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class ToolInfo(_Model):
+    """Which tool wrote the Result: ``name`` and ``version`` (PEP 440 string)."""
+
+    name: str = "inferperf"
+    version: str
+
+
+class GpuInfo(_Model):
+    """One GPU as NVML reports it: name, memory in bytes, driver version."""
+
+    index: int
+    name: str
+    memory_bytes: int | None = None
+    driver: str | None = None
+
+
+class SystemInfo(_Model):
+    """Machine inventory at measurement time.
+
+    ``cpu_affinity`` lists the CPU ids this process may run on; ``effective_cpus``
+    is the tighter of that count and the cgroup CPU quota (rounded up; the raw
+    quota is in ``cgroup_cpu_limit``). Unknown values are ``null``, never guessed.
+    """
+
+    cpu_model: str | None = None
+    isa_flags: list[str] = Field(default_factory=list)
+    physical_cores: int | None = None
+    logical_cores: int
+    smt_active: bool | None = None
+    numa_nodes: dict[str, list[int]] | None = None
+    caches: dict[str, int] | None = None
+    cpu_affinity: list[int] = Field(default_factory=list)
+    cgroup_cpu_limit: float | None = None
+    effective_cpus: int
+    governor: str | None = None
+    memory_bytes: int | None = None
+    os: str
+    python: str
+    packages: dict[str, str] = Field(default_factory=dict)
+    gpus: list[GpuInfo] = Field(default_factory=list)
+
+
+class TensorInfo(_Model):
+    """A model input or output: name, numpy dtype name (``float32``), shape as declared.
+
+    A dim is an int (fixed), a str (symbolic name) or ``null`` (unnamed).
+    """
+
+    name: str
+    dtype: str
+    shape: list[int | str | None]
+
+
+class ModelInfo(_Model):
+    """The model file measured: path, sha256 (hex), size in bytes, opset, I/O signature, variant."""
+
+    path: str
+    sha256: str
+    size_bytes: int
+    opset: int | None = None
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    variant: str = "fp32"
+    zoo_name: str | None = None
+
+
+class SessionConfig(_Model):
+    """Runtime session settings under the runtime's own names.
+
+    ``requested`` is what the user (or inferperf's defaults) asked for;
+    ``effective`` is what the runtime resolved them to (e.g. 0 threads -> the
+    count ONNX Runtime picks).
+    """
+
+    requested: dict[str, Any] = Field(default_factory=dict)
+    effective: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkloadConfig(_Model):
+    """Concrete inputs: resolved ``shapes`` (input name -> list of ints), batch size (rows per query),
+    pool of distinct inputs cycled through, where the data came from and the seed that made it."""
+
+    shapes: dict[str, list[int]]
+    dtypes: dict[str, str] = Field(default_factory=dict)
+    batch_size: int = 1
+    input_pool_size: int
+    data_source: str = "synthetic"
+    seed: int = 0
+    int_ranges: dict[str, list[int]] = Field(default_factory=dict)
+    values: dict[str, float] = Field(default_factory=dict)
+    batching: str | None = None
+
+
+class WarmupConfig(_Model):
+    """Warm-up runs until both ``iterations`` and ``duration_s`` (s) are met; never counted."""
+
+    iterations: int
+    duration_s: float
+
+
+class StopConfig(_Model):
+    """Measurement stops once both ``min_iterations`` and ``min_duration_s`` are met, or at ``max_duration_s``."""
+
+    min_iterations: int
+    min_duration_s: float
+    max_duration_s: float
+
+
+class Placement(_Model):
+    """Where the measuring process ran: pinned CPU ids and NUMA node (``null`` = not pinned)."""
+
+    cpus: list[int] | None = None
+    numa_node: int | None = None
+
+
+class CaseConfig(_Model):
+    """Everything that defines a case; ``case_key`` hashes it with the model's sha256."""
+
+    backend: str
+    session: SessionConfig
+    workload: WorkloadConfig
+    scenario: Scenario = "single-stream"
+    concurrency: int = 1
+    request_rate: float | None = None
+    warmup: WarmupConfig
+    stop: StopConfig
+    placement: Placement = Field(default_factory=Placement)
+    env: dict[str, str] = Field(default_factory=dict)
+    percentile_method: PercentileMethod = "linear"
+
+
+class ColdStart(_Model):
+    """Cold start in ms: session creation and the first inference (which is also warm-up run 1)."""
+
+    session_create_ms: float
+    first_inference_ms: float
+    phases: dict[str, float] = Field(default_factory=dict)
+
+
+class LatencySummary(_Model):
+    """Latency statistics in milliseconds over the measured (post-warm-up) queries.
+
+    Percentiles use ``percentile_method`` (``linear`` interpolation, numpy's
+    default, or ``nearest-rank``). ``p50_ci95`` is a distribution-free 95 %
+    confidence interval of the median from order statistics.
+    """
+
+    count: int
+    mean: float
+    std: float
+    min: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    p999: float
+    max: float
+    percentile_method: PercentileMethod = "linear"
+    p50_ci95: list[float] = Field(default_factory=list)
+
+
+class Throughput(_Model):
+    """Completed queries (and samples = queries x batch rows) per second of measurement wall time."""
+
+    queries_per_s: float
+    samples_per_s: float
+    per_stream: list[float] = Field(default_factory=list)
+    duration_s: float
+
+
+class Window(_Model):
+    """One time window of the measurement: start offset (s), queries/s, p50 and p99 (ms)."""
+
+    t_s: float
+    count: int
+    queries_per_s: float
+    p50_ms: float
+    p99_ms: float
+
+
+class Resources(_Model):
+    """Process resource use during measurement: mean CPU % (100 = one core), peak RSS, steal %."""
+
+    cpu_percent_mean: float | None = None
+    rss_peak_bytes: int | None = None
+    steal_percent: float | None = None
+
+
+class ErrorCounts(_Model):
+    """Failed queries: total and by exception kind."""
+
+    count: int = 0
+    by_kind: dict[str, int] = Field(default_factory=dict)
+
+
+class Metrics(_Model):
+    """All measured figures; ``accuracy`` and ``server`` are filled by later commands (null in bench)."""
+
+    cold_start: ColdStart | None = None
+    latency_ms: LatencySummary
+    throughput: Throughput
+    windows: list[Window] = Field(default_factory=list)
+    resources: Resources | None = None
+    errors: ErrorCounts = Field(default_factory=ErrorCounts)
+    accuracy: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
+
+
+class Samples(_Model):
+    """Raw samples, the source of truth. Integer nanoseconds.
+
+    ``latency_ns[i]`` is query i's latency; ``start_offsets_ns[i]`` its start
+    relative to the measurement start. Past ~100k samples the arrays live in
+    ``sidecar`` (an ``.npz`` beside the JSON) and the lists here are empty.
+    """
+
+    latency_ns: list[int] = Field(default_factory=list)
+    warmup_latency_ns: list[int] = Field(default_factory=list)
+    start_offsets_ns: list[int] = Field(default_factory=list)
+    stream_ids: list[int] = Field(default_factory=list)
+    sidecar: str | None = None
+    timeline: dict[str, Any] | None = None
+
+
+class Validity(_Model):
+    """MLPerf-style verdict: ``valid`` and, when not, the reasons."""
+
+    valid: bool
+    reasons: list[str] = Field(default_factory=list)
+
+
+class Result(_Model):
+    """One measured case (schema v1). See ``docs/results-schema.md`` for every field."""
+
+    schema_version: int = SCHEMA_VERSION
+    tool: ToolInfo
+    created_at: str
+    command: list[str] = Field(default_factory=list)
+    case_key: str
+    run: dict[str, Any] = Field(default_factory=dict)
+    system: SystemInfo
+    model: ModelInfo
+    config: CaseConfig
+    metrics: Metrics
+    samples: Samples
+    validity: Validity
+    notes: list[str] = Field(default_factory=list)

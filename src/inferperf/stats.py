@@ -1,0 +1,195 @@
+"""Pure statistics over raw samples: percentiles, summaries, confidence intervals, windows.
+
+Everything here takes plain sequences or numpy arrays and returns plain values;
+no I/O, no clock. scipy is imported lazily inside the functions that need it.
+
+Sources:
+    * Percentiles: numpy's ``linear`` method (Hyndman & Fan 1996, definition 7)
+      and ``inverted_cdf`` (definition 1, the nearest-rank method).
+    * Median CI: distribution-free order-statistic interval from the binomial
+      distribution (Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2).
+    * Mean CI over runs: Student's t interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+PercentileMethod = Literal["linear", "nearest-rank"]
+
+_NUMPY_METHOD = {"linear": "linear", "nearest-rank": "inverted_cdf"}
+
+#: Percentile levels reported in every latency summary, with the sample count
+#: each needs before it stops being mostly the maximum (1 / (1 - q)).
+PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+
+
+def percentile(values: Sequence[float] | np.ndarray, q: float, method: PercentileMethod = "linear") -> float:
+    """The ``q``-th percentile (0..100) of ``values``.
+
+    Args:
+        values: 1-D samples (any unit; the result has the same unit).
+        q: percentile level in [0, 100].
+        method: ``linear`` interpolation (numpy default) or ``nearest-rank``
+            (the smallest value with at least q % of samples at or below it).
+
+    Raises:
+        ValueError: on empty ``values``, ``q`` outside [0, 100] or an unknown method.
+    """
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        raise ValueError("percentile of no samples")
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile level {q} outside [0, 100]")
+    if method not in _NUMPY_METHOD:
+        raise ValueError(f"unknown percentile method {method!r}: use linear or nearest-rank")
+    return float(np.percentile(arr, q, method=_NUMPY_METHOD[method]))
+
+
+def min_samples_for(q: float) -> int:
+    """Samples needed for the ``q``-th percentile to rest on at least one sample beyond it: ceil(100 / (100 - q))."""
+    if q >= 100.0:
+        return 1
+    return math.ceil(100.0 / (100.0 - q) - 1e-9)
+
+
+def median_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median from order statistics.
+
+    Finds ranks (j, k) so that P(X_(j) <= median <= X_(k)) >= ``confidence``
+    under Binomial(n, 0.5) (Conover 1999, §3.2). With fewer than 6 samples no
+    such interval exists at 95 %, and the sample range is returned.
+
+    Args:
+        values: 1-D samples.
+        confidence: coverage, e.g. 0.95.
+
+    Returns:
+        (low, high) in the unit of ``values``.
+
+    Raises:
+        ValueError: on empty input.
+    """
+    arr = np.sort(np.asarray(values, dtype=np.float64))
+    n = arr.size
+    if n == 0:
+        raise ValueError("median CI of no samples")
+    from scipy.stats import binom
+
+    alpha = 1.0 - confidence
+    # r = smallest k with CDF(k) >= alpha/2, so CDF(r - 1) < alpha/2: the 1-based
+    # order statistics X_(r) and X_(n-r+1) cover the median with >= 1 - alpha.
+    r = int(binom.ppf(alpha / 2.0, n, 0.5))
+    if r < 1:
+        return float(arr[0]), float(arr[-1])
+    return float(arr[r - 1]), float(arr[n - r])
+
+
+def mean_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Student's t confidence interval of the mean; for run-level figures (throughput per run).
+
+    Returns (mean, mean) for a single value (no spread to estimate from).
+
+    Raises:
+        ValueError: on empty input.
+    """
+    arr = np.asarray(values, dtype=np.float64)
+    n = arr.size
+    if n == 0:
+        raise ValueError("mean CI of no samples")
+    m = float(arr.mean())
+    if n == 1:
+        return m, m
+    from scipy.stats import t
+
+    half = float(t.ppf(0.5 + confidence / 2.0, n - 1) * arr.std(ddof=1) / math.sqrt(n))
+    return m - half, m + half
+
+
+def cv_percent(values: Sequence[float] | np.ndarray) -> float:
+    """Coefficient of variation in percent: 100 * sample std (ddof=1) / mean; NaN when undefined."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size < 2 or arr.mean() == 0:
+        return float("nan")
+    return float(100.0 * arr.std(ddof=1) / arr.mean())
+
+
+def latency_summary(latency_ns: Sequence[int] | np.ndarray, method: PercentileMethod = "linear") -> dict:
+    """Summary of latencies given in integer nanoseconds, reported in milliseconds.
+
+    Returns a dict with ``count, mean, std, min, p50, p90, p95, p99, p999, max``
+    (ms, float), ``percentile_method`` and ``p50_ci95`` ([low, high] ms). Fits
+    :class:`inferperf.results.model.LatencySummary`.
+
+    Raises:
+        ValueError: on empty input.
+    """
+    ms = np.asarray(latency_ns, dtype=np.float64) / 1e6
+    if ms.size == 0:
+        raise ValueError("latency summary of no samples")
+    pct = np.percentile(ms, list(PERCENTILES.values()), method=_NUMPY_METHOD[method])
+    out = {
+        "count": int(ms.size),
+        "mean": float(ms.mean()),
+        "std": float(ms.std(ddof=1)) if ms.size > 1 else 0.0,
+        "min": float(ms.min()),
+        "max": float(ms.max()),
+        "percentile_method": method,
+        "p50_ci95": list(median_ci(ms)),
+    }
+    for name, value in zip(PERCENTILES, pct, strict=True):
+        out[name] = float(value)
+    return out
+
+
+def percentile_notes(count: int) -> list[str]:
+    """Warnings for the reported percentiles that rest on too few samples (e.g. p99 under 100)."""
+    notes = []
+    for name, q in PERCENTILES.items():
+        need = min_samples_for(q)
+        if count < need:
+            label = name[0] + name[1:3] + ("." + name[3:] if len(name) > 3 else "")
+            notes.append(f"{label} from {count} samples: needs >= {need} to mean more than the maximum")
+    return notes
+
+
+def windows(
+    start_offsets_ns: Sequence[int] | np.ndarray,
+    latency_ns: Sequence[int] | np.ndarray,
+    duration_ns: int,
+    n_windows: int,
+) -> list[dict]:
+    """Split a measurement into ``n_windows`` equal time windows by query completion time.
+
+    A query belongs to the window in which it completed (start + latency).
+    Each window gives ``t_s`` (start offset, s), ``count``, ``queries_per_s``
+    (completions / window length), ``p50_ms`` and ``p99_ms`` (linear; NaN-free:
+    an empty window reports 0 queries and the percentiles as 0).
+
+    Raises:
+        ValueError: if ``n_windows`` < 1 or ``duration_ns`` <= 0.
+    """
+    if n_windows < 1 or duration_ns <= 0:
+        raise ValueError("windows need n_windows >= 1 and a positive duration")
+    start = np.asarray(start_offsets_ns, dtype=np.int64)
+    lat = np.asarray(latency_ns, dtype=np.int64)
+    done = start + lat
+    width = duration_ns / n_windows
+    idx = np.minimum((done / width).astype(np.int64), n_windows - 1)
+    out = []
+    for w in range(n_windows):
+        sel = lat[idx == w] / 1e6
+        out.append(
+            {
+                "t_s": w * width / 1e9,
+                "count": int(sel.size),
+                "queries_per_s": float(sel.size / (width / 1e9)),
+                "p50_ms": float(np.percentile(sel, 50)) if sel.size else 0.0,
+                "p99_ms": float(np.percentile(sel, 99)) if sel.size else 0.0,
+            }
+        )
+    return out

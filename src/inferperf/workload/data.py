@@ -1,0 +1,221 @@
+"""Build the pool of concrete inputs a measurement cycles through.
+
+Inputs are made before any timed window: a pool of ``input_pool_size`` distinct
+feeds from one seeded generator (numpy PCG64 via ``default_rng(seed)``), or the
+user's data from ``--input-data`` (``.npz`` keyed by input name, or ``.npy`` for a
+one-input model), with dtype and shape checked. A pool larger than a fraction of
+RAM is refused unless forced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+from ..results.model import TensorInfo
+from .shapes import leading_batch, resolve_shapes
+
+#: Default inclusive ranges for integer inputs with no Gather table and no --int-range.
+_DEFAULT_INT_RANGE: dict[str, tuple[int, int]] = {
+    "uint8": (0, 255),
+    "int8": (-128, 127),
+}
+_SMALL_INT_RANGE = (0, 9)
+
+
+@dataclass
+class Workload:
+    """Concrete inputs for a case.
+
+    Attributes:
+        shapes: input name -> resolved shape (positive ints).
+        dtypes: input name -> numpy dtype name.
+        feeds: the pool, each a dict input name -> array of that shape and dtype.
+        batch_size: rows per query (leading symbolic dim, else 1).
+        data_source: ``synthetic`` or ``file:PATH``.
+        int_ranges: the inclusive ranges used for integer inputs.
+        bytes_per_feed: bytes of one feed (all inputs).
+    """
+
+    shapes: dict[str, list[int]]
+    dtypes: dict[str, str]
+    feeds: list[dict[str, np.ndarray]]
+    batch_size: int
+    data_source: str = "synthetic"
+    int_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    bytes_per_feed: int = 0
+
+
+def _int_range(spec: TensorInfo, user: Mapping[str, tuple[int, int]], index: Mapping[str, tuple[int, int]]):
+    if spec.name in user:
+        return user[spec.name]
+    if spec.name in index:
+        return index[spec.name]
+    lname = spec.name.lower()
+    if "mask" in lname:
+        return (1, 1)  # a full attention mask, the common serving case
+    if "token_type" in lname or "segment" in lname:
+        return (0, 0)
+    return _DEFAULT_INT_RANGE.get(spec.dtype, _SMALL_INT_RANGE)
+
+
+def _generate(rng: np.random.Generator, dtype: str, shape: list[int], rng_range: tuple[int, int]) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.standard_normal(shape, dtype=np.float32).astype(dt, copy=False)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        lo, hi = max(rng_range[0], info.min), min(rng_range[1], info.max)
+        return rng.integers(lo, hi, size=shape, dtype=dt, endpoint=True)
+    if dt.kind == "b":
+        return rng.integers(0, 1, size=shape, endpoint=True).astype(bool)
+    raise UsageError(f"cannot generate data of dtype {dtype}: pass --input-data FILE.npz")
+
+
+def _load_user_data(path: Path, inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
+    if not path.exists():
+        raise UsageError(f"--input-data file '{path}' not found: check the path")
+    try:
+        if path.suffix == ".npy":
+            if len(inputs) != 1:
+                raise UsageError(
+                    f"--input-data {path.name} is one array but the model has inputs {[i.name for i in inputs]}:"
+                    " pass an .npz keyed by input name"
+                )
+            return {inputs[0].name: np.load(path, allow_pickle=False)}
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+    except (ValueError, OSError) as e:
+        raise UsageError(f"--input-data '{path}' is not a readable numpy file ({e}): save it with numpy.savez") from e
+    raise UsageError(f"--input-data '{path}' must be .npz (keyed by input name) or .npy (one-input model)")
+
+
+def build_workload(
+    inputs: Sequence[TensorInfo],
+    *,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    batch_size: int | None = None,
+    pool_size: int = 16,
+    seed: int = 0,
+    int_ranges: Mapping[str, tuple[int, int]] | None = None,
+    values: Mapping[str, float] | None = None,
+    index_ranges: Mapping[str, tuple[int, int]] | None = None,
+    input_data: Path | None = None,
+    memory_bytes: int | None = None,
+    max_fraction_of_ram: float = 0.25,
+    force: bool = False,
+) -> Workload:
+    """Resolve shapes and build the input pool.
+
+    User data (``input_data``) may hold one feed per input (the resolved shape)
+    or a stack of feeds (one extra leading axis); its feeds are cycled as the pool.
+
+    Args:
+        inputs: the session's inputs (name, numpy dtype name, declared shape).
+        shapes, dims, batch_size: see :func:`~inferperf.workload.shapes.resolve_shapes`.
+        pool_size: distinct synthetic feeds to build.
+        seed: seed of the generator; the same seed gives the same pool.
+        int_ranges: inclusive ``(lo, hi)`` per integer input, overriding defaults.
+        values: input name -> a constant filling that input.
+        index_ranges: valid id ranges found in the graph (Gather tables).
+        input_data: ``.npz``/``.npy`` user data.
+        memory_bytes: RAM size for the memory guard (None skips the guard).
+        max_fraction_of_ram: refuse a pool above this fraction of RAM unless ``force``.
+        force: skip the memory guard.
+
+    Raises:
+        UsageError: unresolved dims, unknown names in ``values``/``int_ranges``, string
+            inputs without data, user data of the wrong dtype or shape, a pool over the guard.
+    """
+    names = [i.name for i in inputs]
+    for flag, mapping in (("--value", values or {}), ("--int-range", int_ranges or {})):
+        stray = [n for n in mapping if n not in names]
+        if stray:
+            raise UsageError(f"{flag} names unknown input(s) {stray}: the model's inputs are {names}")
+    user = _load_user_data(Path(input_data), inputs) if input_data else {}
+    if user:
+        stray = [n for n in user if n not in names]
+        if stray:
+            raise UsageError(f"--input-data has array(s) {stray} that are not model inputs {names}: rename them")
+    data_shapes = {}
+    for spec in inputs:
+        if spec.name in user:
+            arr = user[spec.name]
+            data_shapes[spec.name] = arr.shape[1:] if arr.ndim == len(spec.shape) + 1 else arr.shape
+    resolved = resolve_shapes(inputs, shapes, dims, batch_size, data_shapes)
+
+    dtypes = {i.name: i.dtype for i in inputs}
+    bytes_per_feed = 0
+    for spec in inputs:
+        if spec.dtype in ("str", "string", "object") and spec.name not in user:
+            raise UsageError(
+                f"input '{spec.name}' is a string tensor: synthetic strings are not generated; pass --input-data FILE.npz"
+            )
+        if spec.dtype not in ("str", "string", "object"):
+            bytes_per_feed += int(np.prod(resolved[spec.name])) * np.dtype(spec.dtype).itemsize
+    n_synthetic = pool_size if any(i.name not in user and i.name not in (values or {}) for i in inputs) else 1
+    total = bytes_per_feed * n_synthetic
+    if memory_bytes and not force and total > max_fraction_of_ram * memory_bytes:
+        raise UsageError(
+            f"input pool of {n_synthetic} x {bytes_per_feed / 2**20:.1f} MiB = {total / 2**30:.2f} GiB is over"
+            f" {max_fraction_of_ram:.0%} of RAM ({memory_bytes / 2**30:.1f} GiB): lower --input-pool-size or"
+            " the shape, or pass --force"
+        )
+
+    ranges = {}
+    for spec in inputs:
+        if np.dtype(spec.dtype).kind in "iu" if spec.dtype not in ("str", "string", "object") else False:
+            ranges[spec.name] = _int_range(spec, int_ranges or {}, index_ranges or {})
+
+    stacks: dict[str, list[np.ndarray]] = {}
+    for spec in inputs:
+        if spec.name not in user:
+            continue
+        arr = user[spec.name]
+        want = tuple(resolved[spec.name])
+        if arr.dtype != np.dtype(spec.dtype) and not (spec.dtype in ("str", "string") and arr.dtype.kind in "US"):
+            raise UsageError(
+                f"--input-data '{spec.name}' is {arr.dtype} but the input is {spec.dtype}:"
+                f" convert it (array.astype('{spec.dtype}')) before saving"
+            )
+        if arr.shape == want:
+            stacks[spec.name] = [arr]
+        elif arr.ndim == len(want) + 1 and arr.shape[1:] == want:
+            stacks[spec.name] = list(arr)
+        else:
+            raise UsageError(
+                f"--input-data '{spec.name}' has shape {list(arr.shape)} but the input resolves to {list(want)}"
+                f" (or N x {list(want)} for a stack of N feeds): fix the data or the --shape"
+            )
+
+    rng = np.random.default_rng(seed)
+    n_feeds = max([pool_size] + [len(s) for s in stacks.values()]) if len(stacks) < len(inputs) else max(
+        len(s) for s in stacks.values()
+    )
+    feeds: list[dict[str, np.ndarray]] = []
+    for k in range(n_feeds):
+        feed = {}
+        for spec in inputs:
+            if spec.name in stacks:
+                feed[spec.name] = stacks[spec.name][k % len(stacks[spec.name])]
+            elif values and spec.name in values:
+                feed[spec.name] = np.full(resolved[spec.name], values[spec.name], dtype=spec.dtype)
+            else:
+                feed[spec.name] = _generate(rng, spec.dtype, resolved[spec.name], ranges.get(spec.name, (0, 0)))
+        feeds.append(feed)
+    source = f"file:{input_data}" if user else "synthetic"
+    return Workload(
+        shapes=resolved,
+        dtypes=dtypes,
+        feeds=feeds,
+        batch_size=leading_batch(inputs, resolved),
+        data_source=source,
+        int_ranges=ranges,
+        bytes_per_feed=bytes_per_feed,
+    )
