@@ -23,6 +23,8 @@ from ..results.model import TensorInfo
 from ..system import default_intra_op_threads
 from .ort_config_keys import is_known_key
 
+ort.set_default_logger_severity(4)  # errors reach the user as one line (exceptions), not ORT's log
+
 _GRAPH_LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -58,7 +60,8 @@ _PROVIDER_EXTRAS = {
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    return re.sub(r"/onnxruntime_src/\S+:\d+ (?:[^()]*\([^)]*\) )?", "", text)  # drop source path and C++ signature
 
 
 def _tensor_info(arg: Any) -> TensorInfo:
@@ -120,7 +123,7 @@ class OnnxRuntimeBackend:
     def _session_options(self) -> ort.SessionOptions:
         o = self._opts
         so = ort.SessionOptions()
-        so.log_severity_level = 3
+        so.log_severity_level = 4
         intra = o.intra_op_num_threads
         so.intra_op_num_threads = default_intra_op_threads() if intra is None else intra
         if o.inter_op_num_threads is not None:

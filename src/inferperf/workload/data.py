@@ -118,7 +118,8 @@ def build_workload(
 
     Args:
         inputs: the session's inputs (name, numpy dtype name, declared shape).
-        shapes, dims, batch_size: see :func:`~inferperf.workload.shapes.resolve_shapes`.
+        shapes, dims, batch_size: see :func:`~inferperf.workload.shapes.resolve_shapes`; a leading
+            symbolic dim with no other source defaults to batch 1 (as perf_analyzer's ``-b``).
         pool_size: distinct synthetic feeds to build.
         seed: seed of the generator; the same seed gives the same pool.
         int_ranges: inclusive ``(lo, hi)`` per integer input, overriding defaults.

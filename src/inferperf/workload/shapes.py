@@ -101,6 +101,7 @@ def resolve_shapes(
     dims: Mapping[str, int] | None = None,
     batch_size: int | None = None,
     data_shapes: Mapping[str, Sequence[int]] | None = None,
+    default_batch: int | None = 1,
 ) -> dict[str, list[int]]:
     """Resolve every dim of every model input.
 
@@ -110,6 +111,8 @@ def resolve_shapes(
         dims: symbolic dim name -> size.
         batch_size: size of a leading symbolic/unnamed dim (rows per query).
         data_shapes: shapes of user data by input name (fills what remains).
+        default_batch: the leading symbolic dim when nothing else sets it (1, as
+            perf_analyzer's ``-b``); None leaves it unresolved.
 
     Returns:
         input name -> list of positive ints.
@@ -168,6 +171,8 @@ def resolve_shapes(
                 out.append(batch_size)
             elif spec.name in data_shapes and len(data_shapes[spec.name]) == len(declared):
                 out.append(int(data_shapes[spec.name][axis]))
+            elif axis == 0 and default_batch is not None:
+                out.append(default_batch)
             else:
                 out.append(None)
         missing = [axis for axis, v in enumerate(out) if v is None]

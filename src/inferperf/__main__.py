@@ -1,0 +1,5 @@
+"""``python -m inferperf`` runs the CLI."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,95 @@
+"""Command line: ``inferperf COMMAND``; one module per command, each thin over one library function.
+
+:func:`main` maps the exception tree to exit codes (0 ok, 1 runtime failure,
+2 usage/input error, 3 gate failed), prints one ``error:`` line, and shows the
+traceback only with ``--debug`` (accepted anywhere on the line).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+import typer
+
+from ..errors import InferperfError
+
+app = typer.Typer(
+    name="inferperf",
+    help="Measure and improve AI-model inference performance. Add --debug anywhere for tracebacks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+from . import bench as _bench  # noqa: E402,F401  (registers the command)
+from . import zoo as _zoo  # noqa: E402,F401
+
+
+def _click_modules() -> list:
+    """click's exception modules: the installed click, and the copy newer typer vendors as ``typer._click``."""
+    mods = [click.exceptions]
+    try:
+        import typer._click.exceptions as vendored  # typer >= 0.2x vendors click
+
+        mods.append(vendored)
+    except ImportError:
+        pass
+    return mods
+
+
+_MODS = _click_modules()
+_USAGE = tuple(m.UsageError for m in _MODS)
+_NO_ARGS = tuple(getattr(m, "NoArgsIsHelpError", m.UsageError) for m in _MODS)
+_EXIT = tuple(getattr(m, "Exit", typer.Exit) for m in _MODS) + (typer.Exit,)
+_ABORT = tuple(getattr(m, "Abort", typer.Abort) for m in _MODS) + (typer.Abort,)
+
+
+def _error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns (and exits with) the exit code.
+
+    Args:
+        argv: arguments without the program name (default ``sys.argv[1:]``).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("INFERPERF_DEBUG") == "1"
+    args = [a for a in args if a != "--debug"]
+    code = 0
+    try:
+        rv = app(args=args, prog_name="inferperf", standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+    except InferperfError as e:
+        if debug:
+            traceback.print_exc()
+        _error(str(e))
+        code = e.exit_code
+    except _NO_ARGS:
+        code = 0
+    except _USAGE as e:
+        if debug:
+            traceback.print_exc()
+        hint = f" (see: inferperf {e.ctx.info_name} --help)" if e.ctx and e.ctx.info_name != "inferperf" else ""
+        _error(e.format_message().replace("\n", " ") + hint)
+        code = 2
+    except _EXIT as e:
+        code = getattr(e, "exit_code", 0)
+    except _ABORT:
+        _error("interrupted")
+        code = 130
+    except KeyboardInterrupt:
+        _error("interrupted")
+        code = 130
+    except Exception as e:  # an inferperf bug: still one line unless --debug
+        if debug:
+            traceback.print_exc()
+        _error(f"internal error {type(e).__name__}: {e} (rerun with --debug and report it)")
+        code = 1
+    if argv is None:
+        sys.exit(code)
+    return code

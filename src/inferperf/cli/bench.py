@@ -1,0 +1,113 @@
+"""``inferperf bench``: latency percentiles, throughput and cold start of one model."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from ..errors import GateFailed
+from ..measure.loop import LiveState
+from ..results.io import save
+from ..results.model import Result
+from . import app
+from .options import build_config
+from .render import live_progress, print_result
+
+DEFAULT_MODEL = "zoo:resnet50"
+
+Opt = typer.Option
+
+
+def output_path(output: Path, result: Result) -> Path:
+    """``--output``: a ``.json`` path is the file; anything else is a folder that gets a generated name."""
+    if output.suffix == ".json":
+        return output
+    stem = (result.model.zoo_name or Path(result.model.path).stem).replace("/", "_")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
+    return output / f"{stem}-{result.case_key}-{stamp}.json"
+
+
+@app.command("bench")
+def bench_command(
+    model: Annotated[Optional[str], typer.Argument(help="ONNX file or zoo:NAME (default zoo:resnet50)")] = None,
+    backend: Annotated[Optional[str], Opt(help="onnxruntime | null (scripted latency, runs no model)")] = None,
+    intra_op_num_threads: Annotated[Optional[int], Opt(help="ORT intra-op threads; default: effective CPUs; 0: ORT's default")] = None,
+    inter_op_num_threads: Annotated[Optional[int], Opt(help="ORT inter-op threads (parallel mode)")] = None,
+    execution_mode: Annotated[Optional[str], Opt(help="sequential | parallel")] = None,
+    graph_optimization_level: Annotated[Optional[str], Opt(help="disable | basic | extended | all")] = None,
+    providers: Annotated[Optional[str], Opt(help="comma list, e.g. CPUExecutionProvider")] = None,
+    disable_mem_pattern: Annotated[bool, Opt("--disable-mem-pattern", help="enable_mem_pattern=False")] = False,
+    disable_cpu_mem_arena: Annotated[bool, Opt("--disable-cpu-mem-arena", help="enable_cpu_mem_arena=False")] = False,
+    session_config: Annotated[Optional[list[str]], Opt(help="ORT session config entry KEY=VALUE (repeatable)")] = None,
+    shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640 (or 1x3x640x640 for a one-input model); repeatable")] = None,
+    dim: Annotated[Optional[list[str]], Opt(help="symbolic dims everywhere they appear: batch=4,seq=128")] = None,
+    batch_size: Annotated[Optional[int], Opt(help="leading symbolic dim (rows per query); default 1")] = None,
+    input_pool_size: Annotated[Optional[int], Opt(help="distinct seeded inputs cycled through (default 16)")] = None,
+    seed: Annotated[Optional[int], Opt(help="seed of the input generator (default 0)")] = None,
+    int_range: Annotated[Optional[list[str]], Opt(help="NAME=LO:HI inclusive range of an integer input")] = None,
+    value: Annotated[Optional[list[str]], Opt(help="NAME=V: fill an input with a constant")] = None,
+    input_data: Annotated[Optional[Path], Opt(help=".npz keyed by input name, or .npy for a one-input model")] = None,
+    force: Annotated[bool, Opt("--force", help="allow an input pool over 25 % of RAM")] = False,
+    warmup: Annotated[Optional[int], Opt(help="warm-up runs (default 10)")] = None,
+    warmup_s: Annotated[Optional[float], Opt(help="minimum warm-up seconds (default 0)")] = None,
+    iterations: Annotated[Optional[int], Opt(help="minimum measured queries (default 100)")] = None,
+    duration_s: Annotated[Optional[float], Opt(help="minimum measured seconds (default 5)")] = None,
+    max_duration_s: Annotated[Optional[float], Opt(help="cap on measured seconds (default 60)")] = None,
+    percentile_method: Annotated[Optional[str], Opt(help="linear | nearest-rank")] = None,
+    null_latency_ms: Annotated[Optional[str], Opt(help="null backend: comma list of latencies (ms) to replay")] = None,
+    config: Annotated[Optional[Path], Opt(help="settings file (.json/.toml) under BenchConfig's field names")] = None,
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
+    json_out: Annotated[bool, Opt("--json", help="print the Result JSON to stdout (no table)")] = False,
+    fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the result is INVALID")] = False,
+) -> int:
+    """Measure latency percentiles, throughput and cold start of MODEL (SingleStream)."""
+    flags = {
+        "backend": backend,
+        "session.intra_op_num_threads": intra_op_num_threads,
+        "session.inter_op_num_threads": inter_op_num_threads,
+        "session.execution_mode": execution_mode,
+        "session.graph_optimization_level": graph_optimization_level,
+        "session.providers": providers,
+        "session.enable_mem_pattern": False if disable_mem_pattern else None,
+        "session.enable_cpu_mem_arena": False if disable_cpu_mem_arena else None,
+        "session.session_config": session_config,
+        "workload.shapes": shape,
+        "workload.dims": dim,
+        "workload.batch_size": batch_size,
+        "workload.input_pool_size": input_pool_size,
+        "workload.seed": seed,
+        "workload.int_ranges": int_range,
+        "workload.values": value,
+        "workload.input_data": str(input_data) if input_data else None,
+        "workload.force": True if force else None,
+        "warmup.iterations": warmup,
+        "warmup.duration_s": warmup_s,
+        "stop.min_iterations": iterations,
+        "stop.min_duration_s": duration_s,
+        "stop.max_duration_s": max_duration_s,
+        "percentile_method": percentile_method,
+    }
+    if null_latency_ms:
+        flags["null_latency_ms"] = [float(x) for x in null_latency_ms.split(",") if x.strip()]
+    cfg = build_config(flags, config)
+    from ..measure.bench import bench
+
+    err = Console(stderr=True)
+    live = LiveState()
+    with live_progress(live, cfg.stop.min_iterations, cfg.stop.min_duration_s, err):
+        result = bench(model or DEFAULT_MODEL, cfg, live=live, command=["inferperf", *sys.argv[1:]])
+    written = None
+    if output is not None:
+        written = save(result, output_path(output, result))
+    if json_out:
+        sys.stdout.write(result.model_dump_json(indent=1) + "\n")
+    else:
+        print_result(result, Console(), str(written) if written else None)
+    if fail_on_invalid and not result.validity.valid:
+        raise GateFailed(f"result is INVALID ({'; '.join(result.validity.reasons)}) and --fail-on-invalid is set")
+    return 0

@@ -1,0 +1,117 @@
+"""Turn CLI flag values into a :class:`~inferperf.config.BenchConfig`, layered defaults < file < flags."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config import BenchConfig
+from ..errors import UsageError
+from ..workload.shapes import parse_dims, parse_int_range, parse_shape, parse_value
+
+#: config field path -> the flag that sets it, for error messages.
+FLAG_OF = {
+    "stop.min_iterations": "--iterations",
+    "stop.min_duration_s": "--duration-s",
+    "stop.max_duration_s": "--max-duration-s",
+    "warmup.iterations": "--warmup",
+    "warmup.duration_s": "--warmup-s",
+    "workload.batch_size": "--batch-size",
+    "workload.input_pool_size": "--input-pool-size",
+    "session.intra_op_num_threads": "--intra-op-num-threads",
+    "session.inter_op_num_threads": "--inter-op-num-threads",
+    "concurrency": "--concurrency",
+}
+
+
+def parse_session_config(entries: list[str]) -> dict[str, str]:
+    """Parse ``--session-config KEY=VALUE`` entries.
+
+    Raises:
+        UsageError: an entry without ``=`` or with an empty key or value.
+    """
+    out = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(
+                f"malformed --session-config {entry!r}: use KEY=VALUE, e.g. session.intra_op.allow_spinning=0"
+            )
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        doc = doc.setdefault(p, {})
+    doc[leaf] = value
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a BenchConfig layer from a ``.json`` or ``.toml`` file.
+
+    Raises:
+        UsageError: missing file, unknown suffix, unparsable content.
+    """
+    if not path.exists():
+        raise UsageError(f"--config file '{path}' not found: check the path")
+    try:
+        if path.suffix == ".json":
+            return json.loads(path.read_text())
+        if path.suffix == ".toml":
+            return tomllib.loads(path.read_text())
+    except (ValueError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"--config '{path}' does not parse: {e}") from e
+    raise UsageError(f"--config '{path}' must be .json or .toml")
+
+
+def build_config(flags: dict[str, Any], config_file: Path | None = None) -> BenchConfig:
+    """Merge a config file (if any) and the flags given (None = not given) into a BenchConfig.
+
+    ``flags`` maps dotted config paths (``stop.min_iterations``) to values;
+    list-valued flags (``workload.shapes`` as raw ``--shape`` strings) are parsed here.
+
+    Raises:
+        UsageError: malformed flag values or settings out of range (names the flag).
+    """
+    doc: dict[str, Any] = read_config_file(config_file) if config_file else {}
+    raw_shapes = flags.pop("workload.shapes", None)
+    if raw_shapes:
+        shapes: dict[str, list[int]] = {}
+        for text in raw_shapes:
+            name, dims = parse_shape(text)
+            shapes[name] = dims
+        _set(doc, "workload.shapes", shapes)
+    raw_dims = flags.pop("workload.dims", None)
+    if raw_dims:
+        dims: dict[str, int] = {}
+        for text in raw_dims:
+            dims.update(parse_dims(text))
+        _set(doc, "workload.dims", dims)
+    raw_ranges = flags.pop("workload.int_ranges", None)
+    if raw_ranges:
+        _set(doc, "workload.int_ranges", dict(parse_int_range(t) for t in raw_ranges))
+    raw_values = flags.pop("workload.values", None)
+    if raw_values:
+        _set(doc, "workload.values", dict(parse_value(t) for t in raw_values))
+    raw_sc = flags.pop("session.session_config", None)
+    if raw_sc:
+        _set(doc, "session.session_config", parse_session_config(raw_sc))
+    providers = flags.pop("session.providers", None)
+    if providers:
+        _set(doc, "session.providers", [p.strip() for p in providers.split(",") if p.strip()])
+    for dotted, value in flags.items():
+        if value is not None:
+            _set(doc, dotted, value)
+    try:
+        return BenchConfig.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        flag = FLAG_OF.get(where, where)
+        raise UsageError(f"{flag}: {err['msg']}".replace("Value error, ", "")) from None

@@ -1,0 +1,98 @@
+"""Console rendering of Results (rich) and a progress display that never touches the timed loop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from collections.abc import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..measure.loop import LiveState
+from ..results.model import Result
+
+
+def _fmt(ms: float) -> str:
+    return f"{ms:.3f}" if ms < 10 else f"{ms:.2f}" if ms < 1000 else f"{ms:.0f}"
+
+
+def result_table(r: Result) -> Table:
+    """A two-column table: what ran, latency percentiles (ms), throughput, cold start, validity."""
+    lat = r.metrics.latency_ms
+    tp = r.metrics.throughput
+    cs = r.metrics.cold_start
+    eff = r.config.session.effective
+    shapes = ", ".join(f"{k}:{'x'.join(map(str, v))}" for k, v in r.config.workload.shapes.items())
+    name = f"zoo:{r.model.zoo_name}" if r.model.zoo_name else r.model.path
+    t = Table(title=f"inferperf bench: {name}", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    t.add_row("backend", f"{r.config.backend}  threads intra={eff.get('intra_op_num_threads')}"
+              f" inter={eff.get('inter_op_num_threads')}  {r.config.scenario}")
+    t.add_row("inputs", f"{shapes}  (pool {r.config.workload.input_pool_size}, {r.config.workload.data_source})")
+    t.add_row("latency ms", f"mean {_fmt(lat.mean)}  std {_fmt(lat.std)}  min {_fmt(lat.min)}  max {_fmt(lat.max)}")
+    ci = f" [{_fmt(lat.p50_ci95[0])}, {_fmt(lat.p50_ci95[1])}]" if lat.p50_ci95 else ""
+    t.add_row(
+        f"percentiles ms ({lat.percentile_method})",
+        f"p50 {_fmt(lat.p50)}{ci}  p90 {_fmt(lat.p90)}  p95 {_fmt(lat.p95)}  p99 {_fmt(lat.p99)}  p99.9 {_fmt(lat.p999)}",
+    )
+    t.add_row(
+        "throughput",
+        f"{tp.queries_per_s:.1f} queries/s  {tp.samples_per_s:.1f} samples/s  ({lat.count} queries in {tp.duration_s:.2f} s)",
+    )
+    if cs:
+        t.add_row("cold start ms", f"session create {_fmt(cs.session_create_ms)}  first inference {_fmt(cs.first_inference_ms)}")
+    res = r.metrics.resources
+    if res and res.cpu_percent_mean is not None:
+        rss = f"  peak RSS {res.rss_peak_bytes / 2**20:.0f} MiB" if res.rss_peak_bytes else ""
+        t.add_row("resources", f"CPU {res.cpu_percent_mean:.0f} % (100 = one core){rss}")
+    if r.metrics.errors.count:
+        t.add_row("errors", f"{r.metrics.errors.count}: {r.metrics.errors.by_kind}")
+    verdict = "[green]VALID[/green]" if r.validity.valid else "[red]INVALID[/red]: " + "; ".join(r.validity.reasons)
+    t.add_row("validity", verdict)
+    return t
+
+
+def print_result(r: Result, console: Console, output: str | None = None) -> None:
+    """Print the table, the notes and where the Result was written."""
+    console.print(result_table(r))
+    for note in r.notes:
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    if output:
+        console.print(f"result: {output}", highlight=False)
+
+
+@contextmanager
+def live_progress(live: LiveState, min_iterations: int, min_duration_s: float, console: Console) -> Iterator[None]:
+    """Show warm-up and measurement progress from a polling thread (10 Hz); the loop is never slowed by a lock."""
+    if not console.is_terminal:
+        yield
+        return
+    stop = threading.Event()
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]} queries"),
+        TimeElapsedColumn(), console=console, transient=True,
+    )
+    task = progress.add_task("loading", total=1.0, count=0)
+
+    def poll() -> None:
+        while not stop.wait(0.1):
+            n = len(live.samples)
+            if live.phase == "measure" and live.t0_ns:
+                elapsed = (time.perf_counter_ns() - live.t0_ns) / 1e9
+                frac = min(n / min_iterations, elapsed / min_duration_s if min_duration_s else 1.0)
+                progress.update(task, description="measuring", completed=min(frac, 1.0), count=n)
+            else:
+                progress.update(task, description=live.phase, count=n)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    with progress:
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
