@@ -165,7 +165,9 @@ def windows(
 ) -> list[dict]:
     """Split a measurement into ``n_windows`` equal time windows by query completion time.
 
-    A query belongs to the window in which it completed (start + latency).
+    A query belongs to the window in which it completed (start + latency);
+    windows are left-open, right-closed (a query ending exactly at a window's
+    end counts in that window; one ending at 0 counts in the first).
     Each window gives ``t_s`` (start offset, s), ``count``, ``queries_per_s``
     (completions / window length), ``p50_ms`` and ``p99_ms`` (linear; NaN-free:
     an empty window reports 0 queries and the percentiles as 0).
@@ -179,7 +181,7 @@ def windows(
     lat = np.asarray(latency_ns, dtype=np.int64)
     done = start + lat
     width = duration_ns / n_windows
-    idx = np.minimum((done / width).astype(np.int64), n_windows - 1)
+    idx = np.clip(np.ceil(done / width).astype(np.int64) - 1, 0, n_windows - 1)
     out = []
     for w in range(n_windows):
         sel = lat[idx == w] / 1e6

@@ -1,0 +1,119 @@
+"""Stop rules, warm-up exclusion and windows on the fake clock: exact values, no sleeps."""
+
+import pytest
+
+from inferperf.clock import FakeClock
+from inferperf.config import BenchConfig, StopOptions, WarmupOptions
+from inferperf.measure.bench import bench
+from inferperf.measure.loop import measure_stream, warm_up
+
+
+def script_runner(clock, latencies_s):
+    it = iter(latencies_s)
+
+    def run(feed):
+        clock.advance_ns(round(next(it) * 1e9))
+
+    return run
+
+
+def test_issue_example_warmup_excluded_cold_start_reported():
+    # 3.538 s (cold), 0.111 s, then four steady calls; 2 warm-up runs
+    clock = FakeClock()
+    cfg = BenchConfig(
+        backend="null",
+        null_latency_ms=[3538, 111, 83.1, 83.6, 82.9, 82.7],
+        warmup=WarmupOptions(iterations=2),
+        stop=StopOptions(min_iterations=4, min_duration_s=0, max_duration_s=100),
+    )
+    r = bench("null", cfg, clock=clock)
+    lat = r.metrics.latency_ms
+    assert lat.count == 4
+    assert lat.mean == pytest.approx(83.075)
+    assert lat.p50 == pytest.approx(83.0)
+    assert r.metrics.cold_start.first_inference_ms == pytest.approx(3538.0)
+    assert r.samples.warmup_latency_ns == [3_538_000_000, 111_000_000]
+    assert r.metrics.throughput.duration_s == pytest.approx(0.3323)
+    assert r.metrics.throughput.queries_per_s == pytest.approx(4 / 0.3323)
+
+
+def test_stop_needs_both_minimums():
+    clock = FakeClock()
+    # 10 ms per call; 5 iterations would take 50 ms but 1 s is required -> 100 calls
+    s = measure_stream(lambda f: clock.advance_ns(10_000_000), [None], clock, 5, 1.0, 10.0)
+    assert len(s.latency_ns) == 100 and s.stopped_by == "rule"
+    clock = FakeClock()
+    # 1 ms per call; 1 s reached after 1000 calls but 2000 are required
+    s = measure_stream(lambda f: clock.advance_ns(1_000_000), [None], clock, 2000, 1.0, 10.0)
+    assert len(s.latency_ns) == 2000 and s.duration_ns == 2_000_000_000
+
+
+def test_cap_stops_and_is_reported():
+    clock = FakeClock()
+    s = measure_stream(lambda f: clock.advance_ns(300_000_000), [None], clock, 100, 0.0, 1.0)
+    assert len(s.latency_ns) == 4 and s.stopped_by == "cap"  # 0.3, 0.6, 0.9, 1.2 s
+
+
+def test_cap_makes_result_invalid_with_reason():
+    cfg = BenchConfig(
+        backend="null",
+        null_latency_ms=[300],
+        warmup=WarmupOptions(iterations=1),
+        stop=StopOptions(min_iterations=100, min_duration_s=0, max_duration_s=1.0),
+    )
+    r = bench("null", cfg, clock=FakeClock())
+    assert not r.validity.valid
+    assert any("cap" in reason and "4 of 100" in reason for reason in r.validity.reasons)
+
+
+def test_warmup_count_and_duration_both_needed():
+    clock = FakeClock()
+    out = warm_up(lambda f: clock.advance_ns(100_000_000), [None], clock, iterations=2, duration_s=0.5)
+    assert len(out) == 5
+    clock = FakeClock()
+    out = warm_up(lambda f: clock.advance_ns(100_000_000), [None], clock, iterations=7, duration_s=0.1)
+    assert len(out) == 7
+
+
+def test_errors_counted_not_timed():
+    clock = FakeClock()
+    calls = {"n": 0}
+
+    def run(feed):
+        calls["n"] += 1
+        clock.advance_ns(1_000_000)
+        if calls["n"] % 4 == 0:
+            raise RuntimeError("boom")
+
+    s = measure_stream(run, [None], clock, 30, 0.0, 10.0)
+    # calls 1..39: every 4th of them (9) fails, 30 succeed; failures take time but leave no sample
+    assert len(s.latency_ns) == 30 and s.errors == {"RuntimeError": 9} and s.duration_ns == 39_000_000
+
+
+def test_feeds_cycled_in_order_after_warmup():
+    seen = []
+    clock = FakeClock()
+
+    def run(feed):
+        seen.append(feed)
+        clock.advance_ns(1)
+
+    warm = warm_up(run, [0, 1, 2], clock, 2, 0.0)
+    measure_stream(run, [0, 1, 2], clock, 4, 0.0, 1.0, first_feed=len(warm))
+    assert seen == [0, 1, 2, 0, 1, 2]
+
+
+def test_stable_windows_valid_and_unstable_invalid():
+    steady = BenchConfig(
+        backend="null",
+        null_latency_ms=[10.0],
+        warmup=WarmupOptions(iterations=1),
+        stop=StopOptions(min_iterations=100, min_duration_s=0, max_duration_s=100),
+    )
+    r = bench("null", steady, clock=FakeClock())
+    assert r.validity.valid and len(r.metrics.windows) == 10
+    assert all(w.count == 10 and w.queries_per_s == pytest.approx(100.0) for w in r.metrics.windows)
+    # latency doubles halfway through: window medians vary far beyond 10 %
+    drift = steady.model_copy(update={"null_latency_ms": [10.0] * 51 + [20.0] * 50})
+    r = bench("null", drift, clock=FakeClock())
+    assert not r.validity.valid and any("unstable" in x for x in r.validity.reasons)
