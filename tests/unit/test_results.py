@@ -80,3 +80,19 @@ def test_public_api_loads_and_saves(tmp_path):
     r = make()
     inferperf.save(r, tmp_path / "a.json")
     assert inferperf.load(tmp_path / "a.json").metrics.latency_ms.count == 50
+
+
+def test_load_refuses_non_results_with_usage_error(tmp_path):
+    p = tmp_path / "list.json"
+    p.write_text("[1, 2]")
+    with pytest.raises(UsageError, match="not an inferperf Result"):
+        load(p)
+    p.write_text(json.dumps({"schema_version": 1, "tool": {"version": "0"}}))
+    with pytest.raises(UsageError, match="not a valid Result"):
+        load(p)
+
+
+def test_case_key_ignores_measurement_length():
+    short = make(n=10)
+    long = make(n=40)
+    assert short.case_key == long.case_key

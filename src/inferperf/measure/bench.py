@@ -22,7 +22,7 @@ from .. import __version__
 from ..backends.base import create_backend
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import BenchConfig
-from ..errors import InferperfError, MeasurementError
+from ..errors import InferperfError, MeasurementError, UsageError
 from ..results.io import case_key
 from ..results.model import (
     CaseConfig,
@@ -91,6 +91,12 @@ def bench(
     """
     cfg = config or BenchConfig()
     clock = clock or SYSTEM_CLOCK
+    if cfg.scenario != "single-stream" or cfg.concurrency != 1:
+        raise UsageError(
+            f"scenario {cfg.scenario!r} with concurrency {cfg.concurrency} is not available yet: use single-stream"
+        )
+    if cfg.placement.cpus is not None or cfg.placement.numa_node is not None:
+        raise UsageError("placement (cpus, numa_node) is not available yet: pin with taskset or numactl instead")
     notes: list[str] = []
     zname = zoo_name(str(model))
     path = zoo_resolve(str(model))
@@ -184,7 +190,8 @@ def bench(
 
     qps = summary["count"] / duration_s if duration_s > 0 else 0.0
     cpu_s = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
-    rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # ru_maxrss is KiB on Linux, bytes on macOS
+    rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     case = CaseConfig(
         backend=backend.name,
         session=SessionConfig(requested=backend.requested_settings(), effective=backend.effective_settings()),
@@ -205,8 +212,9 @@ def bench(
         placement=cfg.placement,
         percentile_method=cfg.percentile_method,
     )
-    # The key covers what defines the case (requested settings), not what the machine resolved them to.
-    key_doc = case.model_dump(mode="json")
+    # The key covers what defines the case (requested settings, inputs, scenario), not how long it was
+    # measured, how it is summarised, or what this machine resolved the settings to.
+    key_doc = case.model_dump(mode="json", exclude={"warmup", "stop", "percentile_method"})
     key_doc["session"] = {"requested": key_doc["session"]["requested"]}
     return Result(
         tool=ToolInfo(version=__version__),
@@ -229,7 +237,6 @@ def bench(
             cold_start=ColdStart(
                 session_create_ms=session_create_ns / 1e6,
                 first_inference_ms=warm[0] / 1e6,
-                phases={"session_rss_bytes": float(max(0, rss_after_load - rss_before))},
             ),
             latency_ms=LatencySummary(**summary),
             throughput=Throughput(
@@ -242,6 +249,7 @@ def bench(
             resources=Resources(
                 cpu_percent_mean=100.0 * cpu_s / duration_s if duration_s > 0 else None,
                 rss_peak_bytes=rss_peak,
+                session_rss_delta_bytes=max(0, rss_after_load - rss_before),
             ),
             errors=ErrorCounts(count=n_errors, by_kind=dict(s.errors)),
         ),
@@ -250,7 +258,7 @@ def bench(
             warmup_latency_ns=warm,
             start_offsets_ns=s.start_offsets_ns,
         ),
-        validity=Validity(valid=valid, reasons=reasons),
+        validity=Validity(valid=valid, reasons=reasons, rules=v.model_dump()),
         notes=notes,
     )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from ..errors import UsageError
 from ..stats import latency_summary
@@ -96,6 +97,8 @@ def load(path: str | Path, recompute: bool = True) -> Result:
         raise UsageError(f"result file '{p}' not found: check the path") from None
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"result file '{p}' is not readable JSON ({e}): pass a Result written by inferperf") from e
+    if not isinstance(doc, dict):
+        raise UsageError(f"'{p}' holds JSON but not an inferperf Result (a {type(doc).__name__}): pass a Result file")
     doc = migrate(doc)
     side = doc.get("samples", {}).get("sidecar")
     if side:
@@ -106,7 +109,12 @@ def load(path: str | Path, recompute: bool = True) -> Result:
             for f in _SAMPLE_FIELDS:
                 if f in z.files:
                     doc["samples"][f] = z[f].tolist()
-    result = Result.model_validate(doc)
+    try:
+        result = Result.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UsageError(f"'{p}' is not a valid Result: {where}: {err['msg']}") from None
     if recompute and result.samples.latency_ns:
         method = result.metrics.latency_ms.percentile_method
         result.metrics.latency_ms = LatencySummary(**latency_summary(result.samples.latency_ns, method))

@@ -19,7 +19,8 @@ PercentileMethod = Literal["linear", "nearest-rank"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    # Unknown fields are kept, not refused: a document from a newer minor release still loads.
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
 
 
 class ToolInfo(_Model):
@@ -203,10 +204,16 @@ class Window(_Model):
 
 
 class Resources(_Model):
-    """Process resource use during measurement: mean CPU % (100 = one core), peak RSS, steal %."""
+    """Process resource use: mean CPU % during measurement (100 = one core), peak RSS, steal %.
+
+    ``rss_peak_bytes`` is the process's peak resident set so far (``getrusage``
+    ``ru_maxrss``), model load included; ``session_rss_delta_bytes`` is the RSS
+    the session added when it was created.
+    """
 
     cpu_percent_mean: float | None = None
     rss_peak_bytes: int | None = None
+    session_rss_delta_bytes: int | None = None
     steal_percent: float | None = None
 
 
@@ -247,10 +254,14 @@ class Samples(_Model):
 
 
 class Validity(_Model):
-    """MLPerf-style verdict: ``valid`` and, when not, the reasons."""
+    """MLPerf-style verdict: ``valid``, the reasons when not, and the rules it was judged by.
+
+    ``rules``: ``max_window_cv_percent``, ``min_windows``, ``n_windows`` (see ``ValidityOptions``).
+    """
 
     valid: bool
     reasons: list[str] = Field(default_factory=list)
+    rules: dict[str, float] = Field(default_factory=dict)
 
 
 class Result(_Model):

@@ -196,9 +196,8 @@ def build_workload(
             )
 
     rng = np.random.default_rng(seed)
-    n_feeds = max([pool_size] + [len(s) for s in stacks.values()]) if len(stacks) < len(inputs) else max(
-        len(s) for s in stacks.values()
-    )
+    generated = [i for i in inputs if i.name not in stacks and i.name not in (values or {})]
+    n_feeds = max([pool_size if generated else 1] + [len(s) for s in stacks.values()])
     feeds: list[dict[str, np.ndarray]] = []
     for k in range(n_feeds):
         feed = {}

@@ -1,0 +1,125 @@
+"""The CLI as a subprocess: the default run, --json/--output, and every bad-input case with its exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import light_model
+
+FAST = ["--warmup", "2", "--iterations", "5", "--duration-s", "0"]
+
+
+def cli(*args: str, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "inferperf", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_default_run_is_resnet50():
+    p = cli("bench", "--iterations", "20", "--duration-s", "0.5")
+    assert p.returncode == 0, p.stderr
+    assert "zoo:resnet50" in p.stdout and "p99" in p.stdout and "queries/s" in p.stdout
+    assert "VALID" in p.stdout
+
+
+def test_json_to_stdout_and_output_file_and_folder(tmp_path):
+    out = tmp_path / "r.json"
+    p = cli("bench", "zoo:tiny-cnn", *FAST, "--json", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["schema_version"] == 1 and doc["metrics"]["latency_ms"]["count"] >= 5
+    assert doc["command"][:3] == ["inferperf", "bench", "zoo:tiny-cnn"]
+    assert json.loads(out.read_text())["case_key"] == doc["case_key"]
+    folder = tmp_path / "results"
+    p = cli("bench", "zoo:tiny-cnn", *FAST, "--output", str(folder))
+    assert p.returncode == 0, p.stderr
+    files = list(folder.glob("tiny-cnn-*.json"))
+    assert len(files) == 1 and str(files[0]) in p.stdout.replace("\n", "")
+
+
+def test_ppocr_det_real_input_size(tmp_path):
+    out = tmp_path / "r.json"
+    p = cli("bench", "zoo:ppocr-det", "--shape", "x:1x3x640x640", *FAST, "--output", str(out))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(out.read_text())["config"]["workload"]["shapes"] == {"x": [1, 3, 640, 640]}
+
+
+def test_fail_on_invalid_exits_3():
+    # a 1 s cap with 100 queries of 300 ms each cannot be met: INVALID
+    p = cli("bench", "zoo:tiny-cnn", "--backend", "null", "--null-latency-ms", "300", "--warmup", "1",
+            "--iterations", "100", "--duration-s", "0", "--max-duration-s", "1", "--fail-on-invalid")
+    assert p.returncode == 3, p.stderr
+    assert p.stderr.strip().startswith("error: result is INVALID")
+
+
+def test_zoo_lists_models():
+    p = cli("zoo")
+    assert p.returncode == 0
+    for name in ("resnet50", "squeezenet", "ppocr-det", "tiny-bert", "constant weights"):
+        assert name in p.stdout
+
+
+def _bad_models(tmp: Path) -> dict[str, Path]:
+    good = light_model("squeezenet").read_bytes()
+    trunc = tmp / "truncated.onnx"
+    trunc.write_bytes(good[: len(good) // 3])
+    text = tmp / "notes.onnx"
+    text.write_text("this is not a model\n" * 20)
+    from onnx import TensorProto, helper, save
+
+    g = helper.make_graph(
+        [helper.make_node("Erf", ["a"], ["c"], name="erf0")],
+        "g",
+        [helper.make_tensor_value_info("a", TensorProto.DOUBLE, [2])],
+        [helper.make_tensor_value_info("c", TensorProto.DOUBLE, [2])],
+    )
+    erf = tmp / "erf_double.onnx"
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(erf))
+    return {"truncated": trunc, "text": text, "erf": erf}
+
+
+BAD_CASES = [
+    ("missing file", ["bench", "{tmp}/nope.onnx"], "not found"),
+    ("not onnx", ["bench", "{text}"], "not a readable ONNX model"),
+    ("truncated", ["bench", "{truncated}"], "ONNX model"),
+    ("op without kernel", ["bench", "{erf}"], "has no kernel"),
+    ("malformed shape", ["bench", "zoo:ppocr-det", "--shape", "x:1x3xabc"], "malformed --shape"),
+    ("malformed dim", ["bench", "zoo:tiny-bert", "--dim", "seq"], "malformed --dim"),
+    ("shape contradicts fixed dim", ["bench", "zoo:squeezenet", "--shape", "data_0:1x3x640x640"], "contradicts fixed dim"),
+    ("unresolved dims", ["bench", "zoo:ppocr-det"], "unresolved dims"),
+    ("memory guard", ["bench", "zoo:ppocr-det", "--shape", "x:1x3x40000x40000"], "--force"),
+    ("unknown zoo name", ["bench", "zoo:nope"], "unknown zoo model"),
+    ("malformed session config", ["bench", "zoo:tiny-cnn", "--session-config", "novalue"], "malformed --session-config"),
+    ("unknown flag", ["bench", "--no-such-flag"], "No such option"),
+    ("bad threads", ["bench", "zoo:tiny-cnn", "--intra-op-num-threads", "-1"], "--intra-op-num-threads"),
+    ("bad execution mode", ["bench", "zoo:tiny-cnn", "--execution-mode", "fast"], "execution_mode"),
+    ("bad input data", ["bench", "zoo:tiny-cnn", "--input-data", "{tmp}/none.npz"], "not found"),
+    ("unknown provider", ["bench", "zoo:tiny-cnn", "--providers", "CUDAExecutionProvider"], "onnxruntime-gpu"),
+]
+
+
+@pytest.mark.parametrize("label,args,expect", BAD_CASES, ids=[c[0] for c in BAD_CASES])
+def test_bad_input_one_line_exit_2(tmp_path, label, args, expect):
+    paths = {k: str(v) for k, v in _bad_models(tmp_path).items()} | {"tmp": str(tmp_path)}
+    p = cli(*[a.format(**paths) for a in args], *FAST)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("error: ") and expect in lines[0], lines[0]
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_debug_shows_traceback():
+    p = cli("bench", "zoo:nope", "--debug")
+    assert p.returncode == 2 and "Traceback" in p.stderr and "unknown zoo model" in p.stderr
