@@ -96,7 +96,15 @@ class ValidityOptions(_Config):
 
 
 class BenchConfig(_Config):
-    """One bench case: backend, session, workload, scenario and measurement rules."""
+    """One bench case: backend, session, workload, scenario and measurement rules.
+
+    ``scenario``: ``single-stream`` (one query at a time), ``concurrent``
+    (``concurrency`` closed-loop streams; ``session_mode`` shared = one session
+    for all, per-stream = one each) or ``offline`` (batches of
+    ``workload.batch_size`` back to back; samples/s). ``concurrency`` > 1
+    implies concurrent. ``repeat`` > 1 runs the case that many times, each in a
+    fresh worker process. ``sampler`` samples CPU/RSS at ``1/sampler_interval_s`` Hz.
+    """
 
     backend: str = "onnxruntime"
     session: SessionOptions = Field(default_factory=SessionOptions)
@@ -106,11 +114,28 @@ class BenchConfig(_Config):
     warmup: WarmupOptions = Field(default_factory=WarmupOptions)
     stop: StopOptions = Field(default_factory=StopOptions)
     validity: ValidityOptions = Field(default_factory=ValidityOptions)
+    session_mode: Literal["shared", "per-stream"] = "shared"
     placement: Placement = Field(default_factory=Placement)
     percentile_method: PercentileMethod = "linear"
+    sampler: bool = True
+    sampler_interval_s: float = Field(default=0.1, gt=0)
+    repeat: int = Field(default=1, ge=1)
+    worker_timeout_s: float | None = Field(default=None, gt=0)
     null_latency_ms: list[float] = Field(default_factory=lambda: [0.0])
 
     @field_validator("backend")
     @classmethod
     def _lower(cls, v: str) -> str:
         return v.strip().lower()
+
+    @model_validator(mode="after")
+    def _scenario_rules(self) -> BenchConfig:
+        if self.concurrency > 1 and self.scenario == "single-stream":
+            object.__setattr__(self, "scenario", "concurrent")
+        if self.scenario == "offline" and self.concurrency > 1:
+            raise ValueError("offline runs one stream of large batches: drop --concurrency or use concurrent")
+        if self.scenario == "offline" and not self.workload.batch_size:
+            raise ValueError("offline needs --batch-size N (rows per query)")
+        if self.scenario == "server":
+            raise ValueError("the server scenario (open-loop arrivals) comes with `inferperf load`; use concurrent")
+        return self

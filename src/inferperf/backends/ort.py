@@ -100,6 +100,7 @@ class OnnxRuntimeBackend:
     Args:
         session: settings (:class:`~inferperf.config.SessionOptions`). ``intra_op_num_threads=None``
             becomes inferperf's default, the effective CPUs, set explicitly.
+        default_threads: overrides that default (the Concurrent scenario passes effective CPUs / streams).
 
     Raises:
         UsageError: a provider this onnxruntime build lacks (names the package that has it).
@@ -107,8 +108,9 @@ class OnnxRuntimeBackend:
 
     name = "onnxruntime"
 
-    def __init__(self, session: SessionOptions, **_: Any) -> None:
+    def __init__(self, session: SessionOptions, default_threads: int | None = None, **_: Any) -> None:
         self._opts = session
+        self._default_threads = default_threads
         self._session: ort.InferenceSession | None = None
         self._notes: list[str] = []
         self._effective: dict[str, Any] = {}
@@ -125,7 +127,9 @@ class OnnxRuntimeBackend:
         so = ort.SessionOptions()
         so.log_severity_level = 4
         intra = o.intra_op_num_threads
-        so.intra_op_num_threads = default_intra_op_threads() if intra is None else intra
+        if intra is None:
+            intra = self._default_threads or default_intra_op_threads()
+        so.intra_op_num_threads = intra
         if o.inter_op_num_threads is not None:
             so.inter_op_num_threads = o.inter_op_num_threads
         so.execution_mode = _EXEC_MODES[o.execution_mode]
@@ -179,7 +183,11 @@ class OnnxRuntimeBackend:
                 eff["intra_op_num_threads"] = None
                 eff["intra_op_num_threads_source"] = "onnxruntime default, not measurable in parallel mode"
         elif self._opts.intra_op_num_threads is None:
-            eff["intra_op_num_threads_source"] = "inferperf default: effective CPUs"
+            eff["intra_op_num_threads_source"] = (
+                "inferperf default: effective CPUs / concurrency"
+                if self._default_threads
+                else "inferperf default: effective CPUs"
+            )
         self._effective = eff
 
     def _need(self) -> ort.InferenceSession:

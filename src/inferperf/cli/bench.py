@@ -59,6 +59,13 @@ def bench_command(
     duration_s: Annotated[Optional[float], Opt(help="minimum measured seconds (default 5)")] = None,
     max_duration_s: Annotated[Optional[float], Opt(help="cap on measured seconds (default 60)")] = None,
     percentile_method: Annotated[Optional[str], Opt(help="linear | nearest-rank")] = None,
+    scenario: Annotated[Optional[str], Opt(help="single-stream | concurrent | offline")] = None,
+    concurrency: Annotated[Optional[int], Opt(help="closed-loop streams (threads); > 1 implies concurrent")] = None,
+    session_mode: Annotated[Optional[str], Opt(help="shared (one session) | per-stream (one each)")] = None,
+    cpus: Annotated[Optional[str], Opt(help="pin the measuring process to these CPUs, e.g. 0-1")] = None,
+    numa_node: Annotated[Optional[int], Opt(help="bind CPUs and memory to this NUMA node (numactl)")] = None,
+    repeat: Annotated[Optional[int], Opt(help="runs, each in a fresh worker process (CIs over runs)")] = None,
+    no_sampler: Annotated[bool, Opt("--no-sampler", help="turn the 10 Hz resource sampler off")] = False,
     null_latency_ms: Annotated[Optional[str], Opt(help="null backend: comma list of latencies (ms) to replay")] = None,
     config: Annotated[Optional[Path], Opt(help="settings file (.json/.toml) under BenchConfig's field names")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
@@ -91,7 +98,17 @@ def bench_command(
         "stop.min_duration_s": duration_s,
         "stop.max_duration_s": max_duration_s,
         "percentile_method": percentile_method,
+        "scenario": scenario,
+        "concurrency": concurrency,
+        "session_mode": session_mode,
+        "placement.numa_node": numa_node,
+        "repeat": repeat,
+        "sampler": False if no_sampler else None,
     }
+    if cpus is not None:
+        from ..measure.placement import parse_cpus
+
+        flags["placement.cpus"] = parse_cpus(cpus)
     if null_latency_ms:
         flags["null_latency_ms"] = [float(x) for x in null_latency_ms.split(",") if x.strip()]
     cfg = build_config(flags, config)
@@ -99,8 +116,23 @@ def bench_command(
 
     err = Console(stderr=True)
     live = LiveState()
-    with live_progress(live, cfg.stop.min_iterations, cfg.stop.min_duration_s, err):
-        result = bench(model or DEFAULT_MODEL, cfg, live=live, command=["inferperf", *sys.argv[1:]])
+    argv = ["inferperf", *sys.argv[1:]]
+    run_dir = output if output is not None and output.suffix != ".json" else None
+
+    def on_run(case: int, round_: int, run: Result) -> None:
+        # each finished run is kept at once: an interrupted --repeat loses only the run in flight
+        pid = run.run.get("pid")
+        where = ""
+        if run_dir is not None:
+            where = f" -> {save(run, run_dir / 'runs' / f'{run.case_key}-run{round_}-pid{pid}.json')}"
+        err.print(f"run {round_ + 1}/{cfg.repeat}: {run.metrics.throughput.queries_per_s:.1f} queries/s"
+                  f" (pid {pid}){where}", highlight=False)
+
+    if cfg.repeat > 1 or cfg.placement.numa_node is not None:
+        result = bench(model or DEFAULT_MODEL, cfg, command=argv, on_run=on_run)
+    else:
+        with live_progress(live, cfg.stop.min_iterations, cfg.stop.min_duration_s, err):
+            result = bench(model or DEFAULT_MODEL, cfg, live=live, command=argv)
     written = None
     if output is not None:
         written = save(result, output_path(output, result))

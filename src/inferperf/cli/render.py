@@ -15,6 +15,20 @@ from ..measure.loop import LiveState
 from ..results.model import Result
 
 
+def _cpus(cpus: list[int]) -> str:
+    if not cpus:
+        return "-"
+    runs, start, prev = [], cpus[0], cpus[0]
+    for c in cpus[1:] + [None]:
+        if c is not None and c == prev + 1:
+            prev = c
+            continue
+        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if c is not None:
+            start = prev = c
+    return ",".join(runs)
+
+
 def _fmt(ms: float) -> str:
     return f"{ms:.3f}" if ms < 10 else f"{ms:.2f}" if ms < 1000 else f"{ms:.0f}"
 
@@ -30,8 +44,25 @@ def result_table(r: Result) -> Table:
     t = Table(title=f"inferperf bench: {name}", show_header=False, title_justify="left")
     t.add_column("what", style="bold")
     t.add_column("value")
+    scen = r.config.scenario
+    if scen == "concurrent":
+        scen += f" x{r.config.concurrency} ({r.config.session_mode} session)"
     t.add_row("backend", f"{r.config.backend}  threads intra={eff.get('intra_op_num_threads')}"
-              f" inter={eff.get('inter_op_num_threads')}  {r.config.scenario}")
+              f" inter={eff.get('inter_op_num_threads')}  {scen}")
+    s = r.system
+    smt = {True: "SMT on", False: "SMT off", None: "SMT unknown"}[s.smt_active]
+    quota = f"  cgroup quota {s.cgroup_cpu_limit:g}" if s.cgroup_cpu_limit else ""
+    numa = f"  NUMA {len(s.numa_nodes)}" if s.numa_nodes else ""
+    t.add_row(
+        "machine",
+        f"{s.cpu_model or 'unknown CPU'}  {s.physical_cores or '?'} physical / {s.logical_cores} logical, {smt}{numa}"
+        f"  effective CPUs {s.effective_cpus}{quota}  affinity {_cpus(s.cpu_affinity)}"
+        f"  ISA {','.join(s.isa_flags) or '-'}  governor {s.governor or '-'}"
+        f"  RAM {(s.memory_bytes or 0) / 2**30:.1f} GiB",
+    )
+    if r.config.placement.cpus is not None:
+        t.add_row("placement", f"pinned to CPUs {_cpus(r.config.placement.cpus)}"
+                  + (f", NUMA node {r.config.placement.numa_node}" if r.config.placement.numa_node is not None else ""))
     t.add_row("inputs", f"{shapes}  (pool {r.config.workload.input_pool_size}, {r.config.workload.data_source})")
     t.add_row("latency ms", f"mean {_fmt(lat.mean)}  std {_fmt(lat.std)}  min {_fmt(lat.min)}  max {_fmt(lat.max)}")
     ci = f" [{_fmt(lat.p50_ci95[0])}, {_fmt(lat.p50_ci95[1])}]" if lat.p50_ci95 else ""
@@ -39,12 +70,23 @@ def result_table(r: Result) -> Table:
         f"percentiles ms ({lat.percentile_method})",
         f"p50 {_fmt(lat.p50)}{ci}  p90 {_fmt(lat.p90)}  p95 {_fmt(lat.p95)}  p99 {_fmt(lat.p99)}  p99.9 {_fmt(lat.p999)}",
     )
-    t.add_row(
-        "throughput",
-        f"{tp.queries_per_s:.1f} queries/s  {tp.samples_per_s:.1f} samples/s  ({lat.count} queries in {tp.duration_s:.2f} s)",
-    )
+    tput = f"{tp.queries_per_s:.1f} queries/s  {tp.samples_per_s:.1f} samples/s  ({lat.count} queries in {tp.duration_s:.2f} s)"
+    if tp.queries_per_s_ci95:
+        lo, hi = tp.queries_per_s_ci95
+        tput = (f"{tp.queries_per_s:.1f} queries/s, 95 % CI [{lo:.1f}, {hi:.1f}] over {len(tp.per_run)} runs"
+                f"  {tp.samples_per_s:.1f} samples/s  ({lat.count} queries in {tp.duration_s:.2f} s)")
+    t.add_row("throughput", tput)
+    if len(tp.per_stream) > 1:
+        t.add_row("per stream", "  ".join(f"{x:.1f}" for x in tp.per_stream) + " queries/s")
     if cs:
-        t.add_row("cold start ms", f"session create {_fmt(cs.session_create_ms)}  first inference {_fmt(cs.first_inference_ms)}")
+        cold = f"session create {_fmt(cs.session_create_ms)}  first inference {_fmt(cs.first_inference_ms)}"
+        if cs.session_create_ms_ci95:
+            cold += (f"  (means of {len(cs.per_run)} fresh processes; CI create [{_fmt(cs.session_create_ms_ci95[0])},"
+                     f" {_fmt(cs.session_create_ms_ci95[1])}], first [{_fmt(cs.first_inference_ms_ci95[0])},"
+                     f" {_fmt(cs.first_inference_ms_ci95[1])}])")
+        t.add_row("cold start ms", cold)
+    if "pids" in r.run:
+        t.add_row("runs", f"{r.run['repeats']} fresh worker processes, PIDs {r.run['pids']}")
     res = r.metrics.resources
     if res and res.cpu_percent_mean is not None:
         rss = f"  peak RSS {res.rss_peak_bytes / 2**20:.0f} MiB" if res.rss_peak_bytes else ""

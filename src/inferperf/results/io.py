@@ -20,7 +20,7 @@ from ..stats import latency_summary
 from .model import SCHEMA_VERSION, LatencySummary, Result
 
 SIDECAR_THRESHOLD = 100_000
-_SAMPLE_FIELDS = ("latency_ns", "warmup_latency_ns", "start_offsets_ns", "stream_ids")
+_SAMPLE_FIELDS = ("latency_ns", "warmup_latency_ns", "start_offsets_ns", "stream_ids", "run_ids")
 
 
 def case_key(model_sha256: str, config: dict[str, Any]) -> str:

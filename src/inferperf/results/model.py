@@ -132,10 +132,14 @@ class StopConfig(_Model):
 
 
 class Placement(_Model):
-    """Where the measuring process ran: pinned CPU ids and NUMA node (``null`` = not pinned)."""
+    """Where the measuring process ran: pinned CPU ids and NUMA node (``null`` = not pinned).
+
+    ``memory_bound``: memory was bound to the node too (numactl), not only the CPUs.
+    """
 
     cpus: list[int] | None = None
     numa_node: int | None = None
+    memory_bound: bool | None = None
 
 
 class CaseConfig(_Model):
@@ -152,14 +156,24 @@ class CaseConfig(_Model):
     placement: Placement = Field(default_factory=Placement)
     env: dict[str, str] = Field(default_factory=dict)
     percentile_method: PercentileMethod = "linear"
+    session_mode: Literal["shared", "per-stream"] = "shared"
+    repeat: int = 1
 
 
 class ColdStart(_Model):
-    """Cold start in ms: session creation and the first inference (which is also warm-up run 1)."""
+    """Cold start in ms: session creation and the first inference (which is also warm-up run 1).
+
+    ``phases`` holds sub-phases in ms (``runtime_import_ms`` in a fresh worker).
+    With repeats the figures are means over runs (each run a fresh process),
+    ``per_run`` lists each run's, and ``*_ci95`` are Student's t intervals.
+    """
 
     session_create_ms: float
     first_inference_ms: float
     phases: dict[str, float] = Field(default_factory=dict)
+    per_run: list[dict[str, float]] = Field(default_factory=list)
+    session_create_ms_ci95: list[float] = Field(default_factory=list)
+    first_inference_ms_ci95: list[float] = Field(default_factory=list)
 
 
 class LatencySummary(_Model):
@@ -185,17 +199,26 @@ class LatencySummary(_Model):
 
 
 class Throughput(_Model):
-    """Completed queries (and samples = queries x batch rows) per second of measurement wall time."""
+    """Completed queries (and samples = queries x batch rows) per second of measurement wall time.
+
+    With repeats, ``queries_per_s`` is the mean over runs, ``per_run`` the run
+    figures and ``queries_per_s_ci95`` Student's t 95 % interval over runs
+    (empty for one run). ``per_stream`` is queries/s of each concurrent stream.
+    """
 
     queries_per_s: float
     samples_per_s: float
     per_stream: list[float] = Field(default_factory=list)
     duration_s: float
+    per_run: list[float] = Field(default_factory=list)
+    queries_per_s_ci95: list[float] = Field(default_factory=list)
+    samples_per_s_ci95: list[float] = Field(default_factory=list)
 
 
 class Window(_Model):
-    """One time window of the measurement: start offset (s), queries/s, p50 and p99 (ms)."""
+    """One time window of a run: start offset (s), completed queries, queries/s, p50 and p99 (ms)."""
 
+    run: int = 0
     t_s: float
     count: int
     queries_per_s: float
@@ -249,6 +272,7 @@ class Samples(_Model):
     warmup_latency_ns: list[int] = Field(default_factory=list)
     start_offsets_ns: list[int] = Field(default_factory=list)
     stream_ids: list[int] = Field(default_factory=list)
+    run_ids: list[int] = Field(default_factory=list)
     sidecar: str | None = None
     timeline: dict[str, Any] | None = None
 

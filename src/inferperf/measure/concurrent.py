@@ -1,0 +1,178 @@
+"""The Concurrent scenario: N closed-loop streams in threads, one shared stop rule.
+
+Each stream issues its next query as soon as its previous one returns
+(perf_analyzer's ``--concurrency-range``, MLPerf-style closed loop). Streams
+warm up on their own, meet at a barrier, and then run until the main thread
+sees the *total* count and the elapsed time meet the stop rule (or the cap).
+ONNX Runtime releases the GIL inside ``run``, so the streams overlap for real.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..clock import Clock
+from .loop import LiveState
+
+
+@dataclass
+class StreamSamples:
+    """Raw samples of N concurrent streams (integer ns; offsets from the common start).
+
+    Attributes:
+        warmup_latency_ns: each stream's warm-up latencies (stream 0's first is the cold first inference).
+        latency_ns, start_offsets_ns, stream_ids: one entry per completed query, in completion order per stream.
+        duration_ns: common start to the last completion.
+        per_stream_counts: completed queries per stream.
+        errors: exception kind -> count.
+        stopped_by: ``rule`` or ``cap``.
+    """
+
+    warmup_latency_ns: list[list[int]] = field(default_factory=list)
+    latency_ns: list[int] = field(default_factory=list)
+    start_offsets_ns: list[int] = field(default_factory=list)
+    stream_ids: list[int] = field(default_factory=list)
+    duration_ns: int = 0
+    per_stream_counts: list[int] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    stopped_by: str = "rule"
+
+
+class _Stream(threading.Thread):
+    def __init__(self, k, run, feeds, clock, warmup_n, warmup_s, barrier, shared):
+        super().__init__(name=f"inferperf-stream-{k}", daemon=True)
+        self.k, self.run_fn, self.feeds, self.clock = k, run, feeds, clock
+        self.warmup_n, self.warmup_s, self.barrier, self.shared = warmup_n, warmup_s, barrier, shared
+        self.warm: list[int] = []
+        self.lat: list[int] = []
+        self.starts: list[int] = []
+        self.last_end = 0
+        self.errors: dict[str, int] = {}
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:  # noqa: D102 - thread body
+        now = self.clock.now_ns
+        run = self.run_fn
+        feeds = self.feeds
+        n = len(feeds)
+        try:
+            t_start = now()
+            i = 0
+            while i < self.warmup_n or now() - t_start < self.warmup_s * 1e9:
+                t0 = now()
+                run(feeds[i % n])
+                self.warm.append(now() - t0)
+                i += 1
+        except BaseException as e:  # noqa: BLE001 - reported to the caller
+            self.failure = e
+            self.barrier.abort()
+            return
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            return
+        t_begin = self.shared["t_begin"]
+        stop = self.shared["stop"]
+        lat, starts = self.lat, self.starts
+        t1 = t_begin
+        while not stop.is_set():
+            feed = feeds[i % n]
+            t0 = now()
+            try:
+                run(feed)
+            except Exception as e:  # counted, not timed
+                t1 = now()
+                kind = type(e).__name__
+                self.errors[kind] = self.errors.get(kind, 0) + 1
+            else:
+                t1 = now()
+                lat.append(t1 - t0)
+                starts.append(t0 - t_begin)
+            i += 1
+        self.last_end = t1
+
+
+def measure_concurrent(
+    runs: Sequence[Callable[[Any], Any]],
+    feeds: Sequence[Sequence[Any]],
+    clock: Clock,
+    warmup_iterations: int,
+    warmup_duration_s: float,
+    min_iterations: int,
+    min_duration_s: float,
+    max_duration_s: float,
+    live: LiveState | None = None,
+    poll_s: float = 0.005,
+) -> StreamSamples:
+    """Run ``len(runs)`` closed-loop streams until the total count and duration meet the stop rule.
+
+    Args:
+        runs: one runtime callable per stream (the same callable for a shared session).
+        feeds: one input pool per stream (distinct inputs per stream).
+        clock: the clock (real; the coordinator sleeps ``poll_s`` between checks).
+        warmup_iterations, warmup_duration_s: per-stream warm-up, never counted.
+        min_iterations, min_duration_s, max_duration_s: the stop rule over all streams (s).
+        live: optional progress state.
+
+    Returns:
+        :class:`StreamSamples`.
+
+    Raises:
+        Exception: the first exception a stream raised during warm-up (the model cannot run).
+    """
+    n = len(runs)
+    shared: dict[str, Any] = {"stop": threading.Event(), "t_begin": 0}
+    # the barrier's action runs once all streams have warmed up, before any is released
+    barrier = threading.Barrier(n + 1, action=lambda: shared.__setitem__("t_begin", clock.now_ns()))
+    streams = [
+        _Stream(k, runs[k], feeds[k], clock, warmup_iterations, warmup_duration_s, barrier, shared) for k in range(n)
+    ]
+    for s in streams:
+        s.start()
+    try:
+        if live is not None:
+            live.phase = "warmup"
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass
+        failed = next((s.failure for s in streams if s.failure is not None), None)
+        if failed is not None:
+            raise failed
+        t_begin = shared["t_begin"]
+        if live is not None:
+            live.phase, live.samples, live.t0_ns = "measure", streams[0].lat, t_begin
+        min_end = t_begin + int(min_duration_s * 1e9)
+        max_end = t_begin + int(max_duration_s * 1e9)
+        stopped_by = "rule"
+        while True:
+            clock.sleep(poll_s)
+            t = clock.now_ns()
+            total = sum(len(s.lat) for s in streams)
+            if total >= min_iterations and t >= min_end:
+                break
+            if t >= max_end:
+                stopped_by = "cap"
+                break
+            if not total and sum(sum(s.errors.values()) for s in streams) >= 100:
+                break
+    finally:
+        shared["stop"].set()
+        for s in streams:
+            s.join()
+    out = StreamSamples(stopped_by=stopped_by)
+    out.warmup_latency_ns = [s.warm for s in streams]
+    for s in streams:
+        out.latency_ns.extend(s.lat)
+        out.start_offsets_ns.extend(s.starts)
+        out.stream_ids.extend([s.k] * len(s.lat))
+        out.per_stream_counts.append(len(s.lat))
+        for kind, c in s.errors.items():
+            out.errors[kind] = out.errors.get(kind, 0) + c
+    out.duration_ns = max((s.last_end for s in streams), default=t_begin) - t_begin
+    if out.stopped_by == "cap" and sum(out.per_stream_counts) >= min_iterations and out.duration_ns >= min_duration_s * 1e9:
+        out.stopped_by = "rule"
+    return out

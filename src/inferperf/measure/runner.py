@@ -1,0 +1,211 @@
+"""Run cases in fresh worker processes: repeats, interleaved shuffled rounds, aggregation.
+
+Each run is a new Python process (``python -m inferperf.measure.worker``), so
+cold start is a real cold start and run-level figures (throughput, cold
+start) get a distribution. Several cases are measured in rounds: every round
+runs each case once, in an order shuffled with a recorded seed, so machine
+drift spreads over all cases instead of biasing the last ones.
+
+Workers are always reaped: on timeout or Ctrl-C the running worker is killed
+and waited for; finished runs are handed to ``on_result`` as they complete, so
+a caller that saves them keeps everything finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import BenchConfig
+from ..errors import BackendUnavailable, InferperfError, MeasurementError, ModelError, RuntimeFailure, UsageError
+from ..results.model import ColdStart, LatencySummary, Result, Throughput, Validity
+from ..stats import latency_summary, mean_ci, percentile_notes
+from .placement import numactl_prefix
+
+_ERRORS: dict[str, type[InferperfError]] = {
+    c.__name__: c for c in (UsageError, ModelError, BackendUnavailable, RuntimeFailure, MeasurementError)
+}
+
+
+def worker_timeout_s(cfg: BenchConfig) -> float:
+    """Seconds a worker may take: the measurement cap plus generous room for load, warm-up and batching checks."""
+    if cfg.worker_timeout_s:
+        return cfg.worker_timeout_s
+    return cfg.stop.max_duration_s * 1.5 + cfg.warmup.duration_s * 2 + 180.0
+
+
+def run_in_worker(model: str, cfg: BenchConfig, repeat_index: int = 0, command: list[str] | None = None) -> Result:
+    """Measure one run of ``model`` in a fresh worker process and return its Result.
+
+    Raises:
+        the worker's own error class (UsageError, ModelError, ...) with its one-line message;
+        MeasurementError when the worker times out, is killed (e.g. out of memory) or writes nothing.
+    """
+    with tempfile.TemporaryDirectory(prefix="inferperf-") as tmp:
+        job, out = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        job.write_text(
+            json.dumps(
+                {"model": str(model), "config": cfg.model_dump(mode="json"), "repeat_index": repeat_index,
+                 "command": command}
+            )
+        )
+        argv = [sys.executable, "-m", "inferperf.measure.worker", str(job), str(out)]
+        env = {**os.environ, "INFERPERF_WORKER": "1"}
+        if cfg.placement.numa_node is not None:
+            prefix = numactl_prefix(cfg.placement.numa_node)
+            if prefix:
+                argv = prefix + argv
+                env["INFERPERF_NUMACTL"] = "1"
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            _, stderr = proc.communicate(timeout=worker_timeout_s(cfg))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise MeasurementError(
+                f"run {repeat_index} timed out after {worker_timeout_s(cfg):.0f} s and was killed:"
+                " lower --max-duration-s or check the model loads"
+            ) from None
+        except BaseException:  # Ctrl-C: reap the worker, then let the interrupt through
+            proc.kill()
+            proc.wait()
+            raise
+        if out.exists():
+            doc = json.loads(out.read_text())
+            if "error" in doc:
+                err = doc["error"]
+                raise _ERRORS.get(err["type"], MeasurementError)(err["message"])
+            return Result.model_validate(doc)
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        oom = " (out of memory?)" if proc.returncode == -9 else ""
+        tail = (stderr or "").strip().splitlines()[-1:] or [""]
+        raise MeasurementError(f"run {repeat_index} worker {how}{oom} without a result {tail[0][:200]}".rstrip())
+
+
+def run_rounds(
+    cases: Sequence[tuple[str, BenchConfig]],
+    repeat: int,
+    seed: int = 0,
+    on_result: Callable[[int, int, Result], None] | None = None,
+    command: list[str] | None = None,
+) -> list[list[Result]]:
+    """Run every case ``repeat`` times in shuffled, interleaved rounds, each run in a fresh worker.
+
+    Args:
+        cases: (model, config) pairs.
+        repeat: rounds; each round runs every case once.
+        seed: seed of the shuffle (``random.Random(seed)``); recorded by callers.
+        on_result: called as ``on_result(case_index, round, result)`` when a run finishes.
+
+    Returns:
+        results[case_index] = that case's runs in round order.
+
+    Raises:
+        the first run's error (a bad model or flag fails fast).
+    """
+    rng = random.Random(seed)
+    out: list[list[Result]] = [[] for _ in cases]
+    for r in range(repeat):
+        order = list(range(len(cases)))
+        rng.shuffle(order)
+        for i in order:
+            model, cfg = cases[i]
+            res = run_in_worker(model, cfg.model_copy(update={"repeat": 1}), repeat_index=r, command=command)
+            res.run["round"] = r
+            res.run["round_order"] = order
+            res.run["shuffle_seed"] = seed
+            out[i].append(res)
+            if on_result:
+                on_result(i, r, res)
+    return out
+
+
+def _ci(values: list[float]) -> list[float]:
+    return list(mean_ci(values)) if len(values) > 1 else []
+
+
+def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
+    """Pool R runs of one case into one Result: samples pooled (never percentiles averaged),
+    run-level throughput and cold start as means with Student's t 95 % intervals over runs.
+
+    Raises:
+        ValueError: no runs, or runs of different cases.
+    """
+    if not runs:
+        raise ValueError("no runs to aggregate")
+    keys = {r.case_key for r in runs}
+    if len(keys) != 1:
+        raise ValueError(f"runs of different cases {sorted(keys)} cannot be pooled")
+    first = runs[0]
+    lat: list[int] = []
+    starts: list[int] = []
+    streams: list[int] = []
+    run_ids: list[int] = []
+    warm: list[int] = []
+    for k, r in enumerate(runs):
+        lat.extend(r.samples.latency_ns)
+        starts.extend(r.samples.start_offsets_ns)
+        streams.extend(r.samples.stream_ids)
+        run_ids.extend([k] * len(r.samples.latency_ns))
+        warm.extend(r.samples.warmup_latency_ns)
+    qps = [r.metrics.throughput.queries_per_s for r in runs]
+    sps = [r.metrics.throughput.samples_per_s for r in runs]
+    cold = [r.metrics.cold_start for r in runs if r.metrics.cold_start]
+    creates = [c.session_create_ms for c in cold]
+    firsts = [c.first_inference_ms for c in cold]
+    summary = LatencySummary(**latency_summary(lat, cfg.percentile_method))
+    notes = [n for n in first.notes if not n.startswith(("p9", "p99"))] + percentile_notes(summary.count)
+    reasons = [f"run {k}: {why}" for k, r in enumerate(runs) for why in r.validity.reasons]
+    pids = [r.run.get("pid") for r in runs]
+    per_stream = np.mean([r.metrics.throughput.per_stream for r in runs], axis=0).tolist() if all(
+        len(r.metrics.throughput.per_stream) == len(first.metrics.throughput.per_stream) for r in runs
+    ) else []
+    doc = first.model_copy(deep=True)
+    doc.run = {"pids": pids, "repeats": len(runs), "runs": [r.run for r in runs]}
+    doc.config.repeat = len(runs)
+    doc.metrics.latency_ms = summary
+    doc.metrics.throughput = Throughput(
+        queries_per_s=float(np.mean(qps)),
+        samples_per_s=float(np.mean(sps)),
+        per_stream=per_stream,
+        duration_s=float(sum(r.metrics.throughput.duration_s for r in runs)),
+        per_run=qps,
+        queries_per_s_ci95=_ci(qps),
+        samples_per_s_ci95=_ci(sps),
+    )
+    if cold:
+        doc.metrics.cold_start = ColdStart(
+            session_create_ms=float(np.mean(creates)),
+            first_inference_ms=float(np.mean(firsts)),
+            phases={k: float(np.mean([c.phases.get(k, 0.0) for c in cold])) for k in cold[0].phases},
+            per_run=[{"session_create_ms": c.session_create_ms, "first_inference_ms": c.first_inference_ms,
+                      **c.phases} for c in cold],
+            session_create_ms_ci95=_ci(creates),
+            first_inference_ms_ci95=_ci(firsts),
+        )
+    doc.metrics.windows = [w.model_copy(update={"run": k}) for k, r in enumerate(runs) for w in r.metrics.windows]
+    doc.metrics.errors.count = sum(r.metrics.errors.count for r in runs)
+    doc.samples.latency_ns, doc.samples.start_offsets_ns = lat, starts
+    doc.samples.stream_ids, doc.samples.run_ids, doc.samples.warmup_latency_ns = streams, run_ids, warm
+    doc.samples.timeline = {"runs": [r.samples.timeline for r in runs]} if any(r.samples.timeline for r in runs) else None
+    doc.validity = Validity(valid=not reasons, reasons=reasons, rules=first.validity.rules)
+    doc.notes = list(dict.fromkeys(notes))
+    return doc
+
+
+def run_repeats(model: str | Path, cfg: BenchConfig, command: list[str] | None = None,
+                on_result: Callable[[int, int, Result], None] | None = None) -> Result:
+    """``cfg.repeat`` runs of one case, each in a fresh worker, pooled by :func:`aggregate`."""
+    runs = run_rounds([(str(model), cfg)], cfg.repeat, seed=cfg.workload.seed, on_result=on_result,
+                      command=command)[0]
+    return aggregate(runs, cfg)
