@@ -123,3 +123,35 @@ def test_bad_input_one_line_exit_2(tmp_path, label, args, expect):
 def test_debug_shows_traceback():
     p = cli("bench", "zoo:nope", "--debug")
     assert p.returncode == 2 and "Traceback" in p.stderr and "unknown zoo model" in p.stderr
+
+
+def test_taskset_one_cpu_records_one_effective_cpu(tmp_path):
+    import shutil
+
+    cpu = str(sorted(os.sched_getaffinity(0))[-1])
+    out = tmp_path / "r.json"
+    argv = [sys.executable, "-m", "inferperf", "bench", "zoo:squeezenet", *FAST, "-o", str(out)]
+    if shutil.which("taskset"):
+        argv = ["taskset", "-c", cpu, *argv]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    else:  # same effect without util-linux: the child inherits the parent's affinity
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+                           preexec_fn=lambda: os.sched_setaffinity(0, {int(cpu)}))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["system"]["effective_cpus"] == 1 and doc["system"]["cpu_affinity"] == [int(cpu)]
+    assert doc["config"]["session"]["effective"]["intra_op_num_threads"] == 1
+
+
+def test_concurrency_repeat_cli_reports_ci_and_inventory(tmp_path):
+    p = cli("bench", "zoo:tiny-cnn", "--concurrency", "2", "--intra-op-num-threads", "1", "--repeat", "3",
+            "--warmup", "2", "--iterations", "20", "--duration-s", "0.2", "-o", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "95 % CI" in p.stdout and "3 fresh worker processes" in p.stdout and "physical" in p.stdout
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 3  # each run kept as it finished
+    assert p.stderr.count("run ") >= 3
+
+
+def test_batch_size_on_resnet50_refused_naming_reshape():
+    p = cli("bench", "zoo:resnet50", "--batch-size", "4", *FAST)
+    assert p.returncode == 2 and "Reshape node 'n173'" in p.stderr and len(p.stderr.strip().splitlines()) == 1
