@@ -265,6 +265,19 @@ def collect_gpus() -> list[GpuInfo]:
             pass
 
 
+def _cpu_mhz() -> dict[str, float] | None:
+    """Current (mean over cores) and maximum CPU frequency in MHz where readable (psutil, else /proc/cpuinfo)."""
+    try:
+        f = psutil.cpu_freq()
+        if f and f.current:
+            return {"current": round(float(f.current), 1), **({"max": float(f.max)} if f.max else {})}
+    except (OSError, NotImplementedError, AttributeError):
+        pass
+    mhz = [float(line.split(":")[1]) for line in (_read(Path("/proc/cpuinfo")) or "").splitlines()
+           if line.startswith("cpu MHz") and ":" in line]
+    return {"current": round(sum(mhz) / len(mhz), 1)} if mhz else None
+
+
 def _build() -> SystemInfo:
     model, flags = parse_cpuinfo(_read(Path("/proc/cpuinfo")) or "")
     physical = psutil.cpu_count(logical=False)
@@ -283,6 +296,7 @@ def _build() -> SystemInfo:
         smt_active=smt, numa_nodes=read_numa_nodes(), caches=read_caches(), cpu_affinity=affinity,
         cgroup_cpu_limit=quota, effective_cpus=effective_cpus(len(affinity), quota),
         governor=_read(_SYS_CPU / "cpu0" / "cpufreq" / "scaling_governor") or None,
+        cpu_mhz=_cpu_mhz(),
         memory_bytes=memory, os=platform.platform(), python=platform.python_version(),
         packages=package_versions(), gpus=collect_gpus(),
     )  # fmt: skip

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ..measure.loop import LiveState
 from ..results.model import Result
+from ..system import cpu_limit_display
 
 
 def _cpus(cpus: list[int]) -> str:
@@ -51,13 +52,14 @@ def result_table(r: Result) -> Table:
               f" inter={eff.get('inter_op_num_threads')}  {scen}")
     s = r.system
     smt = {True: "SMT on", False: "SMT off", None: "SMT unknown"}[s.smt_active]
-    quota = f"  cgroup quota {s.cgroup_cpu_limit:g}" if s.cgroup_cpu_limit else ""
+    quota = f"  cgroup quota {cpu_limit_display(s.cgroup_cpu_limit)}" if s.cgroup_cpu_limit else ""
+    mhz = f"  {s.cpu_mhz['current']:.0f} MHz" if s.cpu_mhz else ""
     numa = f"  NUMA {len(s.numa_nodes)}" if s.numa_nodes else ""
     t.add_row(
         "machine",
         f"{s.cpu_model or 'unknown CPU'}  {s.physical_cores or '?'} physical / {s.logical_cores} logical, {smt}{numa}"
         f"  effective CPUs {s.effective_cpus}{quota}  affinity {_cpus(s.cpu_affinity)}"
-        f"  ISA {','.join(s.isa_flags) or '-'}  governor {s.governor or '-'}"
+        f"  ISA {','.join(s.isa_flags) or '-'}  governor {s.governor or '-'}{mhz}"
         f"  RAM {(s.memory_bytes or 0) / 2**30:.1f} GiB",
     )
     if r.config.placement.cpus is not None:

@@ -58,6 +58,7 @@ class SystemInfo(_Model):
     cgroup_cpu_limit: float | None = None
     effective_cpus: int
     governor: str | None = None
+    cpu_mhz: dict[str, float] | None = None
     memory_bytes: int | None = None
     os: str
     python: str
