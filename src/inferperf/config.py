@@ -103,7 +103,8 @@ class BenchConfig(_Config):
     for all, per-stream = one each) or ``offline`` (batches of
     ``workload.batch_size`` back to back; samples/s). ``concurrency`` > 1
     implies concurrent. ``repeat`` > 1 runs the case that many times, each in a
-    fresh worker process. ``sampler`` samples CPU/RSS at ``1/sampler_interval_s`` Hz.
+    fresh worker process. ``env`` is set in the worker process only (e.g.
+    ``OMP_WAIT_POLICY``, ``LD_PRELOAD`` of an allocator). ``sampler`` samples CPU/RSS at ``1/sampler_interval_s`` Hz.
     """
 
     backend: str = "onnxruntime"
@@ -115,6 +116,7 @@ class BenchConfig(_Config):
     stop: StopOptions = Field(default_factory=StopOptions)
     validity: ValidityOptions = Field(default_factory=ValidityOptions)
     session_mode: Literal["shared", "per-stream"] = "shared"
+    env: dict[str, str] = Field(default_factory=dict)
     placement: Placement = Field(default_factory=Placement)
     percentile_method: PercentileMethod = "linear"
     sampler: bool = True

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -204,8 +203,17 @@ class OnnxRuntimeBackend:
         return [_tensor_info(a) for a in self._need().get_outputs()]
 
     def runner(self) -> Callable[[dict[str, Any]], Any]:
-        """``partial(session.run, None)``: the raw runtime call, nothing added."""
-        return partial(self._need().run, None)
+        """The raw runtime call ``session.run(None, feed)`` with the bound method captured once.
+
+        A closure, not ``functools.partial``: measured ~50 ns cheaper per call around
+        ORT's ``run`` (benchmarks/overhead.py), which matters for microsecond models.
+        """
+        sess_run = self._need().run
+
+        def run(feed: dict[str, Any], _run: Callable[..., Any] = sess_run) -> Any:
+            return _run(None, feed)
+
+        return run
 
     def effective_settings(self) -> dict[str, Any]:
         """Settings as resolved after :meth:`load`."""

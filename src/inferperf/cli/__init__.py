@@ -25,6 +25,7 @@ app = typer.Typer(
 )
 
 from . import bench as _bench  # noqa: E402,F401  (registers the command)
+from . import sweep as _sweep  # noqa: E402,F401
 from . import zoo as _zoo  # noqa: E402,F401
 
 

@@ -99,7 +99,8 @@ def bench(
         RuntimeFailure / MeasurementError: the runtime or a worker failed (exit 1).
     """
     cfg = config or BenchConfig()
-    if cfg.repeat > 1 or (cfg.placement.numa_node is not None and os.environ.get("INFERPERF_WORKER") != "1"):
+    in_worker = os.environ.get("INFERPERF_WORKER") == "1"
+    if cfg.repeat > 1 or (not in_worker and (cfg.placement.numa_node is not None or cfg.env)):
         from .runner import run_repeats
 
         return run_repeats(model, cfg, command=command, on_result=on_run)
@@ -280,6 +281,7 @@ def run_once(
         warmup=WarmupConfig(iterations=cfg.warmup.iterations, duration_s=cfg.warmup.duration_s),
         stop=StopConfig(**cfg.stop.model_dump()),
         placement=placement,
+        env=dict(cfg.env),
         percentile_method=cfg.percentile_method,
         repeat=cfg.repeat,
     )

@@ -59,7 +59,7 @@ def run_in_worker(model: str, cfg: BenchConfig, repeat_index: int = 0, command: 
             )
         )
         argv = [sys.executable, "-m", "inferperf.measure.worker", str(job), str(out)]
-        env = {**os.environ, "INFERPERF_WORKER": "1"}
+        env = {**os.environ, **cfg.env, "INFERPERF_WORKER": "1"}
         if cfg.placement.numa_node is not None:
             prefix = numactl_prefix(cfg.placement.numa_node)
             if prefix:

@@ -1,0 +1,213 @@
+"""``inferperf sweep``: a test matrix over models x shapes x batch x threads x concurrency x settings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ..errors import UsageError
+from ..workload.shapes import parse_shape
+from . import app
+
+Opt = typer.Option
+
+
+def _ints(text: str | None, flag: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"malformed {flag} {text!r}: use comma-separated integers, e.g. 1,2,4") from None
+    if not vals or min(vals) < 0:
+        raise UsageError(f"{flag} {text!r}: give one or more integers >= 0")
+    return vals
+
+
+def _words(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def shape_axis(flags: list[str]) -> list[dict[str, list[int]]]:
+    """``--shape x:1x3x224x224,1x3x640x640`` (one flag per input; commas give that input's values) ->
+    the cartesian product of shape sets. A value without a name belongs to the flag's input."""
+    import itertools
+
+    per_input: list[list[tuple[str, list[int]]]] = []
+    for flag in flags:
+        name = ""
+        values = []
+        for item in flag.split(","):
+            n, dims = parse_shape(item)
+            name = n or name
+            values.append((name, dims))
+        per_input.append(values)
+    return [dict(combo) for combo in itertools.product(*per_input)]
+
+
+def dim_axis(flags: list[str]) -> list[dict[str, int]]:
+    """``--dim seq=64,128,256`` -> [{seq: 64}, {seq: 128}, {seq: 256}]; several flags multiply."""
+    import itertools
+
+    per: list[list[tuple[str, int]]] = []
+    for flag in flags:
+        name, _, rest = flag.partition("=")
+        vals = _ints(rest, "--dim")
+        if not name or not vals:
+            raise UsageError(f"malformed --dim {flag!r}: use SYMBOL=N[,N...], e.g. seq=64,128")
+        per.append([(name.strip(), v) for v in vals])
+    return [dict(c) for c in itertools.product(*per)]
+
+
+def env_axis(flags: list[str]) -> list[dict[str, str]]:
+    """``--env OMP_WAIT_POLICY=PASSIVE,ACTIVE`` -> one env per value; several flags multiply."""
+    import itertools
+
+    per = []
+    for flag in flags:
+        name, sep, rest = flag.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"malformed --env {flag!r}: use NAME=VALUE[,VALUE...]")
+        per.append([(name.strip(), v) for v in rest.split(",")])
+    return [dict(c) for c in itertools.product(*per)]
+
+
+@app.command("sweep")
+def sweep_command(
+    model: Annotated[Optional[str], typer.Argument(help="ONNX file(s) or zoo:NAME, comma-separated (variants)")] = None,
+    matrix: Annotated[Optional[Path], Opt(help="YAML matrix: models with per-model shapes, axes, settings")] = None,
+    backend: Annotated[Optional[str], Opt(help="comma list of backends")] = None,
+    intra_op_num_threads: Annotated[Optional[str], Opt(help="comma list; default: the machine's thread ladder")] = None,
+    inter_op_num_threads: Annotated[Optional[str], Opt(help="comma list (parallel mode only)")] = None,
+    execution_mode: Annotated[Optional[str], Opt(help="sequential,parallel")] = None,
+    batch_size: Annotated[Optional[str], Opt(help="comma list, e.g. 1,2,4")] = None,
+    shape: Annotated[Optional[list[str]], Opt(help="NAME:AxB,CxD (one flag per input; commas = values)")] = None,
+    dim: Annotated[Optional[list[str]], Opt(help="SYMBOL=N,N (an axis over a symbolic dim)")] = None,
+    concurrency: Annotated[Optional[str], Opt(help="comma list of stream counts")] = None,
+    session_mode: Annotated[Optional[str], Opt(help="shared,per-stream")] = None,
+    env: Annotated[Optional[list[str]], Opt(help="NAME=V1,V2: environment of the worker, as an axis")] = None,
+    beyond_effective: Annotated[bool, Opt("--beyond-effective", help="default ladder also tries 2x the effective CPUs")] = False,
+    repeat: Annotated[int, Opt(help="rounds; each case once per round, shuffled")] = 1,
+    seed: Annotated[int, Opt(help="seed of the round shuffle")] = 0,
+    warmup: Annotated[Optional[int], Opt(help="warm-up runs per case")] = None,
+    iterations: Annotated[Optional[int], Opt(help="minimum queries per case")] = None,
+    duration_s: Annotated[Optional[float], Opt(help="minimum seconds per case (default 2)")] = None,
+    max_duration_s: Annotated[Optional[float], Opt(help="cap in seconds per case")] = None,
+    case_timeout_s: Annotated[Optional[float], Opt(help="kill a case's worker after this many seconds")] = None,
+    cpus: Annotated[Optional[str], Opt(help="pin every worker to these CPUs")] = None,
+    numa_node: Annotated[Optional[int], Opt(help="bind every worker to this NUMA node")] = None,
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="results folder (required unless --dry-run)")] = None,
+    resume: Annotated[bool, Opt("--resume", help="continue the sweep in --output, skipping finished runs")] = False,
+    dry_run: Annotated[bool, Opt("--dry-run", help="print the expanded matrix and stop")] = False,
+) -> int:
+    """Measure a test matrix, each case in a fresh worker process, and print scaling findings."""
+    from ..sweep.space import Axes, Matrix, ModelEntry, expand, load_matrix
+    from ..system import collect_system
+
+    console = Console()
+    err = Console(stderr=True)
+    if matrix is not None:
+        m = load_matrix(matrix)
+    elif model:
+        m = Matrix(models=[ModelEntry(path=p) for p in _words(model) or []])
+    else:
+        raise UsageError("give a MODEL (or several, comma-separated) or --matrix FILE.yaml")
+    shapes = shape_axis(shape) if shape else []
+    dims = dim_axis(dim) if dim else []
+    for entry in m.models:
+        entry.shapes = entry.shapes or shapes
+        entry.dims = entry.dims or dims
+    axes: dict[str, Any] = {
+        "backend": _words(backend), "intra_op_num_threads": _ints(intra_op_num_threads, "--intra-op-num-threads"),
+        "inter_op_num_threads": _ints(inter_op_num_threads, "--inter-op-num-threads"),
+        "execution_mode": _words(execution_mode), "batch_size": _ints(batch_size, "--batch-size"),
+        "concurrency": _ints(concurrency, "--concurrency"), "session_mode": _words(session_mode),
+        "env": env_axis(env) if env else None,
+    }  # fmt: skip
+    merged = m.axes.model_dump()
+    merged.update({k: v for k, v in axes.items() if v is not None})
+    m.axes = Axes.model_validate(merged)
+    settings = dict(m.settings)
+    stop = dict(settings.get("stop", {}))
+    stop.setdefault("min_duration_s", 2.0)
+    for key, val in (("min_iterations", iterations), ("min_duration_s", duration_s), ("max_duration_s", max_duration_s)):
+        if val is not None:
+            stop[key] = val
+    settings["stop"] = stop
+    if warmup is not None:
+        settings["warmup"] = {**settings.get("warmup", {}), "iterations": warmup}
+    if case_timeout_s is not None:
+        settings["worker_timeout_s"] = case_timeout_s
+    placement = dict(settings.get("placement", {}))
+    if cpus is not None:
+        from ..measure.placement import parse_cpus
+
+        placement["cpus"] = parse_cpus(cpus)
+    if numa_node is not None:
+        placement["numa_node"] = numa_node
+    settings["placement"] = placement
+    m.settings = settings
+    reps = repeat if repeat != 1 else m.repeat
+    info = collect_system()
+    cases, warnings = expand(m, info, beyond_effective)
+    for w in warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    table = Table(title=f"sweep: {len(cases)} cases x {reps} round(s) = {len(cases) * reps} runs")
+    table.add_column("#")
+    table.add_column("case")
+    table.add_column("marks")
+    for i, c in enumerate(cases):
+        table.add_row(str(i), c.label, ", ".join(c.marks))
+    console.print(table)
+    if dry_run:
+        return 0
+    if output is None:
+        raise UsageError("sweep needs --output DIR (results stream there; --resume continues from it)")
+    return _run(cases, output, reps, seed, resume, console, err)
+
+
+def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Console, err: Console) -> int:
+    from ..sweep.output import rows
+    from ..sweep.run import run_sweep
+
+    total = len(cases) * reps
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                        console=err, transient=True, disable=not err.is_terminal)
+    task = progress.add_task("sweep", total=total)
+
+    def on_run(case, round_, result, error) -> None:
+        progress.advance(task)
+        if error:
+            err.print(f"[red]failed[/red] {case.label} (round {round_}): {error}", highlight=False)
+
+    try:
+        with progress:
+            outcome = run_sweep(cases, output, reps, seed, resume, ["inferperf", *sys.argv[1:]], on_run)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: finished runs are kept in {output}; rerun with --resume to continue")
+        return 130
+    t = Table(title=f"sweep results ({outcome.measured_runs} runs measured, {outcome.skipped_runs} reused)")
+    for col in ("case", "q/s [95 % CI]", "p50 ms", "p99 ms", "CPU %", "valid", "marks"):
+        t.add_column(col)
+    for r in rows(outcome):
+        if r["queries_per_s"] == "":
+            t.add_row(r["label"], f"[red]failed[/red] {r['failures']}", "", "", "", "", r["marks"])
+            continue
+        ci = f" [{r['queries_per_s_ci_low']:.1f}, {r['queries_per_s_ci_high']:.1f}]" if r["queries_per_s_ci_low"] != "" else ""
+        t.add_row(r["label"], f"{r['queries_per_s']:.1f}{ci}", f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
+                  f"{r['cpu_percent']}", "yes" if r["valid"] else "[red]no[/red]", r["marks"])
+    console.print(t)
+    if outcome.findings:
+        console.print("[bold]findings[/bold]")
+        for f in outcome.findings:
+            console.print(f"- {f.text}", highlight=False)
+    else:
+        console.print("no findings: the matrix has no axis with >= 2 values that the data support (or CIs overlap)")
+    console.print(f"results: {output} (sweep.csv, findings.json, cases/, runs/)", highlight=False)
+    return 0
