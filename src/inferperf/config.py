@@ -55,7 +55,7 @@ class WorkloadOptions(_Config):
     dims: dict[str, int] = Field(default_factory=dict)
     batch_size: int | None = Field(default=None, ge=1)
     input_pool_size: int = Field(default=16, ge=1)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     int_ranges: dict[str, tuple[int, int]] = Field(default_factory=dict)
     values: dict[str, float] = Field(default_factory=dict)
     input_data: Path | None = None
@@ -124,6 +124,13 @@ class BenchConfig(_Config):
     repeat: int = Field(default=1, ge=1)
     worker_timeout_s: float | None = Field(default=None, gt=0)
     null_latency_ms: list[float] = Field(default_factory=lambda: [0.0])
+
+    @field_validator("null_latency_ms")
+    @classmethod
+    def _non_negative(cls, v: list[float]) -> list[float]:
+        if not v or any(x < 0 or x != x for x in v):
+            raise ValueError("--null-latency-ms takes latencies >= 0 ms")
+        return v
 
     @field_validator("backend")
     @classmethod

@@ -102,3 +102,25 @@ def test_model_errors_from_the_runtime(tmp_path):
         bench(str(p), quick())
     with pytest.raises(UsageError, match="not in this onnxruntime build"):
         bench("zoo:tiny-cnn", quick(session=SessionOptions(providers=["CUDAExecutionProvider"])))
+
+
+def test_external_data_is_part_of_the_model_identity(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(4096, dtype=np.float32).reshape(64, 64), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    p = tmp_path / "ext.onnx"
+    onnx.save(m, str(p), save_as_external_data=True, location="ext.data", size_threshold=0)
+    r1 = bench(str(p), quick())
+    assert r1.model.size_bytes > 4096 * 4
+    data = (tmp_path / "ext.data").read_bytes()
+    (tmp_path / "ext.data").write_bytes(bytes(len(data)))  # same size, other weights
+    r2 = bench(str(p), quick())
+    assert r1.model.sha256 != r2.model.sha256 and r1.case_key != r2.case_key
+    (tmp_path / "ext.data").unlink()
+    with pytest.raises(ModelError, match="ext.data"):
+        bench(str(p), quick())

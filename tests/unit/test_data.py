@@ -85,3 +85,29 @@ def test_user_data_npz_checked(tmp_path):
         build_workload(spec, input_data=stray, batch_size=1)
     with pytest.raises(UsageError, match="not found"):
         build_workload(spec, input_data=tmp_path / "missing.npz")
+
+
+def test_empty_dims_and_bad_values_refused(tmp_path):
+    spec = [TensorInfo(name="x", dtype="float32", shape=["n", 3])]
+    empty = tmp_path / "e.npy"
+    np.save(empty, np.ones((0, 3), np.float32))
+    with pytest.raises(UsageError, match="empty dim"):
+        build_workload(spec, input_data=empty)
+    zero_bytes = tmp_path / "z.npy"
+    zero_bytes.write_bytes(b"")
+    with pytest.raises(UsageError, match="not a readable numpy file"):
+        build_workload(spec, input_data=zero_bytes)
+    ints = [TensorInfo(name="ids", dtype="int64", shape=[1, 4])]
+    for bad in (3.5, float("nan"), float("inf"), 1e30):
+        with pytest.raises(UsageError, match="--value"):
+            build_workload(ints, values={"ids": bad})
+    with pytest.raises(UsageError, match="not an integer input"):
+        build_workload(spec, batch_size=1, int_ranges={"x": (0, 5)})
+
+
+def test_data_source_carries_the_data_hash(tmp_path):
+    spec = [TensorInfo(name="x", dtype="float32", shape=[1, 3])]
+    a = tmp_path / "a.npy"
+    np.save(a, np.ones((1, 3), np.float32))
+    w = build_workload(spec, input_data=a)
+    assert w.data_source.startswith(f"file:{a.resolve()}#sha256=") and w.int_ranges == {}

@@ -71,3 +71,22 @@ def test_shape_errors():
     two = [T("a", [1]), T("b", [1])]
     with pytest.raises(UsageError, match="one input"):
         resolve_shapes(two, shapes={"": [1]})
+
+
+def test_shared_dims_follow_explicit_shapes_and_conflicts_refused():
+    inputs = [T("ids", ["batch", "seq"], "int64"), T("mask", ["batch", "seq"], "int64")]
+    assert resolve_shapes(inputs, shapes={"ids": [2, 16]}) == {"ids": [2, 16], "mask": [2, 16]}
+    with pytest.raises(UsageError, match="dim 'seq'"):
+        resolve_shapes(inputs, shapes={"ids": [1, 16], "mask": [1, 32]})
+    with pytest.raises(UsageError, match="dim 'seq' is 16"):
+        resolve_shapes(inputs, shapes={"ids": [1, 16]}, dims={"seq": 32})
+    with pytest.raises(UsageError, match="--batch-size 4 contradicts --shape"):
+        resolve_shapes(inputs, shapes={"ids": [2, 16]}, batch_size=4)
+    with pytest.raises(UsageError, match="--batch-size 5 contradicts --dim batch=3"):
+        resolve_shapes(inputs, dims={"batch": 3, "seq": 4}, batch_size=5)
+
+
+def test_unnamed_question_mark_dims_are_not_offered_to_dim():
+    with pytest.raises(UsageError) as e:
+        resolve_shapes([T("x", [None, 3, "?", "?"])])
+    assert "--dim" not in str(e.value) and "--shape x:1x3xD2xD3" in str(e.value)

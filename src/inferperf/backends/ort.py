@@ -8,6 +8,8 @@ measured as the thread-count delta across session creation plus one.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -157,8 +159,18 @@ class OnnxRuntimeBackend:
         proc = psutil.Process()
         before = proc.num_threads()
         try:
-            self._session = ort.InferenceSession(str(model_path), so, providers=list(self._opts.providers))
+            # ORT's Python layer prints an "EP Error ... retrying" banner to stdout on some failures;
+            # stdout belongs to inferperf (--json), so it is captured and the error reported as one line
+            with contextlib.redirect_stdout(io.StringIO()):
+                self._session = ort.InferenceSession(str(model_path), so, providers=list(self._opts.providers))
         except Exception as e:  # ORT raises its own pybind exception types
+            kind, text = type(e).__name__, str(e)
+            model_side = kind in ("InvalidProtobuf", "InvalidGraph", "NotImplemented") or "Load model" in text
+            if self._opts.session_config and not model_side:
+                entries = " ".join(f"{k}={v}" for k, v in self._opts.session_config.items())
+                raise UsageError(
+                    f"ONNX Runtime refused the session settings ({_first_line(e)}): check --session-config {entries}"
+                ) from e
             raise map_load_error(e, Path(model_path), list(self._opts.providers)) from e
         added = proc.num_threads() - before
         s_opts = self._session.get_session_options()

@@ -52,6 +52,26 @@ def _error(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"inferperf {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="print the version and exit", callback=_version,
+                                 is_eager=True),
+) -> None:
+    """Measure and improve AI-model inference performance. Add --debug anywhere for tracebacks."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds like Ctrl-C: worker processes are killed and reaped, finished results kept
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns (and exits with) the exit code.
 
@@ -61,10 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("INFERPERF_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
+    import signal
+
+    if argv is None:
+        signal.signal(signal.SIGTERM, _on_sigterm)
     code = 0
     try:
         rv = app(args=args, prog_name="inferperf", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
+        if code == 130:  # click/typer report Ctrl-C (and our SIGTERM) as a return value here
+            _error("interrupted")
     except InferperfError as e:
         if debug:
             traceback.print_exc()
@@ -80,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     except _EXIT as e:
         code = getattr(e, "exit_code", 0)
+        if code == 130:  # typer turns Ctrl-C into Exit(130)
+            _error("interrupted")
     except _ABORT:
         _error("interrupted")
         code = 130

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..errors import GateFailed
+from ..errors import GateFailed, UsageError
 from ..measure.loop import LiveState
 from ..results.io import save
 from ..results.model import Result
@@ -23,9 +24,25 @@ DEFAULT_MODEL = "zoo:resnet50"
 Opt = typer.Option
 
 
+def check_writable(output: Path) -> None:
+    """Fail before measuring if ``--output`` cannot be written (a file's folder, or the folder itself).
+
+    Raises:
+        UsageError: the location cannot be created or written.
+    """
+    folder = output.parent if output.suffix.lower() == ".json" else output
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".inferperf-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"cannot write results to '{output}' ({e.strerror or e}): choose another --output") from None
+
+
 def output_path(output: Path, result: Result) -> Path:
     """``--output``: a ``.json`` path is the file; anything else is a folder that gets a generated name."""
-    if output.suffix == ".json":
+    if output.suffix.lower() == ".json":
         return output
     stem = (result.model.zoo_name or Path(result.model.path).stem).replace("/", "_")
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
@@ -59,7 +76,7 @@ def bench_command(
     duration_s: Annotated[Optional[float], Opt(help="minimum measured seconds (default 5)")] = None,
     max_duration_s: Annotated[Optional[float], Opt(help="cap on measured seconds (default 60)")] = None,
     percentile_method: Annotated[Optional[str], Opt(help="linear | nearest-rank")] = None,
-    scenario: Annotated[Optional[str], Opt(help="single-stream | concurrent | offline")] = None,
+    scenario: Annotated[Optional[str], Opt(help="single-stream | concurrent | offline (server: see `load`, later)")] = None,
     concurrency: Annotated[Optional[int], Opt(help="closed-loop streams (threads); > 1 implies concurrent")] = None,
     session_mode: Annotated[Optional[str], Opt(help="shared (one session) | per-stream (one each)")] = None,
     cpus: Annotated[Optional[str], Opt(help="pin the measuring process to these CPUs, e.g. 0-1")] = None,
@@ -71,8 +88,10 @@ def bench_command(
     output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
     json_out: Annotated[bool, Opt("--json", help="print the Result JSON to stdout (no table)")] = False,
     fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the result is INVALID")] = False,
+    debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
 ) -> int:
-    """Measure latency percentiles, throughput and cold start of MODEL (SingleStream)."""
+    """Measure latency percentiles, throughput and cold start of MODEL (SingleStream by default;
+    Concurrent with --concurrency N; Offline with --scenario offline --batch-size N)."""
     flags = {
         "backend": backend,
         "session.intra_op_num_threads": intra_op_num_threads,
@@ -109,9 +128,18 @@ def bench_command(
         from ..measure.placement import parse_cpus
 
         flags["placement.cpus"] = parse_cpus(cpus)
+    if model is not None and not model.strip():
+        raise UsageError("empty model argument: pass an .onnx path or zoo:NAME (or nothing for zoo:resnet50)")
     if null_latency_ms:
-        flags["null_latency_ms"] = [float(x) for x in null_latency_ms.split(",") if x.strip()]
+        try:
+            flags["null_latency_ms"] = [float(x) for x in null_latency_ms.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"malformed --null-latency-ms {null_latency_ms!r}: use numbers in ms, e.g. 1.5,2") from None
+    if scenario == "single-stream" and concurrency and concurrency > 1:
+        raise UsageError(f"--scenario single-stream contradicts --concurrency {concurrency}: drop one")
     cfg = build_config(flags, config)
+    if output is not None:
+        check_writable(output)
     from ..measure.bench import bench
 
     err = Console(stderr=True)

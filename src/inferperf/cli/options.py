@@ -25,6 +25,16 @@ FLAG_OF = {
     "session.intra_op_num_threads": "--intra-op-num-threads",
     "session.inter_op_num_threads": "--inter-op-num-threads",
     "concurrency": "--concurrency",
+    "scenario": "--scenario",
+    "percentile_method": "--percentile-method",
+    "session.execution_mode": "--execution-mode",
+    "session.graph_optimization_level": "--graph-optimization-level",
+    "session_mode": "--session-mode",
+    "repeat": "--repeat",
+    "workload.seed": "--seed",
+    "null_latency_ms": "--null-latency-ms",
+    "placement.numa_node": "--numa-node",
+    "backend": "--backend",
 }
 
 
@@ -58,16 +68,21 @@ def read_config_file(path: Path) -> dict[str, Any]:
     Raises:
         UsageError: missing file, unknown suffix, unparsable content.
     """
-    if not path.exists():
-        raise UsageError(f"--config file '{path}' not found: check the path")
+    if not path.is_file():
+        raise UsageError(f"--config file '{path}' not found (or not a file): check the path")
+    suffix = path.suffix.lower()
     try:
-        if path.suffix == ".json":
-            return json.loads(path.read_text())
-        if path.suffix == ".toml":
-            return tomllib.loads(path.read_text())
-    except (ValueError, tomllib.TOMLDecodeError) as e:
+        if suffix == ".json":
+            doc = json.loads(path.read_text())
+        elif suffix == ".toml":
+            doc = tomllib.loads(path.read_text())
+        else:
+            raise UsageError(f"--config '{path}' must be .json or .toml")
+    except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"--config '{path}' does not parse: {e}") from e
-    raise UsageError(f"--config '{path}' must be .json or .toml")
+    if not isinstance(doc, dict):
+        raise UsageError(f"--config '{path}' must hold an object of settings (BenchConfig fields), not a {type(doc).__name__}")
+    return doc
 
 
 def build_config(flags: dict[str, Any], config_file: Path | None = None) -> BenchConfig:
@@ -113,5 +128,11 @@ def build_config(flags: dict[str, Any], config_file: Path | None = None) -> Benc
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
-        flag = FLAG_OF.get(where, where)
-        raise UsageError(f"{flag}: {err['msg']}".replace("Value error, ", "")) from None
+        msg = err["msg"].replace("Value error, ", "")
+        if err["type"] == "extra_forbidden":
+            source = f"--config {config_file}: " if config_file else ""
+            raise UsageError(f"{source}unknown setting '{where}': check its spelling against BenchConfig's fields") from None
+        if not where:
+            raise UsageError(msg) from None
+        flag = FLAG_OF.get(where, (f"--config {config_file}: " if config_file else "") + where)
+        raise UsageError(f"{flag}: {msg}") from None

@@ -14,7 +14,7 @@ def zoo_command() -> None:
     """List built-in models (use them as zoo:NAME wherever a model path goes)."""
     table = Table(title="inferperf zoo (use as zoo:NAME)")
     for col in ("name", "kind", "available", "description", "note"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for entry, available, path in list_models():
         avail = "yes" if available else f"no: {entry.extra}"
         table.add_row(entry.name, entry.kind, avail, entry.description, entry.note)

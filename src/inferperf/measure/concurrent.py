@@ -106,6 +106,7 @@ def measure_concurrent(
     max_duration_s: float,
     live: LiveState | None = None,
     poll_s: float = 0.005,
+    on_start: Callable[[], None] | None = None,
 ) -> StreamSamples:
     """Run ``len(runs)`` closed-loop streams until the total count and duration meet the stop rule.
 
@@ -116,6 +117,8 @@ def measure_concurrent(
         warmup_iterations, warmup_duration_s: per-stream warm-up, never counted.
         min_iterations, min_duration_s, max_duration_s: the stop rule over all streams (s).
         live: optional progress state.
+        on_start: called once when measurement starts (after every stream's warm-up),
+            e.g. to read CPU times for the measured window only.
 
     Returns:
         :class:`StreamSamples`.
@@ -126,7 +129,12 @@ def measure_concurrent(
     n = len(runs)
     shared: dict[str, Any] = {"stop": threading.Event(), "t_begin": 0}
     # the barrier's action runs once all streams have warmed up, before any is released
-    barrier = threading.Barrier(n + 1, action=lambda: shared.__setitem__("t_begin", clock.now_ns()))
+    def start() -> None:
+        if on_start is not None:
+            on_start()
+        shared["t_begin"] = clock.now_ns()
+
+    barrier = threading.Barrier(n + 1, action=start)
     streams = [
         _Stream(k, runs[k], feeds[k], clock, warmup_iterations, warmup_duration_s, barrier, shared) for k in range(n)
     ]

@@ -21,6 +21,10 @@ def parse_cpus(text: str) -> list[int]:
     Raises:
         UsageError: a malformed list.
     """
+    for item in text.split(","):
+        lo, _, hi = item.partition("-")
+        if (lo.strip().isdigit() and int(lo) > 65535) or (hi.strip().isdigit() and int(hi) > 65535):
+            raise UsageError(f"--cpus {text!r}: CPU ids above 65535 do not exist; use ids from `nproc`/lscpu")
     try:
         cpus = parse_cpulist(text)
     except ValueError:
@@ -57,7 +61,8 @@ def pin(cpus: list[int]) -> list[int]:
     allowed = sorted(os.sched_getaffinity(0))
     stray = [c for c in cpus if c not in allowed]
     if stray:
-        raise UsageError(f"--cpus {stray} not available to this process (allowed: {allowed}): pick from those")
+        shown = ", ".join(map(str, stray[:8])) + (f" and {len(stray) - 8} more" if len(stray) > 8 else "")
+        raise UsageError(f"--cpus {shown} not available to this process (allowed: {allowed}): pick from those")
     os.sched_setaffinity(0, cpus)
     collect_system(refresh=True)  # effective CPUs (and the default thread count) follow the pin
     return sorted(os.sched_getaffinity(0))

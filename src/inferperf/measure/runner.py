@@ -187,7 +187,8 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
         doc.metrics.cold_start = ColdStart(
             session_create_ms=float(np.mean(creates)),
             first_inference_ms=float(np.mean(firsts)),
-            phases={k: float(np.mean([c.phases.get(k, 0.0) for c in cold])) for k in cold[0].phases},
+            phases={k: float(np.mean([c.phases[k] for c in cold if k in c.phases]))
+                    for k in dict.fromkeys(k for c in cold for k in c.phases)},
             per_run=[{"session_create_ms": c.session_create_ms, "first_inference_ms": c.first_inference_ms,
                       **c.phases} for c in cold],
             session_create_ms_ci95=_ci(creates),
@@ -195,6 +196,16 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
         )
     doc.metrics.windows = [w.model_copy(update={"run": k}) for k, r in enumerate(runs) for w in r.metrics.windows]
     doc.metrics.errors.count = sum(r.metrics.errors.count for r in runs)
+    by_kind: dict[str, int] = {}
+    for r in runs:
+        for kind, c in r.metrics.errors.by_kind.items():
+            by_kind[kind] = by_kind.get(kind, 0) + c
+    doc.metrics.errors.by_kind = by_kind
+    peaks = [r.metrics.resources.rss_peak_bytes for r in runs if r.metrics.resources and r.metrics.resources.rss_peak_bytes]
+    cpus = [r.metrics.resources.cpu_percent_mean for r in runs if r.metrics.resources and r.metrics.resources.cpu_percent_mean is not None]
+    if doc.metrics.resources is not None:
+        doc.metrics.resources.rss_peak_bytes = max(peaks) if peaks else None
+        doc.metrics.resources.cpu_percent_mean = float(np.mean(cpus)) if cpus else None
     doc.samples.latency_ns, doc.samples.start_offsets_ns = lat, starts
     doc.samples.stream_ids, doc.samples.run_ids, doc.samples.warmup_latency_ns = streams, run_ids, warm
     doc.samples.timeline = {"runs": [r.samples.timeline for r in runs]} if any(r.samples.timeline for r in runs) else None

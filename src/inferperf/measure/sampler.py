@@ -29,6 +29,7 @@ class ResourceSampler:
         self.interval_s = interval_s
         self._proc = psutil.Process()
         self._stop = threading.Event()
+        self._primed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="inferperf-sampler", daemon=True)
         self._t0 = 0.0
         self.t_s: list[float] = []
@@ -52,22 +53,24 @@ class ResourceSampler:
             self.mhz_per_core.append([])
 
     def _loop(self) -> None:
+        # prime the "since last call" counters in this thread (psutil keeps them per thread),
+        # so the first sample covers one interval instead of reading 0
+        self._proc.cpu_percent(None)
+        psutil.cpu_percent(None, percpu=True)
+        psutil.cpu_times_percent(None)
+        self._primed.set()
         while not self._stop.wait(self.interval_s):
             self._read()
 
     def __enter__(self) -> ResourceSampler:
-        # prime the "since last call" counters so the first sample covers one interval
-        self._proc.cpu_percent(None)
-        psutil.cpu_percent(None, percpu=True)
-        psutil.cpu_times_percent(None)
         self._t0 = time.perf_counter()
         self._thread.start()
+        self._primed.wait(5.0)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
-        self._read()  # a last sample at the end of the window
 
     def timeline(self) -> dict[str, Any]:
         """The samples as plain lists (``t_s`` seconds from the start; units in the names)."""

@@ -26,8 +26,8 @@ _SAMPLE_FIELDS = ("latency_ns", "warmup_latency_ns", "start_offsets_ns", "stream
 def case_key(model_sha256: str, config: dict[str, Any]) -> str:
     """Stable 16-hex-digit key of a case: sha256 of the model hash and the normalized config.
 
-    ``config`` is the case config as plain data (``CaseConfig.model_dump(mode="json")``);
-    keys are sorted so dict order never changes the key. The machine and the repeat
+    ``config`` is the part of the case config the key covers, as plain data
+    (:func:`inferperf.measure.bench.case_key_doc`); keys are sorted so dict order never changes the key. The machine and the repeat
     index are not part of it: resume, trial caches and compare match on it.
     """
     blob = json.dumps({"model": model_sha256, "config": config}, sort_keys=True, separators=(",", ":"))
@@ -95,7 +95,7 @@ def load(path: str | Path, recompute: bool = True) -> Result:
         doc = json.loads(p.read_text())
     except FileNotFoundError:
         raise UsageError(f"result file '{p}' not found: check the path") from None
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UsageError(f"result file '{p}' is not readable JSON ({e}): pass a Result written by inferperf") from e
     if not isinstance(doc, dict):
         raise UsageError(f"'{p}' holds JSON but not an inferperf Result (a {type(doc).__name__}): pass a Result file")

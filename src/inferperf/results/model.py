@@ -230,9 +230,10 @@ class Window(_Model):
 class Resources(_Model):
     """Process resource use: mean CPU % during measurement (100 = one core), peak RSS, steal %.
 
-    ``rss_peak_bytes`` is the process's peak resident set so far (``getrusage``
-    ``ru_maxrss``), model load included; ``session_rss_delta_bytes`` is the RSS
-    the session added when it was created.
+    ``rss_peak_bytes`` is the highest RSS the sampler saw during measurement
+    (sampler on), or the process's lifetime peak (``ru_maxrss``, sampler off);
+    pooled over runs it is the highest run's. ``session_rss_delta_bytes`` is
+    the RSS the session added when it was created.
     """
 
     cpu_percent_mean: float | None = None
@@ -286,7 +287,7 @@ class Validity(_Model):
 
     valid: bool
     reasons: list[str] = Field(default_factory=list)
-    rules: dict[str, float] = Field(default_factory=dict)
+    rules: dict[str, float | int] = Field(default_factory=dict)
 
 
 class Result(_Model):

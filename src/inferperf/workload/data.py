@@ -90,8 +90,10 @@ def _load_user_data(path: Path, inputs: Sequence[TensorInfo]) -> dict[str, np.nd
         if path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 return {k: z[k] for k in z.files}
-    except (ValueError, OSError) as e:
-        raise UsageError(f"--input-data '{path}' is not a readable numpy file ({e}): save it with numpy.savez") from e
+    except (ValueError, OSError, EOFError) as e:
+        raise UsageError(
+            f"--input-data '{path}' is not a readable numpy file ({type(e).__name__}: {e}): save it with numpy.savez"
+        ) from e
     raise UsageError(f"--input-data '{path}' must be .npz (keyed by input name) or .npy (one-input model)")
 
 
@@ -139,6 +141,19 @@ def build_workload(
         stray = [n for n in mapping if n not in names]
         if stray:
             raise UsageError(f"{flag} names unknown input(s) {stray}: the model's inputs are {names}")
+    kinds = {i.name: (np.dtype(i.dtype).kind if i.dtype not in ("str", "string", "object") else "U") for i in inputs}
+    for name in int_ranges or {}:
+        if kinds[name] not in "iu":
+            raise UsageError(f"--int-range {name}: input '{name}' is not an integer input; use --value or --input-data")
+        if name in (values or {}):
+            raise UsageError(f"input '{name}' has both --value and --int-range: give one")
+    for name, v in (values or {}).items():
+        if not np.isfinite(v):
+            raise UsageError(f"--value {name}={v}: give a finite number")
+        if kinds[name] in "iub":
+            info = np.iinfo(np.dtype(next(i.dtype for i in inputs if i.name == name))) if kinds[name] in "iu" else None
+            if v != int(v) or (info is not None and not info.min <= v <= info.max):
+                raise UsageError(f"--value {name}={v:g}: input '{name}' is an integer input; give an integer in its range")
     user = _load_user_data(Path(input_data), inputs) if input_data else {}
     if user:
         stray = [n for n in user if n not in names]
@@ -150,6 +165,9 @@ def build_workload(
             arr = user[spec.name]
             data_shapes[spec.name] = arr.shape[1:] if arr.ndim == len(spec.shape) + 1 else arr.shape
     resolved = resolve_shapes(inputs, shapes, dims, batch_size, data_shapes)
+    for name, shape in resolved.items():
+        if any(d < 1 for d in shape):
+            raise UsageError(f"input '{name}' resolves to shape {shape} with an empty dim: every dim must be >= 1")
 
     dtypes = {i.name: i.dtype for i in inputs}
     bytes_per_feed = 0
@@ -171,7 +189,8 @@ def build_workload(
 
     ranges = {}
     for spec in inputs:
-        if np.dtype(spec.dtype).kind in "iu" if spec.dtype not in ("str", "string", "object") else False:
+        generated = spec.name not in user and spec.name not in (values or {})
+        if generated and kinds[spec.name] in "iu":
             ranges[spec.name] = _int_range(spec, int_ranges or {}, index_ranges or {})
 
     stacks: dict[str, list[np.ndarray]] = {}
@@ -199,17 +218,27 @@ def build_workload(
     generated = [i for i in inputs if i.name not in stacks and i.name not in (values or {})]
     n_feeds = max([pool_size if generated else 1] + [len(s) for s in stacks.values()])
     feeds: list[dict[str, np.ndarray]] = []
-    for k in range(n_feeds):
-        feed = {}
-        for spec in inputs:
-            if spec.name in stacks:
-                feed[spec.name] = stacks[spec.name][k % len(stacks[spec.name])]
-            elif values and spec.name in values:
-                feed[spec.name] = np.full(resolved[spec.name], values[spec.name], dtype=spec.dtype)
-            else:
-                feed[spec.name] = _generate(rng, spec.dtype, resolved[spec.name], ranges.get(spec.name, (0, 0)))
-        feeds.append(feed)
-    source = f"file:{input_data}" if user else "synthetic"
+    try:
+        for k in range(n_feeds):
+            feed = {}
+            for spec in inputs:
+                if spec.name in stacks:
+                    feed[spec.name] = stacks[spec.name][k % len(stacks[spec.name])]
+                elif values and spec.name in values:
+                    feed[spec.name] = np.full(resolved[spec.name], values[spec.name], dtype=spec.dtype)
+                else:
+                    feed[spec.name] = _generate(rng, spec.dtype, resolved[spec.name], ranges.get(spec.name, (0, 0)))
+            feeds.append(feed)
+    except (MemoryError, ValueError) as e:
+        raise UsageError(
+            f"cannot build inputs of shapes {resolved} ({type(e).__name__}: {e}): lower the shape or --input-pool-size"
+        ) from None
+    if user:
+        from .signature import file_sha256
+
+        source = f"file:{Path(input_data).resolve()}#sha256={file_sha256(Path(input_data))[:16]}"
+    else:
+        source = "synthetic"
     return Workload(
         shapes=resolved,
         dtypes=dtypes,

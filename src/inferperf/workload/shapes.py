@@ -90,6 +90,11 @@ def _label(dim: int | str | None) -> str:
     return "?" if dim is None else str(dim)
 
 
+def _named(dim: int | str | None) -> bool:
+    """A symbolic dim with a real name ('?' and '' are unnamed: each occurrence is its own dim)."""
+    return isinstance(dim, str) and dim not in ("", "?")
+
+
 def is_symbolic(dim: int | str | None) -> bool:
     """True for a dim the model leaves open: a symbolic name, ``None`` or a non-positive int."""
     return not isinstance(dim, int) or dim < 1
@@ -135,12 +140,41 @@ def resolve_shapes(
     unknown = [n for n in shapes if n not in names]
     if unknown:
         raise UsageError(f"--shape names unknown input(s) {unknown}: the model's inputs are {names}")
-    known_symbols = {d for i in inputs for d in i.shape if isinstance(d, str)}
+    known_symbols = {d for i in inputs for d in i.shape if _named(d)}
     stray = [d for d in dims if d not in known_symbols]
     if stray:
         raise UsageError(
             f"--dim names unknown symbol(s) {stray}: the model's symbolic dims are {sorted(known_symbols) or 'none'}"
         )
+
+    # symbols fixed by an explicit --shape apply to every other input that shares them
+    from_shapes: dict[str, tuple[int, str]] = {}
+    for spec in inputs:
+        if spec.name in shapes and len(shapes[spec.name]) == len(spec.shape):
+            for axis, (d, v) in enumerate(zip(spec.shape, shapes[spec.name], strict=True)):
+                if _named(d):
+                    seen = from_shapes.get(d)  # type: ignore[arg-type]
+                    if seen and seen[0] != v:
+                        raise UsageError(
+                            f"dim '{d}' is set to {seen[0]} ({seen[1]}) and {v} (--shape {spec.name} axis {axis}):"
+                            " inputs that share a dim need the same value"
+                        )
+                    from_shapes[d] = (int(v), f"--shape {spec.name} axis {axis}")  # type: ignore[index]
+    for sym, (v, where) in from_shapes.items():
+        if sym in dims and dims[sym] != v:
+            raise UsageError(f"dim '{sym}' is {v} by {where} but {dims[sym]} by --dim: give one value")
+    if batch_size is not None:
+        for spec in inputs:
+            lead = spec.shape[0] if spec.shape else None
+            if spec.shape and is_symbolic(lead):
+                if spec.name in shapes and shapes[spec.name][0] != batch_size:
+                    raise UsageError(
+                        f"--batch-size {batch_size} contradicts --shape {spec.name}:"
+                        f"{'x'.join(map(str, shapes[spec.name]))} (leading dim {shapes[spec.name][0]}): give one"
+                    )
+                if _named(lead) and lead in dims and dims[lead] != batch_size:  # type: ignore[operator]
+                    raise UsageError(f"--batch-size {batch_size} contradicts --dim {lead}={dims[lead]}: give one")  # type: ignore[index]
+    dims = {**{k: v for k, (v, _) in from_shapes.items()}, **dims}
 
     resolved: dict[str, list[int]] = {}
     problems: list[str] = []
@@ -165,8 +199,8 @@ def resolve_shapes(
         for axis, d in enumerate(declared):
             if not is_symbolic(d):
                 out.append(int(d))  # type: ignore[arg-type]
-            elif isinstance(d, str) and d in dims:
-                out.append(dims[d])
+            elif _named(d) and d in dims:
+                out.append(dims[d])  # type: ignore[index]
             elif axis == 0 and batch_size is not None:
                 out.append(batch_size)
             elif spec.name in data_shapes and len(data_shapes[spec.name]) == len(declared):
@@ -179,7 +213,7 @@ def resolve_shapes(
         if missing:
             open_dims = ", ".join(f"{_label(declared[a])!s} (axis {a})" for a in missing)
             example = "x".join(str(v) if v is not None else f"D{a}" for a, v in enumerate(out))
-            named = sorted({declared[a] for a in missing if isinstance(declared[a], str)})
+            named = sorted({declared[a] for a in missing if _named(declared[a])})  # type: ignore[type-var]
             hint = f" or --dim {','.join(f'{n}=N' for n in named)}" if named else ""
             problems.append(
                 f"input '{spec.name}' [{', '.join(map(_label, declared))}] has unresolved dims {open_dims}:"

@@ -21,8 +21,8 @@ class ModelFacts:
 
     Attributes:
         path: absolute path of the file.
-        sha256: hex digest of the file's bytes.
-        size_bytes: file size in bytes.
+        sha256: hex digest of the file's bytes (chained with its external-data files' digests, if any).
+        size_bytes: file size in bytes, external-data files included.
         opset: default-domain opset version, or None if not ONNX-readable.
         index_ranges: input name -> inclusive (lo, hi) valid ids, from Gather tables.
     """
@@ -83,6 +83,24 @@ def inspect_model(path: str | Path) -> ModelFacts:
     graph = model.graph
     if model.ir_version == 0 or (not graph.node and not graph.input and not graph.output):
         raise ModelError(f"'{path}' is not an ONNX model (no graph inside): pass an .onnx file")
+    external = sorted(
+        {
+            next(e.value for e in t.external_data if e.key == "location")
+            for t in graph.initializer
+            if t.data_location == onnx.TensorProto.EXTERNAL and any(e.key == "location" for e in t.external_data)
+        }
+    )
+    if external:
+        # weights stored beside the model are part of its identity: hash and size cover them
+        h = hashlib.sha256(bytes.fromhex(facts.sha256))
+        for name in external:
+            ext = p.parent / name
+            if not ext.exists():
+                raise ModelError(f"{p.name} keeps weights in '{name}', which is not beside it: copy it along")
+            h.update(name.encode())
+            h.update(bytes.fromhex(file_sha256(ext)))
+            facts.size_bytes += ext.stat().st_size
+        facts.sha256 = h.hexdigest()
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
             facts.opset = int(imp.version)
