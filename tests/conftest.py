@@ -49,3 +49,17 @@ def ort_dataset(name: str) -> Path:
     spec = importlib.util.find_spec("onnxruntime")
     assert spec and spec.submodule_search_locations
     return Path(spec.submodule_search_locations[0]) / "datasets" / name
+
+
+def erf_double_model(path: Path) -> Path:
+    """A valid model whose op (Erf on float64) has no CPU kernel in ONNX Runtime: node 'erf0', opset 13."""
+    from onnx import TensorProto, helper, save
+
+    g = helper.make_graph(
+        [helper.make_node("Erf", ["a"], ["c"], name="erf0")],
+        "g",
+        [helper.make_tensor_value_info("a", TensorProto.DOUBLE, [2])],
+        [helper.make_tensor_value_info("c", TensorProto.DOUBLE, [2])],
+    )
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import light_model
+from tests.conftest import erf_double_model, light_model
 
 FAST = ["--warmup", "2", "--iterations", "5", "--duration-s", "0"]
 
@@ -76,16 +76,7 @@ def _bad_models(tmp: Path) -> dict[str, Path]:
     trunc.write_bytes(good[: len(good) // 3])
     text = tmp / "notes.onnx"
     text.write_text("this is not a model\n" * 20)
-    from onnx import TensorProto, helper, save
-
-    g = helper.make_graph(
-        [helper.make_node("Erf", ["a"], ["c"], name="erf0")],
-        "g",
-        [helper.make_tensor_value_info("a", TensorProto.DOUBLE, [2])],
-        [helper.make_tensor_value_info("c", TensorProto.DOUBLE, [2])],
-    )
-    erf = tmp / "erf_double.onnx"
-    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(erf))
+    erf = erf_double_model(tmp / "erf_double.onnx")
     lst = tmp / "list.json"
     lst.write_text("[1, 2]")
     return {"truncated": trunc, "text": text, "erf": erf, "list_json": lst}

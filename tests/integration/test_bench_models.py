@@ -8,7 +8,7 @@ import pytest
 
 from inferperf import BenchConfig, SessionOptions, StopOptions, WarmupOptions, WorkloadOptions, bench
 from inferperf.errors import ModelError, UsageError
-from tests.conftest import ort_dataset
+from tests.conftest import erf_double_model, ort_dataset
 
 QUICK = {"warmup": WarmupOptions(iterations=2), "stop": StopOptions(min_iterations=5, min_duration_s=0.0)}
 
@@ -88,16 +88,7 @@ def test_generated_pool_runs_and_outputs_depend_on_inputs():
 
 
 def test_model_errors_from_the_runtime(tmp_path):
-    from onnx import TensorProto, helper, save
-
-    g = helper.make_graph(
-        [helper.make_node("Erf", ["a"], ["c"], name="erf0")],
-        "g",
-        [helper.make_tensor_value_info("a", TensorProto.DOUBLE, [2])],
-        [helper.make_tensor_value_info("c", TensorProto.DOUBLE, [2])],
-    )
-    p = tmp_path / "erf_double.onnx"
-    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(p))
+    p = erf_double_model(tmp_path / "erf_double.onnx")
     with pytest.raises(ModelError, match=r"op Erf \(opset 13, node 'erf0'\) has no kernel"):
         bench(str(p), quick())
     with pytest.raises(UsageError, match="not in this onnxruntime build"):

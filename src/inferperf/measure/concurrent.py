@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import Clock
-from .loop import LiveState
+from .loop import LiveState, warm_up
 
 
 @dataclass
@@ -59,13 +59,8 @@ class _Stream(threading.Thread):
         feeds = self.feeds
         n = len(feeds)
         try:
-            t_start = now()
-            i = 0
-            while i < self.warmup_n or now() - t_start < self.warmup_s * 1e9:
-                t0 = now()
-                run(feeds[i % n])
-                self.warm.append(now() - t0)
-                i += 1
+            self.warm = warm_up(run, feeds, self.clock, self.warmup_n, self.warmup_s)
+            i = len(self.warm)
         except BaseException as e:  # noqa: BLE001 - reported to the caller
             self.failure = e
             self.barrier.abort()
