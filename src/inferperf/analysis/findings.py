@@ -39,7 +39,7 @@ def _label(p: Point, skip: str) -> str:
     if skip != "concurrency" and p.concurrency > 1:
         parts.append(f"{p.concurrency} streams ({p.session_mode})")
     if skip != "threads" and p.threads:
-        parts.append(f"{p.threads} threads")
+        parts.append(_n(p.threads, "thread"))
     return ", ".join(parts)
 
 

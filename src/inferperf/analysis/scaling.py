@@ -111,6 +111,9 @@ def fit_usl(threads: Sequence[int], throughput: Sequence[float]) -> Fit:
             )
     except (RuntimeError, ValueError) as e:
         return Fit(f"fit failed: {e}")
+    if sigma >= 0.999 or kappa >= 0.999:
+        return Fit("fit at its parameter bound (the data fall too steeply for USL): not reported",
+                   {"lambda": float(lam), "sigma": float(sigma), "kappa": float(kappa)})
     peak = math.sqrt((1.0 - sigma) / kappa) if kappa > 0 else math.inf
     return Fit(
         "ok",

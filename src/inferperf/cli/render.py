@@ -48,8 +48,10 @@ def result_table(r: Result) -> Table:
     scen = r.config.scenario
     if scen == "concurrent":
         scen += f" x{r.config.concurrency} ({r.config.session_mode} session)"
-    t.add_row("backend", f"{r.config.backend}  threads intra={eff.get('intra_op_num_threads')}"
-              f" inter={eff.get('inter_op_num_threads')}  {scen}")
+    threads = (f"INFERENCE_NUM_THREADS={eff.get('INFERENCE_NUM_THREADS')} NUM_STREAMS={eff.get('NUM_STREAMS')}"
+               f" PERFORMANCE_HINT={eff.get('PERFORMANCE_HINT')}" if "INFERENCE_NUM_THREADS" in eff
+               else f"threads intra={eff.get('intra_op_num_threads')} inter={eff.get('inter_op_num_threads')}")
+    t.add_row("backend", f"{r.config.backend}  {threads}  {scen}")
     s = r.system
     smt = {True: "SMT on", False: "SMT off", None: "SMT unknown"}[s.smt_active]
     quota = f"  cgroup quota {cpu_limit_display(s.cgroup_cpu_limit)}" if s.cgroup_cpu_limit else ""
@@ -104,7 +106,8 @@ def print_result(r: Result, console: Console, output: str | None = None) -> None
     """Print the table, the notes and where the Result was written."""
     console.print(result_table(r))
     for note in r.notes:
-        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+        console.print("[yellow]note:[/yellow] ", end="", highlight=False)
+        console.print(note, highlight=False, markup=False)
     if output:
         console.print(f"result: {output}", highlight=False)
 

@@ -102,7 +102,7 @@ def sweep_command(
     case_timeout_s: Annotated[Optional[float], Opt(help="kill a case's worker after this many seconds")] = None,
     cpus: Annotated[Optional[str], Opt(help="pin every worker to these CPUs")] = None,
     numa_node: Annotated[Optional[int], Opt(help="bind every worker to this NUMA node")] = None,
-    output: Annotated[Optional[Path], Opt("--output", "-o", help="results folder (required unless --dry-run)")] = None,
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="results folder (default ./inferperf-sweep-TIMESTAMP)")] = None,
     resume: Annotated[bool, Opt("--resume", help="continue the sweep in --output, skipping finished runs")] = False,
     dry_run: Annotated[bool, Opt("--dry-run", help="print the expanded matrix and stop")] = False,
 ) -> int:
@@ -112,6 +112,8 @@ def sweep_command(
 
     console = Console()
     err = Console(stderr=True)
+    if resume and output is None:
+        raise UsageError("--resume needs --output DIR: the folder of the sweep to continue")
     if matrix is not None:
         m = load_matrix(matrix)
     elif model:
@@ -168,7 +170,10 @@ def sweep_command(
     if dry_run:
         return 0
     if output is None:
-        raise UsageError("sweep needs --output DIR (results stream there; --resume continues from it)")
+        import datetime as _dt
+
+        output = Path(f"inferperf-sweep-{_dt.datetime.now(_dt.UTC):%Y%m%dT%H%M%S}")
+        err.print(f"results go to {output}/ (set --output to choose)", highlight=False)
     return _run(cases, output, reps, seed, resume, console, err)
 
 
@@ -206,7 +211,7 @@ def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Conso
     if outcome.findings:
         console.print("[bold]findings[/bold]")
         for f in outcome.findings:
-            console.print(f"- {f.text}", highlight=False)
+            console.print(f"- {f.text}", highlight=False, markup=False)
     else:
         console.print("no findings: the matrix has no axis with >= 2 values that the data support (or CIs overlap)")
     console.print(f"results: {output} (sweep.csv, findings.json, cases/, runs/)", highlight=False)

@@ -1,0 +1,47 @@
+"""`inferperf sweep` as a subprocess: dry run, a small real sweep, and bad input."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tests.e2e.test_cli import cli
+
+
+def test_dry_run_lists_cases_and_measures_nothing(tmp_path):
+    p = cli("sweep", "zoo:ppocr-det", "--shape", "x:1x3x224x224,1x3x640x640", "--intra-op-num-threads", "1,2,3",
+            "--concurrency", "1,2", "--dry-run", "-o", str(tmp_path / "s"))
+    assert p.returncode == 0, p.stderr
+    assert "12 cases" in p.stdout and "oversubscribed" in p.stdout
+    assert not (tmp_path / "s").exists()
+
+
+def test_small_sweep_end_to_end(tmp_path):
+    out = tmp_path / "s"
+    p = cli("sweep", "zoo:tiny-cnn", "--intra-op-num-threads", "1,2", "--warmup", "2", "--iterations", "10",
+            "--duration-s", "0.1", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(open(out / "sweep.csv")))
+    assert len(rows) == 2 and {r["intra_op_num_threads"] for r in rows} == {"1", "2"}
+    assert "sweep results" in p.stdout and str(out) in p.stdout
+    p = cli("sweep", "zoo:tiny-cnn", "--intra-op-num-threads", "1,2", "--warmup", "2", "--iterations", "10",
+            "--duration-s", "0.1", "-o", str(out), "--resume")
+    assert p.returncode == 0 and "0 runs measured, 2 reused" in p.stdout
+
+
+@pytest.mark.parametrize(
+    "args,expect",
+    [
+        (["sweep"], "give a MODEL"),
+        (["sweep", "zoo:tiny-cnn", "--intra-op-num-threads", "a,b"], "--intra-op-num-threads"),
+        (["sweep", "zoo:tiny-cnn", "--resume"], "--resume needs --output"),
+        (["sweep", "zoo:tiny-cnn", "--matrix", "/nope.yaml"], "not found"),
+        (["sweep", "zoo:tiny-cnn", "--env", "NOEQUALS"], "--env"),
+    ],
+)
+def test_sweep_bad_input(args, expect):
+    p = cli(*args)
+    assert p.returncode == 2, p.stderr
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and expect in lines[0]
