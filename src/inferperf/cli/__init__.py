@@ -11,7 +11,6 @@ import os
 import sys
 import traceback
 
-import click
 import typer
 
 from ..errors import InferperfError
@@ -30,8 +29,15 @@ from . import zoo as _zoo  # noqa: E402,F401
 
 
 def _click_modules() -> list:
-    """click's exception modules: the installed click, and the copy newer typer vendors as ``typer._click``."""
-    mods = [click.exceptions]
+    """click's exception modules: the copy newer typer vendors as ``typer._click``, and/or an installed click
+    (older typer depends on it). At least one exists wherever typer imports."""
+    mods = []
+    try:
+        import click.exceptions as installed
+
+        mods.append(installed)
+    except ImportError:
+        pass
     try:
         import typer._click.exceptions as vendored  # typer >= 0.2x vendors click
 
