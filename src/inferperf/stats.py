@@ -195,3 +195,111 @@ def windows(
             }
         )
     return out
+
+
+# --- Output agreement: a candidate's outputs against a reference's (optimize, runtime comparison) ---------------
+#
+# Every function takes two arrays of the same shape (any float dtype; computed in float64) and
+# assumes both are finite: count non-finite values first (:func:`nonfinite_count`) and never pass
+# them here. Sources: cosine similarity and SNR as in ONNX Runtime's QDQ debugging tools
+# (``onnxruntime.quantization.qdq_loss_debug.compute_signal_to_quantization_noice_ratio``:
+# 10 * log10(sum(x^2) / sum((x - y)^2))); top-k agreement as in model-compression papers
+# ("top-1 agreement with the float model").
+
+
+def _pair(reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ref = np.asarray(reference, dtype=np.float64)
+    cand = np.asarray(candidate, dtype=np.float64)
+    if ref.shape != cand.shape:
+        raise ValueError(f"shapes differ: reference {list(ref.shape)} vs candidate {list(cand.shape)}")
+    return ref, cand
+
+
+def nonfinite_count(values: np.ndarray) -> int:
+    """Number of NaN or +/-Inf elements (0 for integer arrays)."""
+    arr = np.asarray(values)
+    return int(arr.size - np.count_nonzero(np.isfinite(arr))) if arr.dtype.kind in "fc" else 0
+
+
+def max_abs_error(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """max |candidate - reference| in the outputs' unit; 0.0 for empty arrays.
+
+    Raises:
+        ValueError: the shapes differ.
+    """
+    ref, cand = _pair(reference, candidate)
+    return float(np.max(np.abs(cand - ref))) if ref.size else 0.0
+
+
+def mean_abs_error(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """mean |candidate - reference| in the outputs' unit; 0.0 for empty arrays.
+
+    Raises:
+        ValueError: the shapes differ.
+    """
+    ref, cand = _pair(reference, candidate)
+    return float(np.mean(np.abs(cand - ref))) if ref.size else 0.0
+
+
+def cosine_similarity(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """Cosine of the angle between the flattened arrays, in [-1, 1].
+
+    Two all-zero arrays agree (1.0); one all-zero array against a non-zero one gives 0.0.
+
+    Raises:
+        ValueError: the shapes differ.
+    """
+    ref, cand = _pair(reference, candidate)
+    a, b = ref.ravel(), cand.ravel()
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 and nb == 0.0:
+        return 1.0
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.clip(np.dot(a, b) / (na * nb), -1.0, 1.0))
+
+
+def snr_db(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """Signal-to-noise ratio in dB: 10 * log10(sum(ref^2) / sum((cand - ref)^2)).
+
+    ``inf`` when the candidate equals the reference; ``-inf`` when the reference is all zeros
+    and the candidate is not.
+
+    Raises:
+        ValueError: the shapes differ.
+    """
+    ref, cand = _pair(reference, candidate)
+    noise = float(np.sum((cand - ref) ** 2))
+    signal = float(np.sum(ref**2))
+    if noise == 0.0:
+        return math.inf
+    if signal == 0.0:
+        return -math.inf
+    return float(10.0 * math.log10(signal / noise))
+
+
+def topk_agreement(reference: np.ndarray, candidate: np.ndarray, k: int = 1) -> float:
+    """Fraction of rows (all axes but the last) whose reference top-1 class is among the candidate's top-k.
+
+    For k = 1 this is top-1 agreement (same argmax). Scores are along the last axis.
+
+    Args:
+        reference, candidate: scores of shape [..., classes].
+        k: 1 <= k <= classes.
+
+    Raises:
+        ValueError: the shapes differ, fewer than 1 row, or k out of range.
+    """
+    ref, cand = _pair(reference, candidate)
+    if ref.ndim < 1 or ref.size == 0:
+        raise ValueError("top-k agreement needs at least one row of scores")
+    classes = ref.shape[-1]
+    if not 1 <= k <= classes:
+        raise ValueError(f"k={k} outside [1, {classes}] classes")
+    r = ref.reshape(-1, classes)
+    c = cand.reshape(-1, classes)
+    want = np.argmax(r, axis=1)
+    if k == 1:
+        return float(np.mean(np.argmax(c, axis=1) == want))
+    top = np.argpartition(-c, k - 1, axis=1)[:, :k]
+    return float(np.mean(np.any(top == want[:, None], axis=1)))

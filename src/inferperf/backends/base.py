@@ -3,6 +3,16 @@
 A backend owns one runtime session. The measure layer asks it for its inputs,
 a ``runner`` (the fastest callable that runs one feed; called inside the timed
 window and nothing else is), and the settings it was asked for and resolved to.
+
+Optional methods the measure layer asks for (``getattr``) and does without:
+
+* ``load_phases() -> dict[str, float]``: cold-start sub-phases of ``load`` in ms
+  (OpenVINO: ``read_ms``, ``compile_ms``), recorded under ``cold_start.phases``.
+* ``async_executor(jobs)``: the backend's own Concurrent executor (OpenVINO's
+  ``AsyncInferQueue``); see :mod:`inferperf.measure.async_exec`. Without it,
+  Concurrent runs N threads around ``runner()``.
+* ``fetch(feed) -> list[numpy.ndarray]``: outputs of one feed, on the host, in
+  ``outputs()`` order, for output agreement between runtimes (never timed).
 """
 
 from __future__ import annotations
@@ -70,9 +80,17 @@ _REGISTRY: dict[str, tuple[str, str, str | None]] = {
     # name: (module, class, extra to install when the runtime is missing)
     "onnxruntime": ("inferperf.backends.ort", "OnnxRuntimeBackend", None),
     "null": ("inferperf.backends.null", "NullBackend", None),
+    "openvino": ("inferperf.backends.openvino_backend", "OpenVinoBackend", "openvino"),
+    "torch": ("inferperf.backends.torch_backend", "TorchBackend", "torch"),
 }
 
-_ALIASES = {"ort": "onnxruntime"}
+_ALIASES = {"ort": "onnxruntime", "ov": "openvino", "pytorch": "torch"}
+
+
+def canonical_name(name: str) -> str:
+    """The registered name for ``name`` or an alias (``ort``, ``ov``, ``pytorch``); unknown names unchanged."""
+    key = name.strip().lower()
+    return _ALIASES.get(key, key)
 
 
 def backend_names() -> list[str]:
@@ -84,7 +102,7 @@ def create_backend(name: str, session: SessionOptions, **kwargs: Any) -> Backend
     """Import the chosen backend's module and construct it (no session yet).
 
     Args:
-        name: ``onnxruntime`` (alias ``ort``) or ``null``.
+        name: ``onnxruntime`` (alias ``ort``), ``openvino`` (``ov``), ``torch`` (``pytorch``) or ``null``.
         session: session settings under ONNX Runtime's names.
         **kwargs: backend-specific arguments (the null backend's latency script and clock).
 

@@ -23,6 +23,7 @@ from ..errors import ModelError, RuntimeFailure, UsageError
 from ..results.model import TensorInfo
 from ..system import default_intra_op_threads
 from .ort_config_keys import is_known_key
+from .settings import entries_for
 
 ort.set_default_logger_severity(4)  # errors reach the user as one line (exceptions), not ORT's log
 
@@ -57,6 +58,27 @@ _PROVIDER_EXTRAS = {
     "OpenVINOExecutionProvider": "pip install onnxruntime-openvino",
     "DmlExecutionProvider": "pip install onnxruntime-directml",
 }
+
+
+def parse_providers(entries: list[str]) -> list[tuple[str, dict[str, str]]]:
+    """Split ``--providers`` entries ``NAME[:key=value[:key=value...]]`` into (name, provider options).
+
+    Example: ``CUDAExecutionProvider:device_id=0:cudnn_conv_algo_search=HEURISTIC``.
+
+    Raises:
+        UsageError: an option without ``=``.
+    """
+    out = []
+    for entry in entries:
+        name, *opts = entry.split(":")
+        options: dict[str, str] = {}
+        for opt in opts:
+            key, sep, value = opt.partition("=")
+            if not sep or not key:
+                raise UsageError(f"malformed provider option {opt!r} in {entry!r}: use NAME:key=value[:key=value]")
+            options[key.strip()] = value.strip()
+        out.append((name.strip(), options))
+    return out
 
 
 def _first_line(e: BaseException) -> str:
@@ -113,12 +135,19 @@ class OnnxRuntimeBackend:
         self._opts = session
         self._default_threads = default_threads
         self._session: ort.InferenceSession | None = None
+        self._model_path: Path | None = None
         self._notes: list[str] = []
         self._effective: dict[str, Any] = {}
+        self._providers = parse_providers(list(session.providers))
         available = ort.get_available_providers()
-        missing = [p for p in session.providers if p not in available]
+        missing = [p for p, _ in self._providers if p not in available]
         if missing:
-            hints = "; ".join(_PROVIDER_EXTRAS.get(p, f"{p} needs another onnxruntime build") for p in missing)
+            known = set(ort.get_all_providers())
+            hints = "; ".join(
+                _PROVIDER_EXTRAS.get(p, f"{p} needs another onnxruntime build") if p in known
+                else f"{p} is not a provider name (known: {', '.join(sorted(known))})"
+                for p in missing
+            )
             raise UsageError(
                 f"provider(s) {missing} not in this onnxruntime build (has {available}): {hints}"
             )
@@ -137,7 +166,7 @@ class OnnxRuntimeBackend:
         so.graph_optimization_level = _GRAPH_LEVELS[o.graph_optimization_level]
         so.enable_mem_pattern = o.enable_mem_pattern
         so.enable_cpu_mem_arena = o.enable_cpu_mem_arena
-        for key, value in o.session_config.items():
+        for key, value in entries_for("onnxruntime", o.session_config).items():
             if not is_known_key(key):
                 self._notes.append(
                     f"session config key {key!r} is not one this onnxruntime {ort.__version__} defines:"
@@ -162,7 +191,11 @@ class OnnxRuntimeBackend:
             # ORT's Python layer prints an "EP Error ... retrying" banner to stdout on some failures;
             # stdout belongs to inferperf (--json), so it is captured and the error reported as one line
             with contextlib.redirect_stdout(io.StringIO()):
-                self._session = ort.InferenceSession(str(model_path), so, providers=list(self._opts.providers))
+                self._session = ort.InferenceSession(
+                    str(model_path), so, providers=[p for p, _ in self._providers],
+                    provider_options=[o for _, o in self._providers],
+                )
+            self._model_path = Path(model_path)
         except Exception as e:  # ORT raises its own pybind exception types
             kind, text = type(e).__name__, str(e)
             model_side = kind in ("InvalidProtobuf", "InvalidGraph", "NotImplemented") or "Load model" in text
@@ -171,7 +204,7 @@ class OnnxRuntimeBackend:
                 raise UsageError(
                     f"ONNX Runtime refused the session settings ({_first_line(e)}): check --session-config {entries}"
                 ) from e
-            raise map_load_error(e, Path(model_path), list(self._opts.providers)) from e
+            raise map_load_error(e, Path(model_path), [p for p, _ in self._providers]) from e
         added = proc.num_threads() - before
         s_opts = self._session.get_session_options()
         intra = s_opts.intra_op_num_threads
@@ -183,7 +216,8 @@ class OnnxRuntimeBackend:
             "enable_mem_pattern": s_opts.enable_mem_pattern,
             "enable_cpu_mem_arena": s_opts.enable_cpu_mem_arena,
             "providers": self._session.get_providers(),
-            "session_config": dict(self._opts.session_config),
+            "provider_options": dict(self._session.get_provider_options()),  # as ORT reports them (CPU: none)
+            "session_config": entries_for("onnxruntime", self._opts.session_config),
             "onnxruntime_version": ort.__version__,
         }
         if intra == 0:
@@ -227,6 +261,38 @@ class OnnxRuntimeBackend:
 
         return run
 
+    def fetch(self, feed: dict[str, Any]) -> list[Any]:
+        """Run one feed outside any timed window; outputs as numpy arrays in :meth:`outputs` order."""
+        import numpy as np
+
+        return [np.asarray(x) for x in self._need().run(None, feed)]
+
+    def node_placement(self, feed: dict[str, Any], force: bool = False) -> dict[str, int] | None:
+        """Which execution provider ran how many nodes, from ORT's profile of one run of ``feed``.
+
+        Runs a second, profiling session with the same settings (never the measured one), so it is
+        only done when another provider than the CPU one was asked for, or when ``force`` is set.
+
+        Returns:
+            provider name -> number of nodes it ran; None when skipped.
+        """
+        names = [p for p, _ in self._providers]
+        if not force and names == ["CPUExecutionProvider"]:
+            return None
+        import json
+        import tempfile
+
+        so = self._session_options()
+        with tempfile.TemporaryDirectory(prefix="inferperf-ortprof-") as tmp:
+            so.enable_profiling = True
+            so.profile_file_prefix = str(Path(tmp) / "profile")
+            with contextlib.redirect_stdout(io.StringIO()):
+                sess = ort.InferenceSession(str(self._model_path), so, providers=names,
+                                            provider_options=[o for _, o in self._providers])
+            sess.run(None, feed)
+            events = json.loads(Path(sess.end_profiling()).read_text())
+        return nodes_by_provider(events)
+
     def effective_settings(self) -> dict[str, Any]:
         """Settings as resolved after :meth:`load`."""
         return dict(self._effective)
@@ -238,6 +304,17 @@ class OnnxRuntimeBackend:
     def close(self) -> None:
         """Drop the session."""
         self._session = None
+
+
+def nodes_by_provider(events: list[dict[str, Any]]) -> dict[str, int]:
+    """Count distinct nodes per execution provider in an ORT profile (``cat: Node`` events' ``args.provider``)."""
+    seen: dict[str, set[str]] = {}
+    for ev in events:
+        args = ev.get("args") or {}
+        if ev.get("cat") == "Node" and "provider" in args:
+            node = str(ev.get("name", "")).removesuffix("_kernel_time").removesuffix("_fence_before").removesuffix("_fence_after")
+            seen.setdefault(args["provider"], set()).add(node)
+    return {p: len(nodes) for p, nodes in sorted(seen.items())}
 
 
 def map_run_error(e: Exception) -> Exception:

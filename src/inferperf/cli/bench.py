@@ -52,7 +52,8 @@ def output_path(output: Path, result: Result) -> Path:
 @app.command("bench")
 def bench_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file or zoo:NAME (default zoo:resnet50)")] = None,
-    backend: Annotated[Optional[str], Opt(help="onnxruntime | null (scripted latency, runs no model)")] = None,
+    backend: Annotated[Optional[str], Opt(help="onnxruntime | openvino | torch | null (scripted latency, runs no model);"
+                                              " a comma list compares runtimes (NAME=MODEL gives one its own model)")] = None,
     intra_op_num_threads: Annotated[Optional[int], Opt(help="ORT intra-op threads; default: effective CPUs; 0: ORT's default")] = None,
     inter_op_num_threads: Annotated[Optional[int], Opt(help="ORT inter-op threads (parallel mode)")] = None,
     execution_mode: Annotated[Optional[str], Opt(help="sequential | parallel")] = None,
@@ -60,7 +61,9 @@ def bench_command(
     providers: Annotated[Optional[str], Opt(help="comma list, e.g. CPUExecutionProvider")] = None,
     disable_mem_pattern: Annotated[bool, Opt("--disable-mem-pattern", help="enable_mem_pattern=False")] = False,
     disable_cpu_mem_arena: Annotated[bool, Opt("--disable-cpu-mem-arena", help="enable_cpu_mem_arena=False")] = False,
-    session_config: Annotated[Optional[list[str]], Opt(help="ORT session config entry KEY=VALUE (repeatable)")] = None,
+    session_config: Annotated[Optional[list[str]], Opt(help="KEY=VALUE (repeatable): ORT session.* entries; OpenVINO properties"
+                                                                   " (PERFORMANCE_HINT=THROUGHPUT, NUM_STREAMS=2, DEVICE=CPU);"
+                                                                   " torch.device=cuda, torch.compile=default")] = None,
     shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640 (or 1x3x640x640 for a one-input model); repeatable")] = None,
     dim: Annotated[Optional[list[str]], Opt(help="symbolic dims everywhere they appear: batch=4,seq=128")] = None,
     batch_size: Annotated[Optional[int], Opt(help="leading symbolic dim (rows per query); default 1")] = None,
@@ -137,9 +140,16 @@ def bench_command(
             raise UsageError(f"malformed --null-latency-ms {null_latency_ms!r}: use numbers in ms, e.g. 1.5,2") from None
     if scenario == "single-stream" and concurrency and concurrency > 1:
         raise UsageError(f"--scenario single-stream contradicts --concurrency {concurrency}: drop one")
+    compare = backend is not None and "," in backend
+    if compare:
+        flags["backend"] = None  # each runtime of the comparison is set per case
     cfg = build_config(flags, config)
     if output is not None:
         check_writable(output)
+    if compare:
+        from .runtimes import compare_command
+
+        return compare_command(model or DEFAULT_MODEL, backend, cfg, output, json_out, fail_on_invalid)
     from ..measure.bench import bench
 
     err = Console(stderr=True)

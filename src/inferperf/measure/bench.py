@@ -12,6 +12,7 @@ samples. ``repeat`` > 1 (or a NUMA binding) goes through
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 from contextlib import nullcontext
 import os
 import resource
@@ -52,10 +53,42 @@ from ..zoo import entries as zoo_entries
 from ..zoo import resolve as zoo_resolve
 from ..zoo import zoo_name
 from .assemble import summarize
+from .async_exec import measure_async
 from .concurrent import measure_concurrent
 from .loop import LiveState, measure_stream, warm_up
 from .placement import node_cpus, pin
 from .sampler import ResourceSampler
+
+
+#: backend name -> the runtime module whose first import a fresh process pays (``runtime_import_ms``).
+_RUNTIME_MODULES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "torch": "torch"}
+
+
+def _torch_facts(model: str) -> ModelFacts:
+    """Identity of a PyTorch model: the file's hash, or ``module:function`` hashed with its module's source."""
+    from ..backends.torch_spec import is_callable_spec, spec_sha256
+    from ..workload.signature import file_sha256
+
+    if is_callable_spec(model):
+        sha, size = spec_sha256(model)
+        return ModelFacts(path=Path(model), sha256=sha, size_bytes=size)
+    p = check_model_file(model)
+    return ModelFacts(path=p, sha256=file_sha256(p), size_bytes=p.stat().st_size)
+
+
+def _static_shapes(path: Path, cfg: BenchConfig) -> dict[str, list[int]] | None:
+    """The shapes every query will have, resolved from the ONNX signature before a session exists
+    (for runtimes that compile faster code for static shapes); None when they do not resolve yet."""
+    from ..backends.null import NullBackend
+    from ..workload.shapes import resolve_shapes
+
+    try:
+        sig = NullBackend(cfg.session)
+        sig.load(path)
+        w = cfg.workload
+        return resolve_shapes(sig.inputs(), w.shapes, w.dims, w.batch_size)
+    except Exception:  # the workload reports unresolved shapes later, with its own message
+        return None
 
 
 def _map_run_error(backend_name: str, e: Exception) -> Exception:
@@ -65,7 +98,8 @@ def _map_run_error(backend_name: str, e: Exception) -> Exception:
         from ..backends.ort import map_run_error
 
         return map_run_error(e)
-    return MeasurementError(f"{backend_name} failed while running: {type(e).__name__}: {e}")
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.strip().startswith("Exception from")]
+    return MeasurementError(f"{backend_name} failed while running: {type(e).__name__}: {(lines or [''])[0][:300]}")
 
 
 def bench(
@@ -140,6 +174,8 @@ def run_once(
     if cfg.backend == "null":
         p = check_model_file(path) if Path(path).exists() or zname else None
         facts = inspect_model(p) if p else ModelFacts(path=Path(str(model)), sha256="0" * 64, size_bytes=0)
+    elif cfg.backend == "torch" and not str(path).lower().endswith(".onnx"):
+        facts = _torch_facts(str(path))
     else:
         facts = inspect_model(path)
     if zname and zname in {e.name for e in zoo_entries() if e.kind == "onnx-light"}:
@@ -147,12 +183,15 @@ def run_once(
     batching = None
     w = cfg.workload
     phases: dict[str, float] = {}
-    if cfg.backend == "onnxruntime" and "onnxruntime" not in sys.modules:
+    runtime_module = _RUNTIME_MODULES.get(cfg.backend)
+    if runtime_module and runtime_module not in sys.modules:
         t_imp = clock.now_ns()  # a fresh process pays this once; reported apart from session creation
-        import onnxruntime  # noqa: F401
-
+        try:
+            importlib.import_module(runtime_module)
+        except ImportError:
+            pass  # create_backend reports it with the install command
         phases["runtime_import_ms"] = (clock.now_ns() - t_imp) / 1e6
-    if cfg.backend != "null":
+    if cfg.backend not in ("null", "torch"):
         from .batching import make_batchable, needs_batching
 
         if needs_batching(facts.path, w.batch_size):
@@ -169,6 +208,9 @@ def run_once(
         kwargs.setdefault("clock", clock)
     elif streams > 1:
         kwargs.setdefault("default_threads", max(1, system.effective_cpus // streams))
+        kwargs.setdefault("concurrency", streams if cfg.session_mode == "shared" else 1)  # streams per session
+    if cfg.backend == "openvino" and not w.input_data:
+        kwargs.setdefault("static_shapes", _static_shapes(facts.path, cfg))
     n_sessions = streams if cfg.session_mode == "per-stream" else 1
     backends = [create_backend(cfg.backend, cfg.session, **kwargs) for _ in range(n_sessions)]
 
@@ -179,6 +221,7 @@ def run_once(
         t0 = clock.now_ns()
         b.load(facts.path)
         load_ns.append(clock.now_ns() - t0)
+    phases.update(getattr(backends[0], "load_phases", dict)())
     if n_sessions > 1:
         phases["other_sessions_create_ms_mean"] = sum(load_ns[1:]) / (len(load_ns) - 1) / 1e6
     rss_after_load = proc.memory_info().rss
@@ -231,16 +274,31 @@ def run_once(
             first_ns = clock.now_ns() - t0
             pools = [feeds[k::streams] or feeds for k in range(streams)]
             marks: dict[str, Any] = {}
+            # a backend's own executor first (OpenVINO's AsyncInferQueue), else threads around runner()
+            make_executor = getattr(backend, "async_executor", None) if n_sessions == 1 else None
+            executor = make_executor(streams) if make_executor else None
             with sampler or nullcontext():
-                c = measure_concurrent(
-                    runners, pools, clock, cfg.warmup.iterations, cfg.warmup.duration_s,
-                    cfg.stop.min_iterations, cfg.stop.min_duration_s, cfg.stop.max_duration_s, live,
-                    on_start=lambda: marks.__setitem__("cpu", proc.cpu_times()),
-                )
+                if executor is not None:
+                    eff["concurrent_executor"] = f"{executor.description} ({executor.jobs} requests)"
+                    c = measure_async(
+                        executor, pools, clock, cfg.warmup.iterations, cfg.warmup.duration_s,
+                        cfg.stop.min_iterations, cfg.stop.min_duration_s, cfg.stop.max_duration_s, live,
+                        on_start=lambda: marks.__setitem__("cpu", proc.cpu_times()),
+                    )
+                else:
+                    c = measure_concurrent(
+                        runners, pools, clock, cfg.warmup.iterations, cfg.warmup.duration_s,
+                        cfg.stop.min_iterations, cfg.stop.min_duration_s, cfg.stop.max_duration_s, live,
+                        on_start=lambda: marks.__setitem__("cpu", proc.cpu_times()),
+                    )
             cpu_before = marks.get("cpu", cpu_before)
             lat, starts, stream_ids, counts = c.latency_ns, c.start_offsets_ns, c.stream_ids, c.per_stream_counts
             duration_ns, errors, stopped_by = c.duration_ns, c.errors, c.stopped_by
             warm_all = [first_ns] + [x for ws in c.warmup_latency_ns for x in ws]
+        placement_of = getattr(backend, "node_placement", None)  # ORT: which provider ran which nodes
+        nodes = placement_of(feeds[0]) if placement_of else None
+        if nodes:
+            eff["nodes_by_provider"] = nodes
     except Exception as e:
         raise _map_run_error(cfg.backend, e) from e
     finally:

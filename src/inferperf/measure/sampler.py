@@ -23,9 +23,11 @@ class ResourceSampler:
 
     Args:
         interval_s: seconds between samples (default 0.1 = 10 Hz).
+        gpu: also sample NVIDIA GPUs through NVML when ``pynvml`` and a GPU are present
+            (:class:`~inferperf.measure.gpu.GpuSampler`; the timeline gets a ``gpu`` block).
     """
 
-    def __init__(self, interval_s: float = 0.1) -> None:
+    def __init__(self, interval_s: float = 0.1, gpu: bool = True) -> None:
         self.interval_s = interval_s
         self._proc = psutil.Process()
         self._stop = threading.Event()
@@ -38,6 +40,11 @@ class ResourceSampler:
         self.rss_bytes: list[int] = []
         self.steal_percent: list[float] = []
         self.mhz_per_core: list[list[float]] = []
+        self._gpu = None
+        if gpu:
+            from .gpu import GpuSampler
+
+            self._gpu = GpuSampler.open()
 
     def _read(self) -> None:
         self.t_s.append(round(time.perf_counter() - self._t0, 4))
@@ -51,6 +58,8 @@ class ResourceSampler:
             self.mhz_per_core.append([round(f.current, 1) for f in freqs])
         except (OSError, NotImplementedError, AttributeError):
             self.mhz_per_core.append([])
+        if self._gpu is not None:
+            self._gpu.read()
 
     def _loop(self) -> None:
         # prime the "since last call" counters in this thread (psutil keeps them per thread),
@@ -71,6 +80,8 @@ class ResourceSampler:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
+        if self._gpu is not None:
+            self._gpu.close()
 
     def timeline(self) -> dict[str, Any]:
         """The samples as plain lists (``t_s`` seconds from the start; units in the names)."""
@@ -84,6 +95,8 @@ class ResourceSampler:
         }
         if any(self.mhz_per_core):
             out["mhz_per_core"] = self.mhz_per_core
+        if self._gpu is not None:
+            out["gpu"] = self._gpu.timeline()
         return out
 
     def summary(self) -> dict[str, float | int | None]:

@@ -1,0 +1,130 @@
+"""The Concurrent scenario through a backend's own executor (OpenVINO's ``AsyncInferQueue``).
+
+A backend that offers ``async_executor(jobs)`` keeps ``jobs`` requests in
+flight itself; this module drives it as N closed-loop streams: the main thread
+waits for a free request, reads the clock, starts the next feed on it and
+returns at once; the runtime's completion callback reads the clock again.
+Latency = completion callback - start (ns), so it includes the input hand-over
+in ``start`` like a blocking call would. Stream ``k`` is request ``k``.
+Backends without an executor use :func:`inferperf.measure.concurrent.measure_concurrent` (threads).
+
+Executor protocol (duck-typed): ``jobs``; ``set_callback(fn)`` with
+``fn(handle, userdata)``; ``idle_job() -> int`` (blocks); ``start(feed, userdata)``;
+``wait_all()`` (raises a failed request's error); ``description``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..clock import Clock
+from .concurrent import StreamSamples
+from .loop import LiveState
+
+
+def measure_async(
+    executor: Any,
+    feeds: Sequence[Sequence[Any]],
+    clock: Clock,
+    warmup_iterations: int,
+    warmup_duration_s: float,
+    min_iterations: int,
+    min_duration_s: float,
+    max_duration_s: float,
+    live: LiveState | None = None,
+    on_start: Callable[[], None] | None = None,
+) -> StreamSamples:
+    """Run ``executor.jobs`` closed-loop streams until the total count and duration meet the stop rule.
+
+    Args:
+        executor: the backend's executor (see the module docstring).
+        feeds: one input pool per stream; request ``k`` cycles through ``feeds[k % len(feeds)]``.
+        clock: the real clock (the callback runs on the runtime's threads).
+        warmup_iterations, warmup_duration_s: per-stream warm-up (every request runs at least
+            ``warmup_iterations`` times), never counted; the pool is drained before measuring.
+        min_iterations, min_duration_s, max_duration_s: the stop rule over all streams (s).
+        live: optional progress state.
+        on_start: called once after warm-up, before measurement starts.
+
+    Returns:
+        :class:`~inferperf.measure.concurrent.StreamSamples` (stream id = request id).
+
+    Raises:
+        Exception: a request's error during warm-up (the model cannot run).
+    """
+    now = clock.now_ns
+    n = executor.jobs
+    pools = [list(feeds[k % len(feeds)]) or list(feeds[0]) for k in range(n)]
+    idx = [0] * n
+    warm: list[list[int]] = [[] for _ in range(n)]
+    lat: list[list[int]] = [[] for _ in range(n)]
+    starts: list[list[int]] = [[] for _ in range(n)]
+    last_end = [0]
+    state = {"measure": False, "t_begin": 0}
+
+    def on_done(_handle: Any, userdata: tuple[int, int]) -> None:
+        t1 = now()
+        k, t0 = userdata
+        if state["measure"]:
+            lat[k].append(t1 - t0)
+            starts[k].append(t0 - state["t_begin"])
+            if t1 > last_end[0]:
+                last_end[0] = t1
+        else:
+            warm[k].append(t1 - t0)
+
+    executor.set_callback(on_done)
+
+    def submit() -> None:
+        k = executor.idle_job()
+        feed = pools[k][idx[k] % len(pools[k])]
+        idx[k] += 1
+        t0 = now()
+        executor.start(feed, (k, t0))
+
+    if live is not None:
+        live.phase = "warmup"
+    t_warm = now()
+    warm_end = t_warm + int(warmup_duration_s * 1e9)
+    while min(idx) < warmup_iterations or now() < warm_end:
+        submit()
+    executor.wait_all()
+    if on_start is not None:
+        on_start()
+    state["t_begin"] = t_begin = now()
+    state["measure"] = True
+    if live is not None:
+        live.phase, live.samples, live.t0_ns = "measure", lat[0], t_begin
+    min_end = t_begin + int(min_duration_s * 1e9)
+    max_end = t_begin + int(max_duration_s * 1e9)
+    stopped_by = "rule"
+    errors: dict[str, int] = {}
+    while True:
+        try:
+            submit()
+        except Exception as e:  # a failed start is counted, like a failed call in a thread stream
+            kind = type(e).__name__
+            errors[kind] = errors.get(kind, 0) + 1
+            if errors[kind] >= 100 and not any(lat):
+                break
+        t = now()
+        if t >= max_end:
+            stopped_by = "cap"
+            break
+        if t >= min_end and sum(len(x) for x in lat) >= min_iterations:
+            break
+    executor.wait_all()
+    out = StreamSamples(stopped_by=stopped_by)
+    out.warmup_latency_ns = warm
+    for k in range(n):
+        out.latency_ns.extend(lat[k])
+        out.start_offsets_ns.extend(starts[k])
+        out.stream_ids.extend([k] * len(lat[k]))
+        out.per_stream_counts.append(len(lat[k]))
+    out.errors = errors
+    out.duration_ns = max(last_end[0] - t_begin, 0)
+    total = sum(out.per_stream_counts)
+    if stopped_by == "cap" and total >= min_iterations and out.duration_ns >= min_duration_s * 1e9:
+        out.stopped_by = "rule"
+    return out

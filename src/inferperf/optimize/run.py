@@ -1,0 +1,339 @@
+""":func:`optimize`: build variants of a model, check their accuracy against fp32, measure them.
+
+Flow: inspect the fp32 model -> load eval (and calibration) inputs -> build each variant
+(:mod:`.convert`) -> run fp32 and every variant on the same eval inputs (:mod:`.accuracy`) ->
+optional sensitivity ranking and auto-exclusion (:mod:`.sensitivity`) -> measure fp32 and every
+variant that runs, each in its own worker process with bench's code, in interleaved shuffled
+rounds (:func:`inferperf.measure.runner.run_rounds`, pooled by ``aggregate``) -> verdicts
+(:mod:`.verdict`). Writes into ``output``: each variant file ``STEM.VARIANT.onnx``, one Result
+per variant ``STEM.VARIANT.result.json`` (fp32 included; ``model.variant`` names it,
+``metrics.accuracy`` holds its accuracy block), ``sensitivity.json`` when asked, and
+``optimize-summary.json`` (the table's rows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import BenchConfig
+from ..errors import InferperfError, UsageError
+from ..results.io import save
+from ..results.model import Result
+from ..system import collect_system
+from ..workload.signature import check_model_file
+from ..zoo import resolve as zoo_resolve
+from .accuracy import check_gates, compare, run_outputs
+from .convert import (
+    Built, ConversionFailed, convert_fp16, optimize_offline, preprocess, quantize_int8_dynamic, quantize_int8_static,
+    recommended_quant, timed_build,
+)
+from .data import Inputs, load_inputs
+from .spec import REFERENCE, OptimizeOptions
+from .verdict import speedup, verdict
+
+
+@dataclass
+class VariantReport:
+    """One row of the optimize table.
+
+    Attributes:
+        name: ``fp32`` (the reference), ``fp16``, ``int8-static``, ``int8-static-auto``, ...
+        path: the model file measured (None when the build failed).
+        build: how it was built (settings, notes, error, seconds).
+        result: its pooled Result (None when not measured); ``result_path`` where it was written.
+        accuracy: its accuracy block (also in ``result.metrics.accuracy``).
+        speed: :func:`~inferperf.optimize.verdict.speedup` against fp32.
+        verdict, reasons: see :func:`~inferperf.optimize.verdict.verdict`.
+    """
+
+    name: str
+    path: Path | None
+    build: Built
+    result: Result | None = None
+    result_path: Path | None = None
+    accuracy: dict[str, Any] | None = None
+    speed: dict[str, Any] | None = None
+    verdict: str = ""
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class OptimizeReport:
+    """What :func:`optimize` did. ``gate_failed``: a variant was rejected on accuracy;
+    ``gates_explicit``: the user set the gates (or ``--fail-on-gate``), so that failure exits 3."""
+
+    model: str
+    output: Path
+    variants: list[VariantReport]
+    notes: list[str] = field(default_factory=list)
+    sensitivity: list[dict[str, Any]] | None = None
+    auto_exclude: dict[str, Any] | None = None
+    gate_failed: bool = False
+    gates_explicit: bool = False
+    isa_flags: list[str] = field(default_factory=list)
+
+
+def _inputs_of(path: Path) -> list[Any]:
+    from ..backends.ort import OnnxRuntimeBackend
+    from ..config import SessionOptions
+
+    b = OnnxRuntimeBackend(SessionOptions())
+    b.load(path)
+    try:
+        return b.inputs()
+    finally:
+        b.close()
+
+
+def _accuracy(ref_outs: Any, path: Path, inputs: Inputs, opts: OptimizeOptions, threads: int) -> dict[str, Any]:
+    acc = compare(ref_outs, run_outputs(path, inputs.feeds, threads), opts.metric)
+    passed, records, reasons = check_gates(acc, opts.effective_gates())
+    acc.update(data_source=inputs.source, predictive=inputs.predictive, gates=records, passed=passed, reasons=reasons)
+    return acc
+
+
+def _measure(cases: Sequence[tuple[str, BenchConfig]], command: list[str] | None,
+             progress: Callable[[str], None]) -> list[Result | str]:
+    """Interleaved rounds over all cases; if one case fails, each case is measured alone to name it."""
+    from ..measure.runner import aggregate, run_rounds
+
+    if not cases:
+        return []
+    cfg0 = cases[0][1]
+
+    def on_result(i: int, r: int, res: Result) -> None:
+        progress(f"measured {Path(cases[i][0]).name} round {r + 1}/{cfg0.repeat}:"
+                 f" {res.metrics.throughput.queries_per_s:.1f} queries/s")
+
+    try:
+        runs = run_rounds(cases, cfg0.repeat, seed=cfg0.workload.seed, on_result=on_result, command=command)
+        return [aggregate(r, cases[i][1]) for i, r in enumerate(runs)]
+    except InferperfError:
+        out: list[Result | str] = []
+        for case in cases:
+            try:
+                out.append(aggregate(run_rounds([case], case[1].repeat, seed=cfg0.workload.seed, command=command)[0],
+                                     case[1]))
+            except InferperfError as e:
+                out.append(f"measurement failed: {e}")
+        return out
+
+
+def optimize(
+    model: str | Path,
+    options: OptimizeOptions | None = None,
+    *,
+    output: Path,
+    command: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> OptimizeReport:
+    """Build, check and measure the variants of ``model`` against fp32.
+
+    Args:
+        model: an ONNX file or ``zoo:NAME`` (fp32).
+        options: variants, conversion settings, data and gates (:class:`OptimizeOptions`).
+        output: folder for variant files, Results and the summary (created).
+        command: argv recorded in each Result.
+        progress: called with one line per stage (the CLI prints them to stderr).
+
+    Returns:
+        An :class:`OptimizeReport`; rows in order fp32, then the variants asked for.
+
+    Raises:
+        UsageError / ModelError: bad model, data, shapes, metric or exclusions (exit 2).
+        RuntimeFailure: fp32 itself fails on the eval inputs (exit 1).
+        A variant that fails to build, load or run does not raise: its row says FAILED and why.
+    """
+    opts = options or OptimizeOptions()
+    say = progress or (lambda _m: None)
+    src = check_model_file(zoo_resolve(str(model)))
+    stem = src.stem
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    system = collect_system()
+    isa = list(system.isa_flags)
+    threads = max(1, system.effective_cpus)
+    w = opts.bench.workload
+    inputs = _inputs_of(src)
+    notes: list[str] = []
+    load_kw = dict(shapes=w.shapes, dims=w.dims, batch_size=w.batch_size, prep=opts.image)
+    eval_in = load_inputs(opts.eval_data, inputs, n=opts.eval_samples, seed=w.seed, flag="--eval-data", **load_kw)
+    if not eval_in.predictive:
+        notes.append("accuracy measured on synthetic inputs: NOT predictive of real data (on noise a detector's"
+                     " output is nearly all zeros and every variant looks alike); pass --eval-data")
+    static_wanted = "int8-static" in opts.variants
+    calib = None
+    if static_wanted:
+        calib = load_inputs(opts.calibration_data, inputs, n=opts.calibration_samples, seed=w.seed + 1,
+                            flag="--calibration-data", **load_kw)
+        if not calib.predictive:
+            notes.append("int8-static calibrated on synthetic inputs: real-data calibration usually gives other"
+                         " scales (pass --calibration-data)")
+    say(f"eval inputs: {len(eval_in.feeds)} from {eval_in.source}")
+    ref_outs = run_outputs(src, eval_in.feeds, threads)
+
+    rows: list[VariantReport] = [VariantReport(REFERENCE, src, Built(REFERENCE, src))]
+    with tempfile.TemporaryDirectory(prefix="inferperf-opt-") as work:
+        pre: Path | None = None
+        pre_error: str | None = None
+        pre_notes: list[str] = []
+        if any(v.startswith("int8") for v in opts.variants):
+            say("quantization pre-processing (shape inference, basic graph optimization)")
+            try:
+                pre, pre_notes = preprocess(src, Path(work) / f"{stem}.pre.onnx")
+            except ConversionFailed as e:
+                pre_error = str(e)
+        qs: dict[str, Any] = {}
+        for name in opts.variants:
+            dst = out / f"{stem}.{name}.onnx"
+            say(f"building {name}")
+            if name == "fp16":
+                b = timed_build(name, convert_fp16, src, dst, opts.keep_fp32)
+            elif name.startswith("int8"):
+                static = name == "int8-static"
+                s, qnotes = recommended_quant(opts.quant, isa, static)
+                qs[name] = s
+                if pre is None:
+                    b = Built(name, None, error=pre_error or "pre-processing failed")
+                elif static:
+                    b = timed_build(name, quantize_int8_static, pre, dst, s, opts.quant, calib.feeds if calib else [])
+                else:
+                    b = timed_build(name, quantize_int8_dynamic, pre, dst, s, opts.quant)
+                b.settings = {**s, "exclude_op_types": opts.quant.exclude_op_types,
+                              "exclude_nodes": opts.quant.exclude_nodes, **b.settings}
+                if static:
+                    b.settings["calibration_source"] = calib.source if calib else None
+                    b.settings["calibration_samples"] = len(calib.feeds) if calib else 0
+                b.notes += pre_notes + qnotes
+            else:
+                level = name.split("-", 1)[1]
+                b = timed_build(name, optimize_offline, src, dst, level)
+                b.settings = {"graph_optimization_level": level, "measured_with_online_optimization": "disable"}
+                if level == "all":
+                    b.notes.append("ort-all includes layout transforms for this CPU: the file may not suit another")
+            rows.append(VariantReport(name, b.path, b))
+
+        for row in rows[1:]:
+            if row.path is None:
+                continue
+            say(f"accuracy of {row.name} on {len(eval_in.feeds)} inputs")
+            try:
+                row.accuracy = _accuracy(ref_outs, row.path, eval_in, opts, threads)
+            except InferperfError as e:
+                if isinstance(e, UsageError):
+                    raise
+                row.build.error = str(e)
+                failed = row.path.with_name(row.path.name.replace(".onnx", ".failed.onnx"))
+                os.replace(row.path, failed)
+                row.path = None
+
+        sens = auto = None
+        static_row = next((r for r in rows if r.name == "int8-static" and r.path is not None), None)
+        if (opts.sensitivity or opts.auto_exclude) and static_row is None:
+            notes.append("sensitivity needs a working int8-static variant: add it to --variants")
+        if (opts.sensitivity or opts.auto_exclude) and static_row is not None and pre is not None:
+            from .sensitivity import auto_exclude, rank_nodes
+
+            say("sensitivity: comparing fp32 and int8 activations per tensor")
+            ranking = rank_nodes(pre, static_row.path, eval_in.feeds[:4])
+            sens = ranking
+            (out / "sensitivity.json").write_text(json.dumps(ranking, indent=1))
+            if opts.auto_exclude and static_row.accuracy and not static_row.accuracy["passed"]:
+                dst = out / f"{stem}.int8-static-auto.onnx"
+                s = qs["int8-static"]
+
+                def build(excluded: list[str]) -> Path | None:
+                    say(f"auto-exclude: keeping {len(excluded)} node(s) in fp32")
+                    try:
+                        return quantize_int8_static(pre, dst, s, opts.quant, calib.feeds if calib else [], excluded)
+                    except ConversionFailed:
+                        return None
+
+                def passes(path: Path) -> bool:
+                    return bool(_accuracy(ref_outs, path, eval_in, opts, threads)["passed"])
+
+                path, excluded, attempts = auto_exclude(ranking, build, passes, opts.max_auto_exclude)
+                auto = {"passed": path is not None, "excluded_nodes": excluded, "attempts": attempts}
+                if path is None:
+                    dst.unlink(missing_ok=True)
+                    notes.append(f"auto-exclude: no passing model with up to {opts.max_auto_exclude} node(s) in fp32")
+                else:
+                    b = Built("int8-static-auto", path, settings={**static_row.build.settings,
+                                                                  "auto_excluded_nodes": excluded})
+                    row = VariantReport("int8-static-auto", path, b)
+                    row.accuracy = _accuracy(ref_outs, path, eval_in, opts, threads)
+                    rows.append(row)
+            elif opts.auto_exclude and static_row.accuracy:
+                notes.append("auto-exclude: int8-static already passes the gates; nothing excluded")
+
+    cases = []
+    measured = [r for r in rows if r.path is not None] if opts.measure else []
+    for r in measured:
+        cfg = opts.bench
+        if r.name.startswith("ort-"):
+            cfg = cfg.model_copy(update={"session": cfg.session.model_copy(update={"graph_optimization_level": "disable"})})
+        cases.append((str(r.path), cfg))
+    if not opts.measure:
+        notes.append("speed not measured (--no-measure)")
+    else:
+        say(f"measuring {len(cases)} model(s), {opts.bench.repeat} interleaved round(s), each run in a fresh process")
+    results = _measure(cases, command, say)
+    ref_result: Result | None = None
+    for r, res in zip(measured, results, strict=True):
+        if isinstance(res, str):
+            r.build.error = res
+            continue
+        r.result = res
+        if r.name == REFERENCE:
+            ref_result = res
+    for r in rows:
+        if r.result is not None:
+            r.result.model.variant = r.name
+            r.result.model.zoo_name = r.result.model.zoo_name if r.name == REFERENCE else None
+            block = r.accuracy if r.name != REFERENCE else {"reference": True, "n_inputs": len(eval_in.feeds),
+                                                             "data_source": eval_in.source,
+                                                             "predictive": eval_in.predictive}
+            r.result.metrics.accuracy = {**(block or {}), "build": {"settings": r.build.settings,
+                                                                    "build_s": r.build.build_s}}
+            r.result.notes = list(dict.fromkeys(r.result.notes + r.build.notes))
+            if ref_result is not None and r.name != REFERENCE:
+                r.speed = speedup(ref_result, r.result)
+        r.verdict, r.reasons = verdict(r.name, r.speed, r.accuracy, isa, r.build.error, r.build.settings)
+        if r.result is not None:
+            r.result.run["optimize"] = {"verdict": r.verdict, "reasons": r.reasons, "speedup": r.speed}
+            r.result_path = save(r.result, out / f"{stem}.{r.name}.result.json")
+    rescued = auto is not None and auto["passed"]
+    gate_failed = any(r.verdict == "REJECT" and not (rescued and r.name == "int8-static") for r in rows)
+    report = OptimizeReport(model=str(model), output=out, variants=rows, notes=notes, sensitivity=sens,
+                            auto_exclude=auto, gate_failed=gate_failed,
+                            gates_explicit=bool(opts.gates) or opts.fail_on_gate, isa_flags=isa)
+    (out / "optimize-summary.json").write_text(json.dumps(summary_doc(report), indent=1))
+    return report
+
+
+def summary_doc(report: OptimizeReport) -> dict[str, Any]:
+    """The table as plain data (``optimize-summary.json``)."""
+    rows = []
+    for r in report.variants:
+        res = r.result
+        rows.append({
+            "variant": r.name, "path": str(r.path) if r.path else None,
+            "size_bytes": res.model.size_bytes if res else None,
+            "session_create_ms": res.metrics.cold_start.session_create_ms if res and res.metrics.cold_start else None,
+            "p50_ms": res.metrics.latency_ms.p50 if res else None,
+            "p99_ms": res.metrics.latency_ms.p99 if res else None,
+            "queries_per_s": res.metrics.throughput.queries_per_s if res else None,
+            "queries_per_s_ci95": res.metrics.throughput.queries_per_s_ci95 if res else None,
+            "speedup": r.speed, "verdict": r.verdict, "reasons": r.reasons,
+            "accuracy_passed": r.accuracy.get("passed") if r.accuracy else None,
+            "result": str(r.result_path) if r.result_path else None,
+        })
+    return {"model": report.model, "rows": rows, "notes": report.notes, "auto_exclude": report.auto_exclude,
+            "gate_failed": report.gate_failed, "gates_explicit": report.gates_explicit,
+            "sensitivity_top": (report.sensitivity or [])[:10]}
