@@ -269,3 +269,22 @@ def test_ppocr_det_text_images_verdicts_follow_figures(tmp_path, text_images):
     row = naive.variants[1]
     assert row.verdict == "FAILED" and "Resize" in row.build.error
     assert not list((tmp_path / "naive").glob("*.onnx"))
+
+
+def test_legacy_ir3_model_normalized_before_conversion(tmp_path):
+    """The onnx package's light models (IR 3: weights listed as inputs, unnamed nodes) convert after normalization."""
+    import onnx
+
+    from inferperf.optimize.convert import convert_fp16, normalize_source
+    from tests.conftest import light_model
+
+    src = light_model("resnet50")
+    out, notes = normalize_source(src, tmp_path / "n.onnx")
+    m = onnx.load(str(out))
+    init = {t.name for t in m.graph.initializer}
+    assert m.ir_version >= 4 and not [i for i in m.graph.input if i.name in init]
+    assert all(n.name for n in m.graph.node) and len(notes) == 2
+    fp16, _ = convert_fp16(out, tmp_path / "r50.fp16.onnx")
+    assert fp16.exists()
+    same, none = normalize_source(out, tmp_path / "again.onnx")  # already normal: used as it is
+    assert same == out and none == [] and not (tmp_path / "again.onnx").exists()

@@ -188,6 +188,40 @@ def convert_fp16(src: Path, dst: Path, keep_fp32: Sequence[str] = ()) -> tuple[P
     return _finish(partial, dst), settings
 
 
+def normalize_source(src: Path, dst: Path) -> tuple[Path, list[str]]:
+    """Bring a legacy graph into the form the converters expect, without changing what it computes.
+
+    IR < 4 models list every initializer as a graph input (the onnx package's light
+    models do); converters then treat weights as inputs, and quantized copies fail
+    onnx.checker. Unnamed nodes make the fp16 converter reuse cast names. The copy
+    drops initializers from the inputs, raises the IR version to 4 and names unnamed
+    nodes ``OpType_index``. Returns ``src`` itself (and no note) when nothing needs it.
+    """
+    import onnx
+
+    model = onnx.load(str(src))
+    init = {t.name for t in model.graph.initializer}
+    as_inputs = [i for i in model.graph.input if i.name in init]
+    unnamed = [n for n in model.graph.node if not n.name]
+    if model.ir_version >= 4 and not as_inputs and not unnamed:
+        return src, []
+    notes = []
+    if model.ir_version < 4 or as_inputs:
+        keep = [i for i in model.graph.input if i.name not in init]
+        del model.graph.input[:]
+        model.graph.input.extend(keep)
+        notes.append(f"IR {model.ir_version} model: {len(as_inputs)} initializers removed from the graph inputs and"
+                     " IR raised to 4 before conversion (same computation)")
+        model.ir_version = max(model.ir_version, 4)
+    if unnamed:
+        for i, n in enumerate(model.graph.node):
+            if not n.name:
+                n.name = f"{n.op_type}_{i}"
+        notes.append(f"{len(unnamed)} unnamed nodes named OpType_index before conversion")
+    onnx.save(model, str(dst))
+    return dst, notes
+
+
 @contextlib.contextmanager
 def _in_temp_cwd():
     """Run ORT's quantization tools in a scratch folder: they drop temporary files in the working folder."""

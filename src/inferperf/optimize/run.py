@@ -30,7 +30,7 @@ from ..workload.signature import check_model_file
 from ..zoo import resolve as zoo_resolve
 from .accuracy import check_gates, compare, run_outputs
 from .convert import (
-    Built, ConversionFailed, convert_fp16, optimize_offline, preprocess, quantize_int8_dynamic, quantize_int8_static,
+    Built, ConversionFailed, convert_fp16, normalize_source, optimize_offline, preprocess, quantize_int8_dynamic, quantize_int8_static,
     recommended_quant, timed_build,
 )
 from .data import Inputs, load_inputs
@@ -180,13 +180,16 @@ def optimize(
 
     rows: list[VariantReport] = [VariantReport(REFERENCE, src, Built(REFERENCE, src))]
     with tempfile.TemporaryDirectory(prefix="inferperf-opt-") as work:
+        # converters read a normalized copy; the fp32 reference is measured from the file as given
+        conv_src, norm_notes = normalize_source(src, Path(work) / f"{stem}.normalized.onnx")
+        notes.extend(norm_notes)
         pre: Path | None = None
         pre_error: str | None = None
         pre_notes: list[str] = []
         if any(v.startswith("int8") for v in opts.variants):
             say("quantization pre-processing (shape inference, basic graph optimization)")
             try:
-                pre, pre_notes = preprocess(src, Path(work) / f"{stem}.pre.onnx")
+                pre, pre_notes = preprocess(conv_src, Path(work) / f"{stem}.pre.onnx")
             except ConversionFailed as e:
                 pre_error = str(e)
         qs: dict[str, Any] = {}
@@ -194,7 +197,7 @@ def optimize(
             dst = out / f"{stem}.{name}.onnx"
             say(f"building {name}")
             if name == "fp16":
-                b = timed_build(name, convert_fp16, src, dst, opts.keep_fp32)
+                b = timed_build(name, convert_fp16, conv_src, dst, opts.keep_fp32)
             elif name.startswith("int8"):
                 static = name == "int8-static"
                 s, qnotes = recommended_quant(opts.quant, isa, static)
