@@ -34,6 +34,8 @@ class Finding:
 
 def _label(p: Point, skip: str) -> str:
     parts = [p.model.split(":", 1)[1]]
+    if p.backend != "onnxruntime":
+        parts.append(p.backend)
     if skip != "size":
         parts.append("/".join("x".join(map(str, s)) for s in p.shapes.values()))
     if skip != "concurrency" and p.concurrency > 1:
@@ -144,7 +146,7 @@ def tradeoff_findings(points: list[Point]) -> list[Finding]:
     stated only when the throughput CIs separate."""
     groups: dict[tuple, list[Point]] = {}
     for p in points:
-        groups.setdefault((p.model, str(p.shapes), p.variant, p.env), []).append(p)
+        groups.setdefault((p.model, str(p.shapes), p.variant, p.env, p.backend), []).append(p)
     out = []
     for g in groups.values():
         if len(g) < 2:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..results.model import Result
 
-AXES = ("threads", "batch", "concurrency", "size", "session_mode", "execution_mode", "model", "variant", "env")
+AXES = ("threads", "batch", "concurrency", "size", "session_mode", "execution_mode", "model", "variant", "env", "backend")
 
 
 @dataclass
@@ -25,7 +25,7 @@ class Point:
         model: model sha256 (first 12 hex) plus file name, as a label.
         threads: effective intra-op threads; batch: rows per query; concurrency: streams.
         size: elements of the first input per row (pixels x channels, or tokens); shapes: full shapes.
-        session_mode, execution_mode, variant, env: the other axes, as labels.
+        session_mode, execution_mode, variant, env, backend: the other axes, as labels.
         qps, qps_ci: queries/s and its 95 % CI over runs ([] for one run).
         sps, sps_ci: samples/s (queries x batch) and its CI.
         p50_ms, p99_ms: pooled latency percentiles; valid: the Result's verdict.
@@ -43,6 +43,7 @@ class Point:
     execution_mode: str
     variant: str
     env: str
+    backend: str
     qps: float
     qps_ci: list[float]
     sps: float
@@ -88,6 +89,7 @@ def point(r: Result) -> Point:
         execution_mode=str(req.get("execution_mode", eff.get("execution_mode", "-"))),
         variant=r.model.variant,
         env=json.dumps(r.config.env, sort_keys=True),
+        backend=r.config.backend,
         qps=tp.queries_per_s,
         qps_ci=list(tp.queries_per_s_ci95),
         sps=tp.samples_per_s,

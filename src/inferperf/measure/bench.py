@@ -53,6 +53,7 @@ from ..zoo import entries as zoo_entries
 from ..zoo import resolve as zoo_resolve
 from ..zoo import zoo_name
 from .assemble import summarize
+from .facts import static_shapes, torch_facts
 from .async_exec import measure_async
 from .concurrent import measure_concurrent
 from .loop import LiveState, measure_stream, warm_up
@@ -62,33 +63,6 @@ from .sampler import ResourceSampler
 
 #: backend name -> the runtime module whose first import a fresh process pays (``runtime_import_ms``).
 _RUNTIME_MODULES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "torch": "torch"}
-
-
-def _torch_facts(model: str) -> ModelFacts:
-    """Identity of a PyTorch model: the file's hash, or ``module:function`` hashed with its module's source."""
-    from ..backends.torch_spec import is_callable_spec, spec_sha256
-    from ..workload.signature import file_sha256
-
-    if is_callable_spec(model):
-        sha, size = spec_sha256(model)
-        return ModelFacts(path=Path(model), sha256=sha, size_bytes=size)
-    p = check_model_file(model)
-    return ModelFacts(path=p, sha256=file_sha256(p), size_bytes=p.stat().st_size)
-
-
-def _static_shapes(path: Path, cfg: BenchConfig) -> dict[str, list[int]] | None:
-    """The shapes every query will have, resolved from the ONNX signature before a session exists
-    (for runtimes that compile faster code for static shapes); None when they do not resolve yet."""
-    from ..backends.null import NullBackend
-    from ..workload.shapes import resolve_shapes
-
-    try:
-        sig = NullBackend(cfg.session)
-        sig.load(path)
-        w = cfg.workload
-        return resolve_shapes(sig.inputs(), w.shapes, w.dims, w.batch_size)
-    except Exception:  # the workload reports unresolved shapes later, with its own message
-        return None
 
 
 def _map_run_error(backend_name: str, e: Exception) -> Exception:
@@ -175,7 +149,7 @@ def run_once(
         p = check_model_file(path) if Path(path).exists() or zname else None
         facts = inspect_model(p) if p else ModelFacts(path=Path(str(model)), sha256="0" * 64, size_bytes=0)
     elif cfg.backend == "torch" and not str(path).lower().endswith(".onnx"):
-        facts = _torch_facts(str(path))
+        facts = torch_facts(str(path))
     else:
         facts = inspect_model(path)
     if zname and zname in {e.name for e in zoo_entries() if e.kind == "onnx-light"}:
@@ -210,7 +184,7 @@ def run_once(
         kwargs.setdefault("default_threads", max(1, system.effective_cpus // streams))
         kwargs.setdefault("concurrency", streams if cfg.session_mode == "shared" else 1)  # streams per session
     if cfg.backend == "openvino" and not w.input_data:
-        kwargs.setdefault("static_shapes", _static_shapes(facts.path, cfg))
+        kwargs.setdefault("static_shapes", static_shapes(facts.path, cfg))
     n_sessions = streams if cfg.session_mode == "per-stream" else 1
     backends = [create_backend(cfg.backend, cfg.session, **kwargs) for _ in range(n_sessions)]
 
