@@ -26,6 +26,7 @@ app = typer.Typer(
 from . import bench as _bench  # noqa: E402,F401  (registers the command)
 from . import backends as _backends  # noqa: E402,F401
 from . import optimize as _optimize  # noqa: E402,F401
+from . import report as _report  # noqa: E402,F401
 from . import sweep as _sweep  # noqa: E402,F401
 from . import zoo as _zoo  # noqa: E402,F401
 

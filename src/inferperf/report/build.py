@@ -1,0 +1,245 @@
+"""Assemble a report's data from Result documents: every section, as plain data both renderers print.
+
+``build(paths, options)`` -> :class:`Report`. A section is present exactly when
+its data exist (:attr:`Report.sections` names them): charts of thread scaling
+only when some cases differ only in threads, precision only with optimize
+Results, resources only when the sampler ran, and so on.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..analysis.capacity import CapacityPlan, label_of, plan
+from ..analysis.findings import Finding, findings
+from ..analysis.points import Point, as_points, group_by_axis
+from ..analysis.spikes import find_spikes
+from ..analysis.steady import memory_growth, steady_state
+from ..results.model import Result
+from . import charts as ch
+from .collect import Entry, collect
+from .comparisons import precision, runtimes
+from .insights import CaseAnalysis, bottlenecks, recommendations, summary
+from .sections import COLUMNS, case_row, csv_text, environment, method
+
+#: Section ids in page order.
+SECTION_ORDER = ("summary", "environment", "method", "raw-data", "charts", "bottlenecks", "recommendations")
+
+
+@dataclass
+class ReportOptions:
+    """What the reader plans for.
+
+    Attributes:
+        title: page title.
+        target_qps: rate to plan capacity for (queries/s); None: 10x the best measured, rounded.
+        slo_p99_ms: p99 objective (ms) for recommendations and capacity; None: no SLO.
+        headroom: share of each instance's measured throughput kept free in capacity plans (0..1).
+        max_timelines: latency-over-time charts at most (spiky cases first, then the fastest).
+    """
+
+    title: str = "inferperf report"
+    target_qps: float | None = None
+    slo_p99_ms: float | None = None
+    headroom: float = 0.25
+    max_timelines: int = 6
+
+
+@dataclass
+class Report:
+    """Everything a renderer needs. ``sections`` lists the section ids present, in order."""
+
+    title: str
+    generated_at: str
+    tool_version: str
+    inputs: list[str]
+    notes: list[str]
+    summary: list[dict[str, Any]]
+    environment: list[dict[str, Any]]
+    method: list[dict[str, Any]]
+    columns: list[tuple[str, str]]
+    rows: list[dict[str, Any]]
+    csv: str
+    charts: list[ch.Chart]
+    bottlenecks: list[dict[str, Any]]
+    recommendations: list[dict[str, Any]]
+    capacity: list[dict[str, Any]]
+    precision: list[dict[str, Any]]
+    runtimes: list[dict[str, Any]]
+    sections: list[str] = field(default_factory=list)
+
+    def charts_in(self, group: str) -> list[ch.Chart]:
+        """Charts of one subsection (distribution, timeline, threads, batch, size, concurrency, resources, ...)."""
+        return [c for c in self.charts if c.group == group]
+
+
+def unique_labels(entries: list[Entry]) -> list[str]:
+    """A readable label per entry (sweep label, else model/variant/backend/shape/threads), made unique."""
+    base = [e.result.run.get("label") or label_of(e.result) for e in entries]
+    seen: dict[str, int] = {}
+    for b in base:
+        seen[b] = seen.get(b, 0) + 1
+    out, used = [], set()
+    for e, b in zip(entries, base):
+        lab = f"{b} [{e.kind}]" if seen[b] > 1 else b
+        if lab in used:
+            lab = f"{lab} {e.result.case_key[:6]}"
+        used.add(lab)
+        out.append(lab)
+    return out
+
+
+def _group_name(p: Point, axis: str) -> str:
+    parts = [p.model.split(":", 1)[1]]
+    if p.variant != "fp32":
+        parts.append(p.variant)
+    if axis != "size":
+        parts.append("/".join("x".join(map(str, s)) for s in p.shapes.values()))
+    if axis != "concurrency" and p.concurrency > 1:
+        parts.append(f"{p.concurrency} streams")
+    if axis != "threads" and p.threads:
+        parts.append(f"{p.threads}t")
+    return " ".join(parts)
+
+
+def analyse_case(label: str, e: Entry) -> CaseAnalysis:
+    """Spikes, steady state and memory growth of one Result."""
+    r = e.result
+    s = r.samples
+    c = CaseAnalysis(label, e.kind, r)
+    if not s.latency_ns:
+        return c
+    n = len(s.latency_ns)
+    runs = np.asarray(s.run_ids) if len(s.run_ids) == n else np.zeros(n, dtype=np.int64)
+    streams = np.asarray(s.stream_ids) if len(s.stream_ids) == n else np.zeros(n, dtype=np.int64)
+    starts = s.start_offsets_ns if len(s.start_offsets_ns) == n else None
+    c.spikes = find_spikes(s.latency_ns, starts, runs * 100_000 + streams)
+    first = np.flatnonzero(runs == runs.min()) if n else np.arange(0)
+    if starts is not None:
+        first = first[np.argsort(np.asarray(starts)[first], kind="stable")]
+    reps = max(1, r.config.repeat)
+    warm = list(s.warmup_latency_ns)
+    warm = warm[: len(warm) // reps] if len(warm) % reps == 0 else warm[: r.config.warmup.iterations]
+    seq = warm + [s.latency_ns[i] for i in first]
+    if len(seq) >= 10:
+        c.steady = steady_state(seq, len(warm))
+    tl = s.timeline or {}
+    tl = next((x for x in tl.get("runs", []) if x), None) if "runs" in tl else tl
+    if tl and tl.get("rss_bytes"):
+        c.memory = memory_growth(tl["t_s"], tl["rss_bytes"])
+    return c
+
+
+def _nice_target(q: float) -> float:
+    """10x ``q`` rounded up to 1, 2 or 5 x a power of ten."""
+    x = 10 * q
+    mag = 10 ** math.floor(math.log10(x))
+    return float(next(m * mag for m in (1, 2, 5, 10) if x <= m * mag))
+
+
+def _capacity(entries: list[Entry], labels: list[str], opts: ReportOptions) -> list[tuple[str, CapacityPlan]]:
+    """One plan per model signature, over batch-1 Results (a query = one request) when there are any."""
+    fams: dict[tuple, list[Result]] = {}
+    by_key = {e.result.case_key: lab for e, lab in zip(entries, labels)}
+    for e in entries:
+        r = e.result
+        key = (tuple(i.name for i in r.model.inputs), tuple(o.name for o in r.model.outputs))
+        fams.setdefault(key, []).append(r)
+    out = []
+    for rs in fams.values():
+        ones = [r for r in rs if r.config.workload.batch_size == 1] or rs
+        best = max(r.metrics.throughput.queries_per_s for r in ones)
+        if best <= 0:
+            continue
+        target = opts.target_qps or _nice_target(best)
+        name = next((r.model.zoo_name for r in rs if r.model.zoo_name), None)
+        name = name or min((Path(r.model.path).stem for r in rs), key=len)
+        p = plan(ones, target, opts.slo_p99_ms, opts.headroom)
+        for o in p.options:
+            o.label = by_key.get(o.case_key, o.label)
+        out.append((name, p))
+    return out
+
+
+def _scaling(sources: dict[str, list[Entry]]) -> tuple[list[Finding], list[ch.Chart]]:
+    """Findings and scaling charts per sweep/bench invocation (never mixing two invocations' cases)."""
+    found: list[Finding] = []
+    charts: list[ch.Chart] = []
+    for k, es in enumerate(sources.values()):
+        rs = [e.result for e in es]
+        found += findings(rs)
+        pts = as_points(rs)
+        named = {axis: [(_group_name(g[0], axis), g) for g in group_by_axis(pts, axis)]
+                 for axis in ("threads", "batch", "size", "concurrency")}
+        charts += ch.thread_scaling(named["threads"], str(k)) + ch.batch_scaling(named["batch"], str(k))
+        charts += ch.size_scaling(named["size"], str(k)) + ch.concurrency_scaling(named["concurrency"], str(k))
+    return found, charts
+
+
+def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> Report:
+    """Read the Results under ``paths`` and compute every section.
+
+    Raises:
+        UsageError: a path is missing or holds no Results (see :func:`~.collect.collect`).
+    """
+    from .. import __version__
+
+    opts = options or ReportOptions()
+    given = [str(p) for p in paths]
+    coll = collect(given)
+    kinds = ("sweep", "bench", "runtimes", "optimize")
+    coll.entries.sort(key=lambda e: (kinds.index(e.kind), e.source, -e.result.metrics.throughput.samples_per_s))
+    entries = coll.entries
+    labels = unique_labels(entries)
+    rows = [case_row(lab, e) for lab, e in zip(labels, entries)]
+    cases = [analyse_case(lab, e) for lab, e in zip(labels, entries)]
+
+    found, scale_charts = _scaling(coll.sources("sweep", "bench"))
+    prec, prec_charts = precision(coll.of_kind("optimize"))
+    rts, rt_charts = runtimes(coll.of_kind("runtimes"))
+
+    charts: list[ch.Chart] = []
+    box = ch.latency_boxes(labels, [e.result for e in entries])
+    if box:
+        charts.append(box)
+    ranked = sorted(range(len(cases)), key=lambda i: (-(cases[i].spikes.share if cases[i].spikes else 0.0),
+                                                      -entries[i].result.metrics.throughput.queries_per_s))
+    for i in ranked[: opts.max_timelines]:
+        t = ch.latency_timeline(i, labels[i], entries[i].result, cases[i].spikes)
+        if t:
+            charts.append(t)
+    charts += scale_charts
+    fastest = max(range(len(entries)), key=lambda i: entries[i].result.metrics.throughput.samples_per_s)
+    heat = ch.cpu_heatmap(fastest, labels[fastest], entries[fastest].result)
+    if heat:
+        charts.append(heat)
+    rss_order = sorted(range(len(entries)), key=lambda i: -entries[i].result.metrics.throughput.queries_per_s)[:10]
+    rss = ch.rss_lines([labels[i] for i in rss_order], [entries[i].result for i in rss_order])
+    if rss:
+        charts.append(rss)
+    charts += prec_charts + rt_charts
+
+    plans = _capacity(entries, labels, opts)
+    issues = bottlenecks(cases, found)
+    recs = recommendations(cases, plans, opts.slo_p99_ms, prec, rts)
+    summ = summary(cases, recs, issues, prec, rts)
+    capacity = [{"model": name, **p.as_dict()} for name, p in plans]
+    rep = Report(
+        title=opts.title, generated_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        tool_version=__version__, inputs=given, notes=coll.notes, summary=summ,
+        environment=environment(entries), method=method(coll.sources("sweep", "bench", "optimize", "runtimes")),
+        columns=COLUMNS, rows=rows, csv=csv_text(rows), charts=charts, bottlenecks=issues, recommendations=recs,
+        capacity=capacity, precision=prec, runtimes=rts,
+    )  # fmt: skip
+    present = {"summary": bool(summ), "environment": bool(rep.environment), "method": bool(rep.method),
+               "raw-data": bool(rows), "charts": bool(charts), "bottlenecks": bool(issues),
+               "recommendations": bool(recs)}
+    rep.sections = [s for s in SECTION_ORDER if present[s]]
+    return rep

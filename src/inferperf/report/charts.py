@@ -1,0 +1,275 @@
+"""Chart specifications: plain Plotly figure dicts (``{"data": [...], "layout": {...}}``) built from Results.
+
+No plotly import here: a figure is JSON that plotly.js draws in the page. Every
+trace is downsampled (:mod:`.downsample`) so a chart holds at most
+:data:`~.downsample.MAX_POINTS_PER_CHART` points. Distributions are drawn as
+boxes from precomputed quantiles (p1, p25, p50, p75, p99), so a million-sample
+case costs five numbers, not a million.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..analysis.points import Point
+from ..analysis.scaling import fit_amdahl, fit_usl, speedups
+from ..analysis.spikes import Spikes
+from ..results.model import Result
+from .downsample import MAX_POINTS_PER_CHART, every_kth, minmax_indices
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+VERDICT_COLORS = {"REFERENCE": "#7f7f7f", "FASTER": "#2ca02c", "NO GAIN": "#1f77b4", "SLOWER": "#ff7f0e",
+                  "REJECT": "#d62728", "FAILED": "#d62728"}
+
+
+@dataclass
+class Chart:
+    """One figure: ``id`` (DOM id), ``group`` (its subsection), ``title``, ``figure`` (Plotly JSON), ``caption``."""
+
+    id: str
+    group: str
+    title: str
+    figure: dict[str, Any]
+    caption: str = ""
+    points: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _layout(title: str, xaxis: dict[str, Any], yaxis: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {"title": {"text": title, "font": {"size": 14}}, "xaxis": {"automargin": True, **xaxis},
+            "yaxis": {"automargin": True, **yaxis}, "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+            "legend": {"orientation": "h", "y": -0.25}, "height": more.pop("height", 380), "autosize": True,
+            "template": None, **more}
+
+
+def _count(data: list[dict[str, Any]]) -> int:
+    return sum(len(t.get("x") or t.get("y") or t.get("z") or []) for t in data)
+
+
+def latency_boxes(labels: list[str], results: list[Result]) -> Chart | None:
+    """Latency distribution per configuration: boxes from p25/p50/p75, whiskers at p1 and p99, log axis."""
+    q: dict[str, list[float]] = {k: [] for k in ("lowerfence", "q1", "median", "q3", "upperfence", "mean")}
+    names = []
+    for lab, r in zip(labels, results):
+        if not r.samples.latency_ns:
+            continue
+        ms = np.asarray(r.samples.latency_ns, dtype=np.float64) / 1e6
+        p = np.percentile(ms, [1, 25, 50, 75, 99])
+        for k, v in zip(("lowerfence", "q1", "median", "q3", "upperfence"), p):
+            q[k].append(float(v))
+        q["mean"].append(float(ms.mean()))
+        names.append(lab)
+    if not names:
+        return None
+    trace = {"type": "box", "x": names, **q, "name": "latency", "boxpoints": False,
+             "marker": {"color": PALETTE[0]}, "boxmean": True}
+    height = 420 + 4 * max((len(n) for n in names), default=0)
+    fig = {"data": [trace], "layout": _layout("Latency per configuration (whiskers p1..p99)",
+                                              {"tickangle": -35}, {"type": "log", "title": {"text": "latency (ms, log)"}},
+                                              height=min(height, 700), showlegend=False)}
+    return Chart("chart-latency-dist", "distribution", "Latency distribution", fig,
+                 "Box: p25..p75 with the median; whiskers p1 and p99; dashed: mean.", len(names))
+
+
+def latency_timeline(idx: int, label: str, r: Result, sp: Spikes | None) -> Chart | None:
+    """Latency of each query over time (one trace per run), spikes marked; min-max downsampled."""
+    s = r.samples
+    if not s.latency_ns or len(s.start_offsets_ns) != len(s.latency_ns):
+        return None
+    lat = np.asarray(s.latency_ns, dtype=np.float64) / 1e6
+    t = np.asarray(s.start_offsets_ns, dtype=np.float64) / 1e9
+    runs = np.asarray(s.run_ids) if len(s.run_ids) == lat.size else np.zeros(lat.size, dtype=np.int64)
+    run_ids = np.unique(runs)
+    budget = max(200, (MAX_POINTS_PER_CHART // 2 - 500) // max(1, len(run_ids)))
+    data = []
+    for k, run in enumerate(run_ids):
+        sel = np.flatnonzero(runs == run)
+        sel = sel[np.argsort(t[sel], kind="stable")]
+        keep = sel[minmax_indices(lat[sel], budget)]
+        data.append({"type": "scatter", "mode": "markers", "name": f"run {int(run)}", "x": t[keep].round(5).tolist(),
+                     "y": lat[keep].round(5).tolist(), "marker": {"size": 3, "color": PALETTE[k % len(PALETTE)]}})
+    caption = "Each dot is one query (start time, latency); runs overlaid."
+    if sp is not None and sp.count:
+        ix = np.asarray(sp.indices[:500], dtype=np.int64)
+        data.append({"type": "scatter", "mode": "markers", "name": f"spikes (> {sp.threshold_ms:.3g} ms)",
+                     "x": t[ix].round(5).tolist(), "y": lat[ix].round(5).tolist(),
+                     "marker": {"size": 8, "color": "#d62728", "symbol": "x"}})
+        data.append({"type": "scatter", "mode": "lines", "name": "spike threshold", "x": [float(t.min()), float(t.max())],
+                     "y": [sp.threshold_ms, sp.threshold_ms], "line": {"dash": "dot", "color": "#d62728", "width": 1}})
+        caption += f" Red x: {sp.count} spikes ({100 * sp.share:.2f} %)"
+        caption += f", every {sp.period_queries}th query." if sp.period_queries else "."
+    fig = {"data": data, "layout": _layout(f"Latency over time: {label}", {"title": {"text": "time in run (s)"}},
+                                           {"type": "log", "title": {"text": "latency (ms, log)"}}, height=340)}
+    return Chart(f"chart-timeline-{idx}", "timeline", f"Latency over time: {label}", fig, caption, _count(data))
+
+
+def _err(ci: list[float], v: float) -> tuple[float, float]:
+    return (max(0.0, ci[1] - v), max(0.0, v - ci[0])) if ci else (0.0, 0.0)
+
+
+def _errorbars(vals: list[float], cis: list[list[float]]) -> dict[str, Any]:
+    e = [_err(c, v) for v, c in zip(vals, cis)]
+    return {"type": "data", "symmetric": False, "array": [a for a, _ in e], "arrayminus": [b for _, b in e],
+            "visible": any(c for c in cis)}
+
+
+def thread_scaling(groups: list[tuple[str, list[Point]]], prefix: str) -> list[Chart]:
+    """Throughput vs intra-op threads with CI bars and the Amdahl and USL fits; efficiency vs threads."""
+    if not groups:
+        return []
+    data, eff_data = [], []
+    for k, (name, g) in enumerate(groups):
+        c = PALETTE[k % len(PALETTE)]
+        n = [p.threads for p in g]
+        x = [p.qps for p in g]
+        data.append({"type": "scatter", "mode": "markers+lines", "name": name, "x": n, "y": x,
+                     "error_y": _errorbars(x, [p.qps_ci for p in g]), "marker": {"color": c}, "line": {"color": c}})
+        s, e = speedups(n, x)
+        eff_data.append({"type": "scatter", "mode": "markers+lines", "name": name, "x": sorted(n), "y": e,
+                         "marker": {"color": c}, "line": {"color": c}})
+        grid = np.linspace(min(n), max(n), 40)
+        base = x[int(np.argmin(n))] / min(n)
+        a = fit_amdahl(n, x)
+        if a.status == "ok":
+            sf = a.params["serial_fraction"]
+            y = base * 1.0 / (sf + (1.0 - sf) / grid)
+            data.append({"type": "scatter", "mode": "lines", "name": f"Amdahl s={sf:.2f}", "x": grid.round(3).tolist(),
+                         "y": y.round(3).tolist(), "line": {"dash": "dot", "color": c, "width": 1}})
+        u = fit_usl(n, x)
+        if u.status == "ok":
+            lam, sig, kap = u.params["lambda"], u.params["sigma"], u.params["kappa"]
+            y = lam * grid / (1 + sig * (grid - 1) + kap * grid * (grid - 1))
+            data.append({"type": "scatter", "mode": "lines", "name": f"USL sigma={sig:.2f} kappa={kap:.3f}",
+                         "x": grid.round(3).tolist(), "y": y.round(3).tolist(),
+                         "line": {"dash": "dash", "color": c, "width": 1}})
+    xa = {"title": {"text": "intra-op threads"}, "dtick": 1}
+    return [
+        Chart(f"chart-threads-{prefix}", "threads", "Throughput vs threads",
+              {"data": data, "layout": _layout("Throughput vs threads (bars: 95 % CI over runs)", xa,
+                                               {"title": {"text": "queries/s"}, "rangemode": "tozero"})},
+              "Dotted: Amdahl fit; dashed: USL fit (shown when the fit succeeds).", _count(data)),
+        Chart(f"chart-efficiency-{prefix}", "threads", "Parallel efficiency vs threads",
+              {"data": eff_data, "layout": _layout("Parallel efficiency (speedup / threads)", xa,
+                                                   {"title": {"text": "efficiency"}, "rangemode": "tozero"})},
+              "1.0 = perfect scaling from the smallest thread count.", _count(eff_data)),
+    ]
+
+
+def batch_scaling(groups: list[tuple[str, list[Point]]], prefix: str) -> list[Chart]:
+    """Samples/s and per-sample p50 latency vs batch size."""
+    if not groups:
+        return []
+    data = []
+    for k, (name, g) in enumerate(groups):
+        c = PALETTE[k % len(PALETTE)]
+        b = [p.batch for p in g]
+        sps = [p.sps for p in g]
+        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: samples/s", "x": b, "y": sps,
+                     "error_y": _errorbars(sps, [p.sps_ci for p in g]), "marker": {"color": c}, "line": {"color": c}})
+        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: p50 ms per sample", "x": b,
+                     "y": [p.p50_ms / p.batch for p in g], "yaxis": "y2", "marker": {"color": c, "symbol": "square"},
+                     "line": {"color": c, "dash": "dot"}})
+    lay = _layout("Throughput and per-sample latency vs batch size", {"title": {"text": "batch size"}, "type": "log"},
+                  {"title": {"text": "samples/s"}, "rangemode": "tozero"})
+    lay["yaxis2"] = {"title": {"text": "p50 ms per sample"}, "overlaying": "y", "side": "right", "rangemode": "tozero"}
+    return [Chart(f"chart-batch-{prefix}", "batch", "Batch size", {"data": data, "layout": lay},
+                  "Solid: samples/s (left); dotted: p50 latency divided by the batch (right).", _count(data))]
+
+
+def size_scaling(groups: list[tuple[str, list[Point]]], prefix: str) -> list[Chart]:
+    """p50 and p99 latency vs input size (elements per row)."""
+    if not groups:
+        return []
+    data = []
+    for k, (name, g) in enumerate(groups):
+        c = PALETTE[k % len(PALETTE)]
+        s = [p.size for p in g]
+        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: p50", "x": s, "y": [p.p50_ms for p in g],
+                     "marker": {"color": c}, "line": {"color": c}})
+        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: p99", "x": s, "y": [p.p99_ms for p in g],
+                     "marker": {"color": c}, "line": {"color": c, "dash": "dot"}})
+    return [Chart(f"chart-size-{prefix}", "size", "Input size",
+                  {"data": data, "layout": _layout("Latency vs input size", {"title": {"text": "elements per row"}},
+                                                   {"title": {"text": "latency (ms)"}, "rangemode": "tozero"})},
+                  "Solid: p50; dotted: p99.", _count(data))]
+
+
+def concurrency_scaling(groups: list[tuple[str, list[Point]]], prefix: str) -> list[Chart]:
+    """Queries/s (with CI) and p99 vs closed-loop streams."""
+    if not groups:
+        return []
+    data = []
+    for k, (name, g) in enumerate(groups):
+        c = PALETTE[k % len(PALETTE)]
+        n = [p.concurrency for p in g]
+        q = [p.qps for p in g]
+        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: queries/s", "x": n, "y": q,
+                     "error_y": _errorbars(q, [p.qps_ci for p in g]), "marker": {"color": c}, "line": {"color": c}})
+        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: p99 ms", "x": n,
+                     "y": [p.p99_ms for p in g], "yaxis": "y2", "marker": {"color": c, "symbol": "square"},
+                     "line": {"color": c, "dash": "dot"}})
+    lay = _layout("Throughput and p99 vs concurrency", {"title": {"text": "streams (--concurrency)"}, "dtick": 1},
+                  {"title": {"text": "queries/s"}, "rangemode": "tozero"})
+    lay["yaxis2"] = {"title": {"text": "p99 ms"}, "overlaying": "y", "side": "right", "rangemode": "tozero"}
+    return [Chart(f"chart-concurrency-{prefix}", "concurrency", "Concurrency", {"data": data, "layout": lay},
+                  "Solid: queries/s (left, 95 % CI bars); dotted: p99 (right).", _count(data))]
+
+
+def _first_timeline(r: Result) -> dict[str, Any] | None:
+    tl = r.samples.timeline
+    if not tl:
+        return None
+    if "runs" in tl:
+        return next((x for x in tl["runs"] if x and x.get("t_s")), None)
+    return tl if tl.get("t_s") else None
+
+
+def cpu_heatmap(idx: int, label: str, r: Result) -> Chart | None:
+    """Per-core CPU utilization over time (first run) as a heatmap."""
+    tl = _first_timeline(r)
+    if not tl or not tl.get("cpu_percent_per_core"):
+        return None
+    z = np.asarray(tl["cpu_percent_per_core"], dtype=np.float64)
+    t = np.asarray(tl["t_s"], dtype=np.float64)
+    keep = every_kth(t.size, max(1, MAX_POINTS_PER_CHART // max(1, z.shape[1])))
+    data = [{"type": "heatmap", "x": t[keep].round(3).tolist(), "y": [f"cpu {i}" for i in range(z.shape[1])],
+             "z": z[keep].T.round(1).tolist(), "zmin": 0, "zmax": 100, "colorscale": "Viridis",
+             "colorbar": {"title": {"text": "%"}}}]
+    fig = {"data": data, "layout": _layout(f"CPU per core: {label}", {"title": {"text": "time in run (s)"}},
+                                           {"title": {"text": ""}}, height=max(260, 60 + 22 * z.shape[1]))}
+    return Chart(f"chart-cpu-{idx}", "resources", f"CPU per core: {label}", fig,
+                 "Machine-wide utilization of each core while the case ran (first run, 10 Hz sampler).", int(z.size))
+
+
+def rss_lines(labels: list[str], results: list[Result]) -> Chart | None:
+    """Resident memory over time per case (first run)."""
+    data = []
+    for k, (lab, r) in enumerate(zip(labels, results)):
+        tl = _first_timeline(r)
+        if not tl or not tl.get("rss_bytes"):
+            continue
+        keep = every_kth(len(tl["t_s"]), 1000)
+        data.append({"type": "scatter", "mode": "lines+markers", "name": lab,
+                     "x": [round(tl["t_s"][i], 3) for i in keep],
+                     "y": [round(tl["rss_bytes"][i] / 2**20, 2) for i in keep],
+                     "line": {"color": PALETTE[k % len(PALETTE)]}, "marker": {"size": 4}})
+    if not data:
+        return None
+    return Chart("chart-rss", "resources", "RSS over time",
+                 {"data": data, "layout": _layout("Resident memory over time (first run)", {"title": {"text": "time in run (s)"}},
+                                                  {"title": {"text": "RSS (MiB)"}})},
+                 "A line that keeps rising after warm-up is memory growth (see Bottlenecks).", _count(data))
+
+
+def comparison_bars(idx: int, title: str, names: list[str], ratios: list[float], cis: list[list[float]],
+                    colors: list[str], texts: list[str], y_title: str, caption: str) -> Chart:
+    """Bars of a ratio (speed-up vs a reference) with CI bars, each bar colored and annotated."""
+    data = [{"type": "bar", "x": names, "y": ratios, "error_y": _errorbars(ratios, cis), "marker": {"color": colors},
+             "text": texts, "textposition": "outside", "cliponaxis": False, "hovertemplate": "%{x}: %{y:.3f}<extra></extra>"}]
+    lay = _layout(title, {}, {"title": {"text": y_title}, "rangemode": "tozero"}, showlegend=False)
+    lay["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                      "line": {"dash": "dash", "color": "#555", "width": 1}}]
+    return Chart(f"chart-compare-{idx}", "comparison", title, {"data": data, "layout": lay}, caption, len(names))

@@ -1,0 +1,139 @@
+"""Gather the Result documents a report is built from: files and folders, mixed kinds.
+
+A folder is searched recursively for ``*.json``; files that are not Results
+(``index.json``, ``findings.json``, ``optimize-summary.json``, ``comparison.json``)
+are skipped quietly, since everything a report needs is inside the Results. A run
+that is part of a pooled Result (its ``run.pid`` is among another Result's
+``run.pids``, as in a sweep's ``runs/`` beside ``cases/``) is dropped so no
+sample counts twice.
+
+Each Result gets a *kind* (``sweep``, ``optimize``, ``runtimes``, ``bench``) and
+a *source*: the command that made it, so that analysis never mixes two
+invocations' cases into one scaling curve.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from ..results.io import load
+from ..results.model import Result
+
+#: JSON files inferperf writes next to Results that are not Results.
+SIDE_FILES = {"index.json", "findings.json", "optimize-summary.json", "comparison.json", "sensitivity.json"}
+
+
+@dataclass
+class Entry:
+    """One Result and where it came from.
+
+    Attributes:
+        result: the document; path: its file.
+        kind: ``sweep`` | ``optimize`` | ``runtimes`` | ``bench``.
+        source: the command that made it (argv joined), grouping Results of one invocation.
+    """
+
+    result: Result
+    path: Path
+    kind: str
+    source: str
+
+
+@dataclass
+class Collection:
+    """Every Result found, plus notes on what was skipped and why."""
+
+    entries: list[Entry] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[Result]:
+        """The Results, in collection order."""
+        return [e.result for e in self.entries]
+
+    def of_kind(self, *kinds: str) -> list[Entry]:
+        """Entries of the given kinds."""
+        return [e for e in self.entries if e.kind in kinds]
+
+    def sources(self, *kinds: str) -> dict[str, list[Entry]]:
+        """Entries of the given kinds grouped by source, in first-seen order."""
+        out: dict[str, list[Entry]] = {}
+        for e in self.of_kind(*kinds):
+            out.setdefault(e.source, []).append(e)
+        return out
+
+
+def kind_of(r: Result) -> str:
+    """``optimize`` / ``runtimes`` / ``sweep`` / ``bench`` from what the Result carries."""
+    run = r.run if isinstance(r.run, dict) else {}
+    if "optimize" in run:
+        return "optimize"
+    if "comparison" in run:
+        return "runtimes"
+    if len(r.command) > 1 and r.command[1] == "sweep" or "label" in run:
+        return "sweep"
+    return "bench"
+
+
+def _files(paths: Iterable[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*.json") if f.is_file()))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UsageError(f"'{p}' not found: pass Result files or folders that hold them")
+    return list(dict.fromkeys(out))
+
+
+def _is_result_doc(path: Path) -> bool:
+    if path.name in SIDE_FILES:
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"schema_version"' in head
+
+
+def collect(paths: Iterable[str | Path]) -> Collection:
+    """Load every Result under ``paths`` (files or folders), dropping runs already pooled elsewhere.
+
+    Raises:
+        UsageError: a path does not exist, a file given by name is not a Result, or nothing was found.
+    """
+    given = [Path(p) for p in paths]
+    out = Collection()
+    loaded: list[tuple[Path, Result]] = []
+    for f in _files(given):
+        named = f in given
+        if not _is_result_doc(f):
+            if named and f.name not in SIDE_FILES:
+                raise UsageError(f"'{f}' is not an inferperf Result (no schema_version): pass Result files")
+            continue
+        try:
+            loaded.append((f, load(f)))
+        except UsageError as e:
+            if named:
+                raise
+            out.notes.append(f"skipped {f}: {e}")
+    pooled_pids = {pid for _, r in loaded for pid in (r.run.get("pids") or []) if pid is not None}
+    dropped = 0
+    for f, r in loaded:
+        pid = r.run.get("pid")
+        if "pids" not in r.run and pid is not None and pid in pooled_pids:
+            dropped += 1
+            continue
+        out.entries.append(Entry(r, f, kind_of(r), " ".join(r.command) or str(f.parent)))
+    if dropped:
+        out.notes.append(f"{dropped} single-run Result(s) left out: their runs are pooled in another Result")
+    if not out.entries:
+        raise UsageError("no inferperf Results found in " + ", ".join(map(str, given))
+                         + ": pass the output of bench, sweep or optimize")
+    return out

@@ -1,0 +1,220 @@
+"""The descriptive sections: test environment, method, and the raw-data table (with its CSV).
+
+Everything here reads Result documents only and returns plain data (lists of
+rows, strings) that both the HTML and the Markdown renderers print.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shlex
+from typing import Any
+
+import numpy as np
+
+from ..results.model import Result
+from .collect import Entry
+
+
+def _mib(b: int | float | None) -> str:
+    return "-" if b is None else f"{b / 2**20:.0f} MiB" if b < 2**30 else f"{b / 2**30:.1f} GiB"
+
+
+def _cpus(cpus: list[int] | None) -> str:
+    if not cpus:
+        return "-"
+    runs, start, prev = [], cpus[0], cpus[0]
+    for c in [*cpus[1:], None]:
+        if c is not None and c == prev + 1:
+            prev = c
+            continue
+        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if c is not None:
+            start = prev = c
+    return ",".join(runs)
+
+
+def _machine_key(r: Result) -> tuple:
+    s = r.system
+    return (s.cpu_model, s.logical_cores, s.effective_cpus, s.os, s.memory_bytes, s.python)
+
+
+def environment(entries: list[Entry]) -> list[dict[str, Any]]:
+    """One block per distinct machine: ``{"rows": [(what, value)], "warnings": [...], "results": n}``."""
+    machines: dict[tuple, list[Result]] = {}
+    for e in entries:
+        machines.setdefault(_machine_key(e.result), []).append(e.result)
+    out = []
+    for rs in machines.values():
+        s = rs[0].system
+        caches = ", ".join(f"{k.replace('_bytes', '')} {_mib(v) if v >= 2**20 else f'{v // 1024} KiB'}"
+                           for k, v in (s.caches or {}).items())
+        pkgs = ", ".join(f"{k} {v}" for k, v in sorted(s.packages.items()))
+        pinned = sorted({_cpus(r.config.placement.cpus) for r in rs if r.config.placement.cpus})
+        numa = sorted({str(r.config.placement.numa_node) for r in rs if r.config.placement.numa_node is not None})
+        rows = [
+            ("CPU", s.cpu_model or "unknown"),
+            ("cores", f"{s.physical_cores or '?'} physical, {s.logical_cores} logical, SMT "
+                      f"{ {True: 'on', False: 'off', None: 'unknown'}[s.smt_active] }"),
+            ("effective CPUs", f"{s.effective_cpus} (affinity {_cpus(s.cpu_affinity)}; cgroup quota "
+                               f"{s.cgroup_cpu_limit if s.cgroup_cpu_limit is not None else 'none'})"),
+            ("NUMA nodes", ", ".join(f"{k}: {_cpus(v)}" for k, v in (s.numa_nodes or {}).items()) or "-"),
+            ("caches", caches or "-"),
+            ("ISA flags", " ".join(s.isa_flags) or "-"),
+            ("frequency", f"{s.cpu_mhz['current']:.0f} MHz, governor {s.governor or 'unknown'}" if s.cpu_mhz
+             else f"governor {s.governor or 'unknown'}"),
+            ("memory", _mib(s.memory_bytes)),
+            ("GPUs", ", ".join(f"{g.name} ({_mib(g.memory_bytes)})" for g in s.gpus) or "none"),
+            ("OS", s.os),
+            ("Python", s.python),
+            ("packages", pkgs or "-"),
+            ("placement", f"pinned to CPUs {'; '.join(pinned)}" + (f", NUMA node {', '.join(numa)}" if numa else "")
+             if pinned else "not pinned (the OS scheduler placed threads)"),
+        ]  # fmt: skip
+        out.append({"rows": rows, "warnings": machine_warnings(rs), "results": len(rs)})
+    return out
+
+
+def machine_warnings(rs: list[Result]) -> list[str]:
+    """SMT oversubscription, CPU steal, quota below the cores, a noisy machine (unstable windows, spread runs)."""
+    s = rs[0].system
+    w = []
+    physical = s.physical_cores or s.logical_cores
+    over = [r for r in rs if s.smt_active and _threads(r) * max(1, r.config.concurrency) > physical]
+    if over:
+        w.append(f"SMT oversubscription: {len(over)} case(s) ran more threads than the {physical} physical cores;"
+                 " SMT siblings share execution units, so those figures understate per-core speed")
+    beyond = [r for r in rs if _threads(r) * max(1, r.config.concurrency) > s.effective_cpus]
+    if beyond:
+        w.append(f"{len(beyond)} case(s) ran more threads x streams than the {s.effective_cpus} effective CPUs"
+                 " (oversubscribed: threads wait for a CPU)")
+    steal = [r.metrics.resources.steal_percent for r in rs if r.metrics.resources and r.metrics.resources.steal_percent]
+    if steal and max(steal) >= 1.0:
+        w.append(f"CPU steal up to {max(steal):.1f} % (mean {np.mean(steal):.1f} %): the hypervisor gave CPU time"
+                 " to other guests during measurement")
+    if s.cgroup_cpu_limit is not None and s.cgroup_cpu_limit < s.logical_cores:
+        w.append(f"a cgroup CPU quota of {s.cgroup_cpu_limit:g} CPUs caps this container below its"
+                 f" {s.logical_cores} logical cores")
+    unstable = [r for r in rs if not r.validity.valid]
+    if unstable:
+        w.append(f"noisy machine: {len(unstable)} of {len(rs)} Result(s) INVALID (e.g. {unstable[0].validity.reasons[0]})"
+                 if unstable[0].validity.reasons else f"{len(unstable)} Result(s) INVALID")
+    spread = [float(np.std(r.metrics.throughput.per_run, ddof=1) / np.mean(r.metrics.throughput.per_run) * 100)
+              for r in rs if len(r.metrics.throughput.per_run) >= 2 and np.mean(r.metrics.throughput.per_run) > 0]
+    if spread and max(spread) > 10.0:
+        w.append(f"throughput varies between runs of one case by up to {max(spread):.0f} % (CV over runs):"
+                 " use more --repeat before calling small differences")
+    return w
+
+
+def _threads(r: Result) -> int:
+    eff = r.config.session.effective
+    for key in ("intra_op_num_threads", "INFERENCE_NUM_THREADS"):
+        v = eff.get(key)
+        if isinstance(v, int) and v > 0:
+            return v
+    return max(1, r.system.effective_cpus)
+
+
+def reproduce(r: Result) -> str:
+    """An ``inferperf bench`` command line that measures this one case again."""
+    model = f"zoo:{r.model.zoo_name}" if r.model.zoo_name and r.model.variant == "fp32" else r.model.path
+    c = r.config
+    argv = ["inferperf", "bench", model, "--backend", c.backend]
+    t = c.session.effective.get("intra_op_num_threads")
+    if isinstance(t, int) and c.backend == "onnxruntime":
+        argv += ["--intra-op-num-threads", str(t)]
+    sc = c.session.requested.get("session_config")
+    for k, v in (sc if isinstance(sc, dict) else {}).items():
+        argv += ["--session-config", f"{k}={v}"]
+    for name, dims in c.workload.shapes.items():
+        argv += ["--shape", f"{name}:{'x'.join(map(str, dims))}"]
+    if c.concurrency > 1:
+        argv += ["--concurrency", str(c.concurrency), "--session-mode", c.session_mode]
+    if c.scenario == "offline":
+        argv += ["--scenario", "offline"]
+    argv += ["--warmup", str(c.warmup.iterations), "--iterations", str(c.stop.min_iterations),
+             "--duration-s", f"{c.stop.min_duration_s:g}", "--max-duration-s", f"{c.stop.max_duration_s:g}",
+             "--seed", str(c.workload.seed), "--repeat", str(c.repeat)]
+    if c.percentile_method != "linear":
+        argv += ["--percentile-method", c.percentile_method]
+    if c.placement.cpus:
+        argv += ["--cpus", _cpus(c.placement.cpus)]
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in c.env.items())
+    return (env + " " if env else "") + " ".join(shlex.quote(a) for a in argv)
+
+
+def method(sources: dict[str, list[Entry]]) -> list[dict[str, Any]]:
+    """One block per command invocation: what ran and how it was measured."""
+    out = []
+    for src, es in sources.items():
+        rs = [e.result for e in es]
+
+        def uniq(vals: list[Any]) -> str:
+            return ", ".join(dict.fromkeys(str(v) for v in vals))
+
+        shuffle = uniq([run.get("shuffle_seed") for r in rs for run in r.run.get("runs", []) if "shuffle_seed" in run])
+        rows = [
+            ("kind", es[0].kind),
+            ("cases", str(len(rs))),
+            ("scenarios", uniq([r.config.scenario + (f" x{r.config.concurrency} ({r.config.session_mode})"
+                                                     if r.config.concurrency > 1 else "") for r in rs])),
+            ("backends", uniq([r.config.backend for r in rs])),
+            ("warm-up", uniq([f"{r.config.warmup.iterations} queries and {r.config.warmup.duration_s:g} s, not counted"
+                              for r in rs])),
+            ("stop rule", uniq([f">= {r.config.stop.min_iterations} queries and >= {r.config.stop.min_duration_s:g} s,"
+                                f" at most {r.config.stop.max_duration_s:g} s" for r in rs])),
+            ("repeats", uniq([f"{r.config.repeat} run(s), each in a fresh process" for r in rs])
+             + ("; interleaved shuffled rounds" if any(r.config.repeat > 1 for r in rs) else "")),
+            ("percentiles", uniq([r.metrics.latency_ms.percentile_method for r in rs]) + " (pooled samples of all runs)"),
+            ("inputs", uniq([f"{r.config.workload.data_source}, pool of {r.config.workload.input_pool_size},"
+                             f" seed {r.config.workload.seed}" for r in rs])),
+            ("round-order seed", shuffle or "-"),
+            ("validity rule", uniq([f"window-median CV <= {r.validity.rules.get('max_window_cv_percent', '?')} % over"
+                                    f" >= {r.validity.rules.get('min_windows', '?')} windows" for r in rs])),
+        ]  # fmt: skip
+        out.append({"command": src, "rows": rows})
+    return out
+
+
+COLUMNS = [
+    ("label", "case"), ("kind", "kind"), ("variant", "variant"), ("backend", "backend"), ("shapes", "shapes"),
+    ("batch", "batch"), ("threads", "threads"), ("concurrency", "streams"), ("queries_per_s", "queries/s"),
+    ("queries_per_s_ci95", "95 % CI"), ("samples_per_s", "samples/s"), ("p50_ms", "p50 ms"), ("p90_ms", "p90 ms"),
+    ("p99_ms", "p99 ms"), ("p999_ms", "p99.9 ms"), ("max_ms", "max ms"), ("count", "queries"), ("runs", "runs"),
+    ("cpu_percent", "CPU %"), ("rss_peak_mib", "peak RSS MiB"), ("valid", "valid"), ("notes", "notes"),
+]  # fmt: skip
+
+
+def case_row(label: str, e: Entry) -> dict[str, Any]:
+    """One row of the raw-data table (numbers unrounded; the renderers format them)."""
+    r = e.result
+    tp, lat, res = r.metrics.throughput, r.metrics.latency_ms, r.metrics.resources
+    marks = r.run.get("marks") or []
+    notes = list(r.validity.reasons) + list(r.notes) + ([f"marks: {', '.join(marks)}"] if marks else [])
+    return {
+        "label": label, "kind": e.kind, "variant": r.model.variant, "backend": r.config.backend,
+        "shapes": " ".join(f"{k}:{'x'.join(map(str, v))}" for k, v in r.config.workload.shapes.items()),
+        "batch": r.config.workload.batch_size, "threads": _threads(r), "concurrency": r.config.concurrency,
+        "queries_per_s": tp.queries_per_s,
+        "queries_per_s_ci95": (f"{tp.queries_per_s_ci95[0]:.1f}..{tp.queries_per_s_ci95[1]:.1f}"
+                               if tp.queries_per_s_ci95 else ""),
+        "samples_per_s": tp.samples_per_s, "p50_ms": lat.p50, "p90_ms": lat.p90, "p99_ms": lat.p99,
+        "p999_ms": lat.p999, "max_ms": lat.max, "count": lat.count, "runs": r.config.repeat,
+        "cpu_percent": res.cpu_percent_mean if res and res.cpu_percent_mean is not None else None,
+        "rss_peak_mib": res.rss_peak_bytes / 2**20 if res and res.rss_peak_bytes else None,
+        "valid": r.validity.valid, "notes": "; ".join(notes), "case_key": r.case_key,
+        "reproduce": reproduce(r), "made_by": " ".join(r.command), "file": str(e.path),
+    }  # fmt: skip
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """The table as CSV (every column, plus case_key, reproduce, made_by, file)."""
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0].keys()))
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()

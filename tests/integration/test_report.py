@@ -1,0 +1,110 @@
+"""``inferperf report`` on the golden Result fixtures (tests/fixtures/report, see its README).
+
+Each section appears exactly when its data exist, the summary's numbers are the Results', the HTML is
+self-contained (plotly.js embedded, no CDN) and small, and the Markdown carries the same sections.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inferperf.cli import main
+from inferperf.report import build
+from inferperf.report.collect import collect
+from inferperf.report.downsample import MAX_POINTS_PER_CHART
+from inferperf.report.render import render_html, render_markdown
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "report"
+SWEEP, OPT, RT = FIX / "sweep", FIX / "opt", FIX / "rt"
+
+
+@pytest.fixture(scope="module")
+def full():
+    return build([SWEEP, OPT, RT])
+
+
+def test_collect_pools_runs_and_tells_kinds():
+    c = collect([SWEEP, OPT, RT])
+    kinds = [e.kind for e in c.entries]
+    assert kinds.count("sweep") == len(list((SWEEP / "cases").glob("*.json")))
+    assert kinds.count("optimize") == 3 and kinds.count("runtimes") == 2
+    assert any("pooled in another Result" in n for n in c.notes)  # runs/ beside cases/ are not counted twice
+
+
+def test_every_section_present_with_all_kinds(full):
+    assert full.sections == ["summary", "environment", "method", "raw-data", "charts", "bottlenecks",
+                             "recommendations"]
+    groups = {c.group for c in full.charts}
+    assert {"distribution", "timeline", "threads", "precision", "runtimes"} <= groups
+    sampled = any(e.result.samples.timeline for e in collect([SWEEP, OPT, RT]).entries
+                  if any(run and run.get("t_s") for run in e.result.samples.timeline.get("runs", [e.result.samples.timeline])))
+    assert ("resources" in groups) == sampled  # the 10 Hz sampler saw nothing in these 20 ms runs
+    assert "batch" not in groups and "size" not in groups and "concurrency" not in groups  # not swept
+    assert all(c.points <= MAX_POINTS_PER_CHART for c in full.charts)
+    assert len(full.precision) == 1 and len(full.runtimes) == 1
+
+
+def test_sections_follow_the_data():
+    sweep_only = build([SWEEP])
+    groups = {c.group for c in sweep_only.charts}
+    assert "threads" in groups and "precision" not in groups and "runtimes" not in groups
+    assert not sweep_only.precision and not sweep_only.runtimes
+    assert not any(s["kind"] in ("precision", "runtime") for s in sweep_only.summary)
+    opt_only = build([OPT])
+    groups = {c.group for c in opt_only.charts}
+    assert "precision" in groups and "threads" not in groups and "runtimes" not in groups
+    md = render_markdown(opt_only)
+    assert "## Precision comparison" in md and "## Runtime comparison" not in md
+
+
+def test_summary_numbers_match_the_results(full):
+    c = collect([SWEEP, OPT, RT])
+    measured = [e.result for e in c.entries if e.kind in ("sweep", "bench")]
+    best = max(measured, key=lambda r: r.metrics.throughput.samples_per_s)
+    item = next(s for s in full.summary if s["kind"] == "best-throughput")
+    assert item["values"]["case_key"] == best.case_key
+    assert item["values"]["samples_per_s"] == best.metrics.throughput.samples_per_s
+    assert f"{best.metrics.throughput.samples_per_s:.1f} samples/s" in item["text"]
+    quick = min(measured, key=lambda r: r.metrics.latency_ms.p99)
+    lat = next(s for s in full.summary if s["kind"] == "best-latency")
+    assert lat["values"]["p99_ms"] == quick.metrics.latency_ms.p99
+    assert 3 <= len(full.summary) <= 5
+    rt = next(s for s in full.summary if s["kind"] == "runtime")
+    by = {e.result.config.backend: e.result for e in c.entries if e.kind == "runtimes"}
+    ratio = by["openvino"].metrics.throughput.queries_per_s / by["onnxruntime"].metrics.throughput.queries_per_s
+    assert f"{ratio:.2f}x" in rt["text"]
+
+
+def test_html_is_self_contained(full):
+    html = render_html(full)
+    assert "<script src=" not in html and "<link" not in html  # nothing fetched: plotly.js is inline
+    assert html.count("Plotly.newPlot(") == 1
+    assert len(html) < 8_000_000
+    for c in full.charts:
+        assert f'id="{c.id}"' in html
+    for s in full.sections:
+        assert f'<section id="{s}">' in html
+    assert "data:text/csv" in html  # the CSV download is embedded
+
+
+def test_markdown_has_the_same_sections(full):
+    md = render_markdown(full)
+    for title in ("## Summary", "## Test environment", "## Method", "## Raw data", "## Bottleneck analysis",
+                  "## Recommendations and deployment plan", "## Precision comparison", "## Runtime comparison"):
+        assert title in md
+    for s in full.summary:
+        assert s["text"] in md
+
+
+def test_cli_writes_html_and_markdown(tmp_path, capsys):
+    assert main(["report", str(SWEEP), str(OPT), "-o", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r.html").stat().st_size > 1_000_000
+    assert main(["report", str(RT), "--format", "markdown", "-o", str(tmp_path / "r.md"),
+                 "--target-qps", "5000", "--slo-p99-ms", "1"]) == 0
+    md = (tmp_path / "r.md").read_text()
+    assert "5,000 queries/s" in md and "p99 <= 1 ms" in md
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert main(["report", str(RT), "--format", "pdf"]) == 2
+    assert "error:" in capsys.readouterr().err
