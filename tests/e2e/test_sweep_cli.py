@@ -38,6 +38,12 @@ def test_small_sweep_end_to_end(tmp_path):
         (["sweep", "zoo:tiny-cnn", "--resume"], "--resume needs --output"),
         (["sweep", "zoo:tiny-cnn", "--matrix", "/nope.yaml"], "not found"),
         (["sweep", "zoo:tiny-cnn", "--env", "NOEQUALS"], "--env"),
+        (["sweep", "zoo:nosuch", "--intra-op-num-threads", "1"], "unknown zoo model"),
+        (["sweep", "zoo:tiny-cnn", "--shape", "y:1x3x32x32", "--intra-op-num-threads", "1"], "unknown input"),
+        (["sweep", "zoo:tiny-cnn", "--backend", "nosuch", "--intra-op-num-threads", "1"], "unknown backend"),
+        (["sweep", "zoo:tiny-bert", "--dim", "seq=8,16", "--dim", "seq=32"], "given twice"),
+        (["optimize", "zoo:tiny-cnn", "--max-accuracy-drop", "foo:0.01", "--no-measure", "-o", "/tmp/inferperf-t-opt"],
+         "no check computes"),
     ],
 )
 def test_sweep_bad_input(args, expect):

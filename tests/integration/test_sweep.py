@@ -78,3 +78,10 @@ def test_failing_case_recorded_others_complete(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "sweep.csv")))
     failed = [r for r in rows if r["runs"] == "0"]
     assert len(failed) == 1 and "Reshape" in failed[0]["failures"]
+
+
+def test_resume_refuses_a_different_sweep(tmp_path):
+    cases = four_cases()
+    run_sweep(cases[:1], tmp_path, repeat=1)
+    with pytest.raises(UsageError, match="different sweep"):
+        run_sweep(cases[1:2], tmp_path, repeat=1, resume=True)

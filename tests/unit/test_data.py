@@ -111,3 +111,15 @@ def test_data_source_carries_the_data_hash(tmp_path):
     np.save(a, np.ones((1, 3), np.float32))
     w = build_workload(spec, input_data=a)
     assert w.data_source.startswith(f"file:{a.resolve()}#sha256=") and w.int_ranges == {}
+
+
+def test_empty_npz_and_zero_feed_stack_refused(tmp_path):
+    spec = [TensorInfo(name="x", dtype="float32", shape=["n", 3])]
+    empty = tmp_path / "empty.npz"
+    np.savez(empty)
+    with pytest.raises(UsageError, match="holds no arrays"):
+        build_workload(spec, input_data=empty)
+    zero = tmp_path / "zero.npz"
+    np.savez(zero, x=np.ones((0, 1, 3), np.float32))
+    with pytest.raises(UsageError, match="0 feeds"):
+        build_workload(spec, input_data=zero, batch_size=1)

@@ -77,7 +77,11 @@ def _root(
     """Measure and improve AI-model inference performance. Add --debug anywhere for tracebacks."""
 
 
+_TERMINATED = {"flag": False}
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
+    _TERMINATED["flag"] = True
     raise KeyboardInterrupt  # unwinds like Ctrl-C: worker processes are killed and reaped, finished results kept
 
 
@@ -128,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         _error(f"internal error {type(e).__name__}: {e} (rerun with --debug and report it)")
         code = 1
+    if code == 130 and _TERMINATED["flag"]:
+        code = 143  # 128 + SIGTERM, as shells report it
     if argv is None:
         sys.exit(code)
     return code

@@ -57,10 +57,14 @@ def dim_axis(flags: list[str]) -> list[dict[str, int]]:
 
     per: list[list[tuple[str, int]]] = []
     for flag in flags:
-        name, _, rest = flag.partition("=")
-        vals = _ints(rest, "--dim")
-        if not name or not vals:
+        name, sep, rest = flag.partition("=")
+        if not sep or not name.strip() or not rest.strip():
             raise UsageError(f"malformed --dim {flag!r}: use SYMBOL=N[,N...], e.g. seq=64,128")
+        vals = _ints(rest, "--dim")
+        if not vals or min(vals) < 1:
+            raise UsageError(f"--dim {flag!r}: sizes must be >= 1")
+        if any(name.strip() == p[0][0] for p in per):
+            raise UsageError(f"--dim {name.strip()} given twice: list its values in one flag ({name.strip()}=A,B)")
         per.append([(name.strip(), v) for v in vals])
     return [dict(c) for c in itertools.product(*per)]
 
@@ -72,8 +76,10 @@ def env_axis(flags: list[str]) -> list[dict[str, str]]:
     per = []
     for flag in flags:
         name, sep, rest = flag.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"malformed --env {flag!r}: use NAME=VALUE[,VALUE...]")
+        if not sep or not name.strip() or " " in name.strip() or not rest:
+            raise UsageError(f"malformed --env {flag!r}: use NAME=VALUE[,VALUE...] (no spaces in NAME)")
+        if any(name.strip() == p[0][0] for p in per):
+            raise UsageError(f"--env {name.strip()} given twice: list its values in one flag ({name.strip()}=A,B)")
         per.append([(name.strip(), v) for v in rest.split(",")])
     return [dict(c) for c in itertools.product(*per)]
 
@@ -158,6 +164,17 @@ def sweep_command(
     reps = repeat if repeat != 1 else m.repeat
     info = collect_system()
     cases, warnings = expand(m, info, beyond_effective)
+    from ..sweep.space import preflight
+
+    if not cases:
+        raise UsageError("the matrix expands to no case: list at least one model")
+    preflight(cases)
+    if output is not None and output.exists() and not output.is_dir():
+        raise UsageError(f"--output '{output}' is a file: give a folder for the sweep's results")
+    if resume and output is not None and (output / "index.json").exists():
+        from ..sweep.run import check_resumable
+
+        check_resumable(cases, output)
     for w in warnings:
         err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     table = Table(title=f"sweep: {len(cases)} cases x {reps} round(s) = {len(cases) * reps} runs")
@@ -174,6 +191,8 @@ def sweep_command(
 
         output = Path(f"inferperf-sweep-{_dt.datetime.now(_dt.UTC):%Y%m%dT%H%M%S}")
         err.print(f"results go to {output}/ (set --output to choose)", highlight=False)
+    if reps < 1:
+        raise UsageError("--repeat must be >= 1")
     return _run(cases, output, reps, seed, resume, console, err)
 
 
@@ -205,7 +224,7 @@ def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Conso
             t.add_row(r["label"], f"[red]failed[/red] {r['failures']}", "", "", "", "", r["marks"])
             continue
         ci = f" [{r['queries_per_s_ci_low']:.1f}, {r['queries_per_s_ci_high']:.1f}]" if r["queries_per_s_ci_low"] != "" else ""
-        t.add_row(r["label"], f"{r['queries_per_s']:.1f}{ci}", f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
+        t.add_row(r["label"], f"{r['queries_per_s']:.1f}{ci}", f"{r['p50_ms']:.4g}", f"{r['p99_ms']:.4g}",
                   f"{r['cpu_percent']}", "yes" if r["valid"] else "[red]no[/red]", r["marks"])
     console.print(t)
     if outcome.findings:
@@ -215,4 +234,9 @@ def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Conso
     else:
         console.print("no findings: the matrix has no axis with >= 2 values that the data support (or CIs overlap)")
     console.print(f"results: {output} (sweep.csv, findings.json, cases/, runs/)", highlight=False)
+    if outcome.failures and not outcome.results:
+        first = next(iter(outcome.failures.values()))[0]
+        from ..errors import MeasurementError
+
+        raise MeasurementError(f"every case failed (first: {first['message']}); results in {output}")
     return 0

@@ -131,7 +131,12 @@ def run_rounds(
 
 
 def _ci(values: list[float]) -> list[float]:
-    return list(mean_ci(values)) if len(values) > 1 else []
+    """Student's t 95 % CI over runs of a non-negative figure (a rate, a time): the lower bound is clipped at 0,
+    since with 2-3 noisy runs the t interval can reach below zero, where no rate or time lies."""
+    if len(values) < 2:
+        return []
+    lo, hi = mean_ci(values)
+    return [max(0.0, lo), hi]
 
 
 def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:

@@ -187,7 +187,7 @@ def check_gates(acc: dict[str, Any], gates: Sequence[Gate]) -> tuple[bool, list[
                                 "value": cand, "drop": drop, "passed": ok, "explicit": gate.explicit})
                 if not ok:
                     floor = ref - limit
-                    reasons.append(f"{metric} {cand:.4g} < {floor:.4g} on {where} ({gate.describe()})")
+                    reasons.append(f"{metric} {cand:.6g} < {floor:.6g} on {where} ({gate.describe()})")
         if not checked and gate.explicit and not acc["nonfinite_count"]:
             reasons.append(f"gate '{gate.describe()}' applies to no output of this model: use cosine or --metric")
     return not reasons, records, reasons

@@ -29,6 +29,7 @@ from ..system import collect_system
 from ..workload.signature import check_model_file
 from ..zoo import resolve as zoo_resolve
 from .accuracy import check_gates, compare, run_outputs
+from .spec import AGREEMENT_METRICS
 from .convert import (
     Built, ConversionFailed, convert_fp16, normalize_source, optimize_offline, preprocess, quantize_int8_dynamic, quantize_int8_static,
     recommended_quant, timed_build,
@@ -152,6 +153,13 @@ def optimize(
     """
     opts = options or OptimizeOptions()
     say = progress or (lambda _m: None)
+    task = opts.metric.split(":")[-1] if opts.metric else None
+    for gate in opts.gates:
+        if gate.metric not in ("*", *AGREEMENT_METRICS) and gate.metric != task:
+            raise UsageError(
+                f"--max-accuracy-drop names metric {gate.metric!r}, which no check computes: use"
+                f" {', '.join(AGREEMENT_METRICS)}" + (f" or {task}" if task else " (or a --metric module:function)")
+            )
     src = check_model_file(zoo_resolve(str(model)))
     stem = src.stem
     out = Path(output)

@@ -28,10 +28,9 @@ def speedup(ref: Result, var: Result) -> dict[str, Any]:
     if rt.queries_per_s_ci95 and vt.queries_per_s_ci95:
         (rlo, rhi), (vlo, vhi) = rt.queries_per_s_ci95, vt.queries_per_s_ci95
         return {"ratio": ratio, "significant": vlo > rhi or vhi < rlo, "basis": "throughput 95% CI over runs"}
-    rl, vl = ref.metrics.latency_ms.p50_ci95, var.metrics.latency_ms.p50_ci95
-    if rl and vl:
-        return {"ratio": ratio, "significant": vl[0] > rl[1] or vl[1] < rl[0], "basis": "median latency 95% CI"}
-    return {"ratio": ratio, "significant": False, "basis": "no interval"}
+    # one run each: no run-level interval exists; the within-run median CI is no basis for a throughput
+    # claim (it can have zero width on timer ties), so no difference is called
+    return {"ratio": ratio, "significant": False, "basis": "one run per variant: no CI (use --repeat >= 2)"}
 
 
 def format_speedup(s: dict[str, Any]) -> str:
@@ -81,7 +80,7 @@ def verdict(
     """The verdict word and its reasons.
 
     Returns:
-        (``FAILED`` | ``REJECT`` | ``SLOWER`` | ``FASTER`` | ``NO GAIN`` | ``REFERENCE``, reasons).
+        (``FAILED`` | ``REJECT`` | ``SLOWER`` | ``FASTER`` | ``NO GAIN`` | ``NOT MEASURED`` | ``REFERENCE``, reasons).
         FAILED: it could not be built, loaded or run; REJECT: accuracy gate or non-finite outputs;
         the rest are speed verdicts of an accurate variant.
     """
@@ -98,7 +97,7 @@ def verdict(
     if accuracy is not None and not accuracy.get("predictive", True):
         reasons.append("accuracy from synthetic data: not predictive of real inputs (pass --eval-data)")
     if speed is None:
-        return "NO GAIN", reasons + ["not measured"]
+        return "NOT MEASURED", reasons + ["speed not measured (--no-measure); accuracy gates passed"]
     if speed["significant"] and speed["ratio"] < 1:
         return "SLOWER", why_slower(variant, isa_flags, settings) + reasons
     if speed["significant"]:

@@ -11,7 +11,7 @@ from ..results.model import Result
 from .run import SweepOutcome
 
 COLUMNS = [
-    "label", "model", "shapes", "batch", "intra_op_num_threads", "concurrency", "session_mode", "execution_mode",
+    "label", "model", "backend", "shapes", "batch", "intra_op_num_threads", "concurrency", "session_mode", "execution_mode",
     "env", "queries_per_s", "queries_per_s_ci_low", "queries_per_s_ci_high", "samples_per_s", "p50_ms", "p90_ms",
     "p95_ms", "p99_ms", "cpu_percent", "rss_peak_bytes", "valid", "marks", "runs", "failures", "case_key",
 ]  # fmt: skip
@@ -30,9 +30,12 @@ def row(label: str, marks: list[str], r: Result | None, failures: list[dict[str,
     ci = tp.queries_per_s_ci95 or ["", ""]
     res = r.metrics.resources
     out.update(
+        backend=r.config.backend,
         shapes=json.dumps(r.config.workload.shapes),
         batch=r.config.workload.batch_size,
-        intra_op_num_threads=r.config.session.effective.get("intra_op_num_threads"),
+        intra_op_num_threads=r.config.session.effective.get(
+            "intra_op_num_threads", r.config.session.effective.get("INFERENCE_NUM_THREADS")
+        ),
         concurrency=r.config.concurrency,
         session_mode=r.config.session_mode if r.config.concurrency > 1 else "",
         execution_mode=r.config.session.requested.get("execution_mode", ""),
@@ -41,7 +44,7 @@ def row(label: str, marks: list[str], r: Result | None, failures: list[dict[str,
         queries_per_s_ci_low=round(ci[0], 3) if ci[0] != "" else "",
         queries_per_s_ci_high=round(ci[1], 3) if ci[1] != "" else "",
         samples_per_s=round(tp.samples_per_s, 3),
-        p50_ms=round(lat.p50, 4), p90_ms=round(lat.p90, 4), p95_ms=round(lat.p95, 4), p99_ms=round(lat.p99, 4),
+        p50_ms=round(lat.p50, 6), p90_ms=round(lat.p90, 6), p95_ms=round(lat.p95, 6), p99_ms=round(lat.p99, 6),
         cpu_percent=round(res.cpu_percent_mean, 1) if res and res.cpu_percent_mean is not None else "",
         rss_peak_bytes=res.rss_peak_bytes if res else "",
         valid=r.validity.valid,

@@ -56,6 +56,25 @@ def _case_id(case: Case) -> str:
     return hashlib.sha256((case.model + "|" + case.config.model_dump_json()).encode()).hexdigest()[:16]
 
 
+def check_resumable(cases: list[Case], output: Path) -> None:
+    """Refuse to resume ``output`` when its index holds a different sweep (other cases).
+
+    Raises:
+        UsageError: unreadable index, or case sets that differ.
+    """
+    index_path = output / "index.json"
+    try:
+        index = json.loads(index_path.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"'{index_path}' is not readable ({e}): choose another --output") from None
+    ids = {_case_id(c) for c in cases}
+    if index.get("cases") and set(index["cases"]) != ids:
+        raise UsageError(
+            f"'{output}' holds a different sweep ({len(set(index['cases']) - ids)} of its cases are not in this"
+            " one): resume with the same models, axes and settings, or choose another --output"
+        )
+
+
 def run_sweep(
     cases: list[Case],
     output: Path,
@@ -81,10 +100,15 @@ def run_sweep(
     output.mkdir(parents=True, exist_ok=True)
     (output / "runs").mkdir(exist_ok=True)
     index_path = output / "index.json"
-    index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.exists() else {"cases": {}}
+    try:
+        index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.exists() else {"cases": {}}
+    except (OSError, ValueError) as e:
+        raise UsageError(f"'{index_path}' is not readable ({e}): choose another --output") from None
     if index["cases"] and not resume:
         raise UsageError(f"'{output}' already holds a sweep: pass --resume to continue it, or another --output")
     ids = [_case_id(c) for c in cases]
+    if resume:
+        check_resumable(cases, output)
     for cid, case in zip(ids, cases):
         entry = index["cases"].setdefault(cid, {"label": case.label, "model": case.model, "runs": {}, "failures": []})
         entry.update(label=case.label, model=case.model, marks=case.marks, config=case.config.model_dump(mode="json"))

@@ -112,8 +112,8 @@ def load_matrix(path: Path) -> Matrix:
     """
     import yaml
 
-    if not path.exists():
-        raise UsageError(f"--matrix file '{path}' not found: check the path")
+    if not path.is_file():
+        raise UsageError(f"--matrix file '{path}' not found (or not a file): check the path")
     try:
         doc = yaml.safe_load(path.read_text())
         return Matrix.model_validate(doc)
@@ -223,6 +223,43 @@ def expand(matrix: Matrix, info: SystemInfo, beyond: bool = False) -> tuple[list
             " sequential mode) were collapsed, not measured twice"
         )
     return cases, warnings
+
+
+def preflight(cases: list[Case]) -> None:
+    """Check every case's model, backend and shapes before anything runs (no runtime is loaded).
+
+    Each distinct model is resolved and read with ``onnx`` once; each distinct shape
+    setting is resolved against its signature. A sweep with a typo then fails in one
+    line with exit 2 instead of recording the same failure for every case.
+
+    Raises:
+        UsageError / ModelError: the first problem found, naming the case.
+    """
+    from ..backends.base import backend_names
+    from ..backends.null import NullBackend
+    from ..workload.shapes import resolve_shapes
+    from ..workload.signature import inspect_model
+    from ..zoo import resolve
+
+    known = set(backend_names()) | {"ort", "ov", "pytorch"}
+    signatures: dict[str, Any] = {}
+    for case in cases:
+        cfg = case.config
+        if cfg.backend not in known:
+            raise UsageError(f"sweep case '{case.label}': unknown backend {cfg.backend!r}: choose from {sorted(known)}")
+        if cfg.backend in ("torch", "pytorch", "null") or not case.model.lower().endswith((".onnx",)) and not case.model.startswith("zoo:"):
+            continue
+        if case.model not in signatures:
+            path = resolve(case.model)
+            inspect_model(path)  # missing, not ONNX, truncated: ModelError with the fix
+            sig = NullBackend(cfg.session)
+            sig.load(path)
+            signatures[case.model] = sig.inputs()
+        w = cfg.workload
+        try:
+            resolve_shapes(signatures[case.model], w.shapes, w.dims, w.batch_size)
+        except UsageError as e:
+            raise UsageError(f"sweep case '{case.label}': {e}") from None
 
 
 def _marks(cfg: BenchConfig, info: SystemInfo) -> list[str]:

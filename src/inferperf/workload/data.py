@@ -155,6 +155,8 @@ def build_workload(
             if v != int(v) or (info is not None and not info.min <= v <= info.max):
                 raise UsageError(f"--value {name}={v:g}: input '{name}' is an integer input; give an integer in its range")
     user = _load_user_data(Path(input_data), inputs) if input_data else {}
+    if input_data and not user:
+        raise UsageError(f"--input-data '{input_data}' holds no arrays: save one per input name with numpy.savez")
     if user:
         stray = [n for n in user if n not in names]
         if stray:
@@ -207,6 +209,8 @@ def build_workload(
         if arr.shape == want:
             stacks[spec.name] = [arr]
         elif arr.ndim == len(want) + 1 and arr.shape[1:] == want:
+            if arr.shape[0] == 0:
+                raise UsageError(f"--input-data '{spec.name}' is a stack of 0 feeds: give at least one")
             stacks[spec.name] = list(arr)
         else:
             raise UsageError(
