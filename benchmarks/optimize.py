@@ -62,7 +62,7 @@ def main() -> int:
             cmd += (f" --shape x:1x3x{args.size}x{args.size} --calibration-data {calib} --eval-data {evald}"
                     " --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225")
         print(f"\n$ {cmd}")
-        report = optimize(model, opts, output=args.out / model.replace(":", "_"),
+        report = optimize(model, opts, output=args.out / model.replace(":", "_"), command=cmd.split(),
                           progress=lambda m: print(f"  {m}", file=sys.stderr))
         print_report(report, Console(width=200))
     return 0

@@ -50,6 +50,8 @@ def run_in_worker(model: str, cfg: BenchConfig, repeat_index: int = 0, command: 
         the worker's own error class (UsageError, ModelError, ...) with its one-line message;
         MeasurementError when the worker times out, is killed (e.g. out of memory) or writes nothing.
     """
+    if command is None:
+        command = list(sys.argv)  # the invocation that asked for the run, not the worker's own argv
     with tempfile.TemporaryDirectory(prefix="inferperf-") as tmp:
         job, out = Path(tmp) / "job.json", Path(tmp) / "out.json"
         job.write_text(
