@@ -28,6 +28,7 @@ SHAPES = {"zoo:ppocr-det": {"x": [1, 3, 640, 640]}}
 
 
 def configs(model: str, seconds: float) -> dict[str, BenchConfig]:
+    """The five configurations compared for ``model``, each measured for about ``seconds`` s."""
     base = {
         "warmup": WarmupOptions(iterations=5),
         "stop": StopOptions(min_iterations=10, min_duration_s=seconds, max_duration_s=seconds * 4),
@@ -51,6 +52,7 @@ def configs(model: str, seconds: float) -> dict[str, BenchConfig]:
 
 
 def main() -> None:
+    """Run the interleaved rounds per model and print the Markdown tables."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=3.0)

@@ -25,6 +25,7 @@ from inferperf.system import collect_system
 
 
 def main() -> None:
+    """Time ``--rounds`` minimal worker runs and print the Markdown row."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--model", default="zoo:squeezenet")

@@ -27,6 +27,7 @@ from inferperf.system import collect_system
 
 
 def main() -> int:
+    """Build the inputs, run ``optimize`` per model and print its table; returns the exit code."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)

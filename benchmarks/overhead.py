@@ -71,6 +71,7 @@ now = time.perf_counter_ns
 
 
 def mul_1_path() -> str:
+    """Path of onnxruntime's ``datasets/mul_1.onnx`` (a 3.5 µs model: the harness-cost worst case)."""
     return os.path.join(os.path.dirname(ort.__file__), "datasets", "mul_1.onnx")
 
 
@@ -106,6 +107,7 @@ def bootstrap_ci(x: list[float], conf: float = 0.95, n_boot: int = 10_000, seed:
 
 
 def verdict(lo: float, hi: float, target: float) -> str:
+    """"meets" when the whole CI is at or above ``target``, "misses" when below, else "inconclusive"."""
     if lo >= target:
         return "meets (CI above target)"
     if hi < target:
@@ -127,6 +129,7 @@ def make_session(path: str) -> tuple[ort.InferenceSession, Any]:
 
 
 def make_feeds(sess: ort.InferenceSession) -> list[dict[str, Any]]:
+    """A pool of 16 seeded feeds for ``sess``'s inputs, from inferperf's workload builder."""
     inputs = [_tensor_info(a) for a in sess.get_inputs()]
     wl = build_workload(inputs, pool_size=POOL, seed=0)
     assert len(wl.feeds) == POOL
@@ -172,6 +175,7 @@ def chunk_order(first: str, second: str, chunks: int) -> list[str]:
 
 
 def ort_part(label: str, path: str, rounds: int, seconds: float, chunks: int) -> dict[str, Any]:
+    """RAW vs INFERPERF in ABBA rounds on one session of ``path``; returns the per-round figures and CIs."""
     sess, runner = make_session(path)
     feeds = make_feeds(sess)
     # warm up (not counted), then estimate the per-call time to size the RAW loop's clock-check block
@@ -234,6 +238,7 @@ def ort_part(label: str, path: str, rounds: int, seconds: float, chunks: int) ->
 
 
 def null_part(rounds: int, seconds: float, rng: np.random.Generator) -> dict[str, Any]:
+    """inferperf's per-iteration cost on the null backend against bare loops, in shuffled rounds (ns)."""
     run = NullBackend(SessionOptions()).runner()
     feeds = [{"x": i} for i in range(POOL)]
     # size the bare loops from a short probe of the 2-clock loop
@@ -301,6 +306,7 @@ def null_part(rounds: int, seconds: float, rng: np.random.Generator) -> dict[str
 
 
 def bench_ref(label: str, model: str, seconds: float) -> dict[str, Any]:
+    """One full ``inferperf.bench()`` of ``model`` for reference (not part of the ratio)."""
     cfg = BenchConfig(stop=StopOptions(min_iterations=1, min_duration_s=seconds, max_duration_s=seconds * 2))
     r = inferperf.bench(model, cfg, command=sys.argv)
     m = r.metrics
@@ -316,6 +322,7 @@ def bench_ref(label: str, model: str, seconds: float) -> dict[str, Any]:
 
 def summary_md(cmd: str, date: str, ort_rows: list[dict[str, Any]], null: dict[str, Any],
                refs: list[dict[str, Any]], elapsed: float) -> str:
+    """The Markdown summary pasted into BENCHMARKS.md."""
     si = collect_system()
     lines = [
         f"Command: `{cmd}`  ",
@@ -369,6 +376,7 @@ def summary_md(cmd: str, date: str, ort_rows: list[dict[str, Any]], null: dict[s
 
 
 def main() -> None:
+    """Parse the flags, run both parts and print the per-round lines and the summary."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20, help="interleaved rounds per model (>= 10 advised)")
     ap.add_argument("--seconds", type=float, default=1.0, help="seconds per arm per round (ONNX Runtime part)")

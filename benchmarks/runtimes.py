@@ -38,6 +38,7 @@ SHAPES = {"zoo:ppocr-det": {"x": [1, 3, 640, 640]}}
 
 
 def inferperf_cases(model: str, seconds: float) -> dict[str, BenchConfig]:
+    """inferperf's cases for ``model``: ONNX Runtime, OpenVINO sync, OpenVINO with 2 async requests."""
     base = {
         "warmup": WarmupOptions(iterations=5),
         "stop": StopOptions(min_iterations=10, min_duration_s=seconds, max_duration_s=seconds * 4),
@@ -69,6 +70,7 @@ def benchmark_app(model: str, seconds: float, cpus: int, mode: str) -> float:
 
 
 def main() -> None:
+    """Run the interleaved rounds (inferperf and benchmark_app) and print the table with the gate verdicts."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)

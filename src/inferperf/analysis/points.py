@@ -132,3 +132,20 @@ def describe(p: Point) -> dict[str, Any]:
         "threads": p.threads, "batch": p.batch, "concurrency": p.concurrency, "session_mode": p.session_mode,
         "shapes": p.shapes, "queries_per_s": p.qps, "samples_per_s": p.sps, "p50_ms": p.p50_ms, "p99_ms": p.p99_ms,
     }  # fmt: skip
+
+
+def format_cpulist(cpus: list[int] | None) -> str:
+    """Format CPU ids as a kernel CPU list (``[0, 1, 2, 3, 8]`` -> ``"0-3,8"``), the inverse of
+    :func:`inferperf.system.parse_cpulist`; ``"-"`` for none."""
+    if not cpus:
+        return "-"
+    cpus = sorted(cpus)
+    runs, start, prev = [], cpus[0], cpus[0]
+    for c in [*cpus[1:], None]:
+        if c is not None and c == prev + 1:
+            prev = c
+            continue
+        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if c is not None:
+            start = prev = c
+    return ",".join(runs)

@@ -11,23 +11,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..analysis.points import format_cpulist
 from ..measure.loop import LiveState
 from ..results.model import Result
 from ..system import cpu_limit_display
 
 
-def _cpus(cpus: list[int]) -> str:
-    if not cpus:
-        return "-"
-    runs, start, prev = [], cpus[0], cpus[0]
-    for c in cpus[1:] + [None]:
-        if c is not None and c == prev + 1:
-            prev = c
-            continue
-        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
-        if c is not None:
-            start = prev = c
-    return ",".join(runs)
 
 
 def _fmt(ms: float) -> str:
@@ -60,12 +49,12 @@ def result_table(r: Result) -> Table:
     t.add_row(
         "machine",
         f"{s.cpu_model or 'unknown CPU'}  {s.physical_cores or '?'} physical / {s.logical_cores} logical, {smt}{numa}"
-        f"  effective CPUs {s.effective_cpus}{quota}  affinity {_cpus(s.cpu_affinity)}"
+        f"  effective CPUs {s.effective_cpus}{quota}  affinity {format_cpulist(s.cpu_affinity)}"
         f"  ISA {','.join(s.isa_flags) or '-'}  governor {s.governor or '-'}{mhz}"
         f"  RAM {(s.memory_bytes or 0) / 2**30:.1f} GiB",
     )
     if r.config.placement.cpus is not None:
-        t.add_row("placement", f"pinned to CPUs {_cpus(r.config.placement.cpus)}"
+        t.add_row("placement", f"pinned to CPUs {format_cpulist(r.config.placement.cpus)}"
                   + (f", NUMA node {r.config.placement.numa_node}" if r.config.placement.numa_node is not None else ""))
     t.add_row("inputs", f"{shapes}  (pool {r.config.workload.input_pool_size}, {r.config.workload.data_source})")
     t.add_row("latency ms", f"mean {_fmt(lat.mean)}  std {_fmt(lat.std)}  min {_fmt(lat.min)}  max {_fmt(lat.max)}")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.points import format_cpulist
 from ..results.model import Result
 from .collect import Entry
 
@@ -21,18 +22,6 @@ def _mib(b: int | float | None) -> str:
     return "-" if b is None else f"{b / 2**20:.0f} MiB" if b < 2**30 else f"{b / 2**30:.1f} GiB"
 
 
-def _cpus(cpus: list[int] | None) -> str:
-    if not cpus:
-        return "-"
-    runs, start, prev = [], cpus[0], cpus[0]
-    for c in [*cpus[1:], None]:
-        if c is not None and c == prev + 1:
-            prev = c
-            continue
-        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
-        if c is not None:
-            start = prev = c
-    return ",".join(runs)
 
 
 def _machine_key(r: Result) -> tuple:
@@ -51,15 +40,15 @@ def environment(entries: list[Entry]) -> list[dict[str, Any]]:
         caches = ", ".join(f"{k.replace('_bytes', '')} {_mib(v) if v >= 2**20 else f'{v // 1024} KiB'}"
                            for k, v in (s.caches or {}).items())
         pkgs = ", ".join(f"{k} {v}" for k, v in sorted(s.packages.items()))
-        pinned = sorted({_cpus(r.config.placement.cpus) for r in rs if r.config.placement.cpus})
+        pinned = sorted({format_cpulist(r.config.placement.cpus) for r in rs if r.config.placement.cpus})
         numa = sorted({str(r.config.placement.numa_node) for r in rs if r.config.placement.numa_node is not None})
         rows = [
             ("CPU", s.cpu_model or "unknown"),
             ("cores", f"{s.physical_cores or '?'} physical, {s.logical_cores} logical, SMT "
                       f"{ {True: 'on', False: 'off', None: 'unknown'}[s.smt_active] }"),
-            ("effective CPUs", f"{s.effective_cpus} (affinity {_cpus(s.cpu_affinity)}; cgroup quota "
+            ("effective CPUs", f"{s.effective_cpus} (affinity {format_cpulist(s.cpu_affinity)}; cgroup quota "
                                f"{s.cgroup_cpu_limit if s.cgroup_cpu_limit is not None else 'none'})"),
-            ("NUMA nodes", ", ".join(f"{k}: {_cpus(v)}" for k, v in (s.numa_nodes or {}).items()) or "-"),
+            ("NUMA nodes", ", ".join(f"{k}: {format_cpulist(v)}" for k, v in (s.numa_nodes or {}).items()) or "-"),
             ("caches", caches or "-"),
             ("ISA flags", " ".join(s.isa_flags) or "-"),
             ("frequency", f"{s.cpu_mhz['current']:.0f} MHz, governor {s.governor or 'unknown'}" if s.cpu_mhz
@@ -140,7 +129,7 @@ def reproduce(r: Result) -> str:
     if c.percentile_method != "linear":
         argv += ["--percentile-method", c.percentile_method]
     if c.placement.cpus:
-        argv += ["--cpus", _cpus(c.placement.cpus)]
+        argv += ["--cpus", format_cpulist(c.placement.cpus)]
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in c.env.items())
     return (env + " " if env else "") + " ".join(shlex.quote(a) for a in argv)
 
