@@ -67,6 +67,8 @@ def thread_findings(points: list[Point]) -> list[Finding]:
             text += " but its CI overlaps another count's (not a significant peak at this --repeat)"
         elif not best.qps_ci:
             text += " (one run per case: no CI; use --repeat 3 to call differences)"
+        if not best.valid:
+            text += " (that case is INVALID: read its validity reasons before trusting the peak)"
         if ss["fewest_near_best"] != ss["best"]:
             text += f"; {_n(ss['fewest_near_best'], 'thread')} already reach within 5 % of it"
         deg = degradation_point(n, x, [p.qps_ci for p in g])
