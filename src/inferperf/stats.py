@@ -110,6 +110,25 @@ def mean_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> t
     return m - half, m + half
 
 
+def intervals_separate(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
+    """True when two confidence intervals ``[low, high]`` do not overlap.
+
+    The one rule every "A differs from B" claim in inferperf uses (findings, report,
+    optimize and runtime verdicts): a difference is called only when the intervals
+    separate. Touching intervals (``a.high == b.low``) overlap.
+
+    Args:
+        a, b: ``[low, high]`` pairs in the same unit, or ``None``/empty when no interval
+            exists (a single run).
+
+    Returns:
+        False when either interval is missing: no interval, no claim.
+    """
+    if not a or not b:
+        return False
+    return bool(a[1] < b[0] or b[1] < a[0])
+
+
 def cv_percent(values: Sequence[float] | np.ndarray) -> float:
     """Coefficient of variation in percent: 100 * sample std (ddof=1) / mean; NaN when undefined."""
     arr = np.asarray(values, dtype=np.float64)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.model import Result
+from ..stats import intervals_separate
 
 AXES = ("threads", "batch", "concurrency", "size", "session_mode", "execution_mode", "model", "variant", "env", "backend")
 
@@ -116,9 +117,7 @@ def group_by_axis(points: Iterable[Point], axis: str) -> list[list[Point]]:
     return out
 
 
-def separated(a: Sequence[float], b: Sequence[float]) -> bool:
-    """True when two 95 % CIs ([lo, hi]) do not overlap; False when either is missing (one run)."""
-    return bool(a) and bool(b) and (a[1] < b[0] or b[1] < a[0])
+separated = intervals_separate  # one rule: inferperf.stats.intervals_separate
 
 
 def as_points(results: Iterable[Result]) -> list[Point]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..results.model import Result
+from ..stats import intervals_separate
 from .convert import has_vnni
 
 
@@ -26,8 +27,8 @@ def speedup(ref: Result, var: Result) -> dict[str, Any]:
     rt, vt = ref.metrics.throughput, var.metrics.throughput
     ratio = vt.queries_per_s / rt.queries_per_s if rt.queries_per_s > 0 else float("nan")
     if rt.queries_per_s_ci95 and vt.queries_per_s_ci95:
-        (rlo, rhi), (vlo, vhi) = rt.queries_per_s_ci95, vt.queries_per_s_ci95
-        return {"ratio": ratio, "significant": vlo > rhi or vhi < rlo, "basis": "throughput 95% CI over runs"}
+        significant = intervals_separate(rt.queries_per_s_ci95, vt.queries_per_s_ci95)
+        return {"ratio": ratio, "significant": significant, "basis": "throughput 95% CI over runs"}
     # one run each: no run-level interval exists; the within-run median CI is no basis for a throughput
     # claim (it can have zero width on timer ties), so no difference is called
     return {"ratio": ratio, "significant": False, "basis": "one run per variant: no CI (use --repeat >= 2)"}

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 Scenario = Literal["single-stream", "concurrent", "offline", "server"]
+#: What made a Result: the command (``server`` is a scenario, open-loop load; a server-side Result is ``serve``).
+ResultKind = Literal["bench", "sweep", "optimize", "runtimes", "serve", "load", "profile", "pipeline", "tune"]
 PercentileMethod = Literal["linear", "nearest-rank"]
 
 
@@ -294,6 +296,7 @@ class Result(_Model):
     """One measured case (schema v1). See ``docs/results-schema.md`` for every field."""
 
     schema_version: int = SCHEMA_VERSION
+    kind: ResultKind = "bench"
     tool: ToolInfo
     created_at: str
     command: list[str] = Field(default_factory=list)
