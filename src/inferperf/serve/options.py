@@ -1,0 +1,79 @@
+"""Serving settings: the ``serve:`` section of the settings file and the flags of ``inferperf serve``.
+
+Names and meanings follow Triton's model configuration (``max_batch_size``,
+``dynamic_batching { max_queue_delay_microseconds, preferred_batch_size,
+default_queue_policy { max_queue_size } }``, ``instance_group { count }``).
+Plain data: defining these imports no runtime and no web stack.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: Default body limit: 64 MiB.
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+#: Triton's ``default-max-batch-size`` for auto-completed configs (used when ``max_batch_size`` is None
+#: and the model's leading dim is free).
+AUTO_MAX_BATCH_SIZE = 4
+
+
+class ServeOptions(BaseModel):
+    """How one model is served (Triton's names and defaults).
+
+    - ``max_batch_size``: the most rows one model call may take; ``0`` = the
+      model has no batch dimension (requests are passed as they come).
+      ``None`` = auto, as Triton's auto-complete does: ``AUTO_MAX_BATCH_SIZE`` (4)
+      when the model's leading dim is free (or made batchable), else 0.
+    - ``dynamic_batching``: Triton's ``dynamic_batching {}``; off unless set, or
+      implied by giving ``max_queue_delay_us``, ``preferred_batch_size`` or
+      ``max_queue_size``.
+    - ``max_queue_delay_us``: how long (us) the oldest waiting request may wait
+      for more rows (Triton default 0).
+    - ``preferred_batch_size``: row counts that dispatch at once when reached.
+    - ``max_queue_size``: requests waiting beyond this are refused with 503
+      (``0`` = unbounded, Triton's default).
+    - ``instance_count``: model instances executing batches in parallel.
+    - ``max_body_bytes``: request bodies over this are refused with 413.
+    - ``cpus``: CPU ids the instances are pinned to (``None`` = not pinned).
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    max_batch_size: int | None = Field(default=None, ge=0)
+    dynamic_batching: bool = False
+    max_queue_delay_us: int = Field(default=0, ge=0)
+    preferred_batch_size: list[int] = Field(default_factory=list)
+    max_queue_size: int = Field(default=0, ge=0)
+    instance_count: int = Field(default=1, ge=1)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    cpus: list[int] | None = None
+
+    @field_validator("preferred_batch_size")
+    @classmethod
+    def _positive_sizes(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v):
+            raise ValueError("--preferred-batch-size takes row counts >= 1")
+        return sorted(set(v))
+
+    @model_validator(mode="after")
+    def _batching_rules(self) -> ServeOptions:
+        implied = {"max_queue_delay_us", "preferred_batch_size", "max_queue_size"} & self.model_fields_set
+        if implied and "dynamic_batching" not in self.model_fields_set:
+            self.dynamic_batching = True
+        if self.max_batch_size == 0 and self.dynamic_batching:
+            raise ValueError(
+                "dynamic batching needs a batch dimension: pass --max-batch-size N (N >= 1) or drop the batching flags"
+            )
+        if self.max_batch_size and any(p > self.max_batch_size for p in self.preferred_batch_size):
+            raise ValueError(
+                f"--preferred-batch-size {self.preferred_batch_size} exceeds --max-batch-size {self.max_batch_size}:"
+                " lower it or raise --max-batch-size"
+            )
+        return self
+
+    def resolved_max_batch_size(self, batchable: bool) -> int:
+        """``max_batch_size`` with auto (None) resolved: 4 when ``batchable`` (leading dim free), else 0."""
+        if self.max_batch_size is not None:
+            return self.max_batch_size
+        return AUTO_MAX_BATCH_SIZE if batchable else 0
