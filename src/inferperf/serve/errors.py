@@ -1,0 +1,99 @@
+"""Errors the serving core raises to the app; each maps to one HTTP status.
+
+::
+
+    InferperfError
+    ├── ServeError                     base of the serving errors below; ``status`` is the HTTP code
+    │   ├── QueueFull (503)            the model's queue holds ``max_queue_size`` requests; ``retry_after_s``
+    │   ├── NotReady (503)             the model is loading, warming up or shutting down; ``retry_after_s``
+    │   └── Cancelled (499)            the client went away before its batch ran (nothing to answer)
+    └── RuntimeFailure
+        └── ModelExecutionError (500)  the runtime failed on the batch holding this request
+
+``ModelExecutionError`` is a :class:`inferperf.errors.RuntimeFailure`, so code
+that already handles runtime failures handles it too. The app answers with
+``{"error": str(exc)}`` and ``exc.status`` (``Retry-After: exc.retry_after_s``
+on 503s).
+"""
+
+from __future__ import annotations
+
+from inferperf.errors import InferperfError, RuntimeFailure
+
+
+class ServeError(InferperfError):
+    """Base of the serving-core errors; ``status`` is the HTTP status the app answers with."""
+
+    status: int = 500
+
+
+class QueueFull(ServeError):
+    """The model's queue already holds ``max_queue_size`` requests: answer 503 with ``Retry-After``.
+
+    Args:
+        model: model name.
+        max_queue_size: the configured limit (requests).
+        retry_after_s: seconds a client should wait before retrying (integer, >= 1).
+    """
+
+    status = 503
+
+    def __init__(self, model: str, max_queue_size: int, retry_after_s: int = 1) -> None:
+        super().__init__(
+            f"model '{model}' queue is full ({max_queue_size} requests waiting): retry later or raise --max-queue-size"
+        )
+        self.model = model
+        self.max_queue_size = max_queue_size
+        self.retry_after_s = retry_after_s
+
+
+class NotReady(ServeError):
+    """The model is not serving (loading, warming up or shutting down): answer 503 with ``Retry-After``.
+
+    Args:
+        model: model name.
+        reason: ``"not_ready"`` or ``"shutting_down"`` (the ``rejected`` observer reason).
+        retry_after_s: seconds a client should wait before retrying (integer, >= 1).
+    """
+
+    status = 503
+
+    def __init__(self, model: str, reason: str = "not_ready", retry_after_s: int = 1) -> None:
+        what = "is shutting down" if reason == "shutting_down" else "is not ready"
+        super().__init__(f"model '{model}' {what}: retry later")
+        self.model = model
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+
+
+class Cancelled(ServeError):
+    """The client disconnected while its request was queued; its rows were dropped before the batch ran.
+
+    Status 499 (nginx's "client closed request"): there is nobody to answer, the code is only for logs.
+    """
+
+    status = 499
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"model '{model}': request cancelled, the client disconnected while it was queued")
+        self.model = model
+
+
+class ModelExecutionError(RuntimeFailure):
+    """The runtime failed while running the batch that held this request: answer 500, keep serving.
+
+    Args:
+        model: model name.
+        detail: the runtime's one-line message.
+    """
+
+    status = 500
+
+    def __init__(self, model: str, detail: str) -> None:
+        first = (detail.strip().splitlines() or [""])[0]
+        super().__init__(f"model '{model}' failed to execute: {first}")
+        self.model = model
+        self.detail = detail
+
+
+__all__ = ["Cancelled", "ModelExecutionError", "NotReady", "QueueFull", "ServeError"]
