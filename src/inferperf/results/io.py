@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..errors import UsageError
+from ..fsutil import atomic_open, atomic_write_text
 from ..stats import latency_summary
 from .model import SCHEMA_VERSION, LatencySummary, Result
 
@@ -56,13 +57,12 @@ def save(result: Result, path: str | Path, sidecar_threshold: int = SIDECAR_THRE
         if len(result.samples.latency_ns) > sidecar_threshold:
             side = sidecar_path(p)
             arrays = {f: np.asarray(getattr(result.samples, f), dtype=np.int64) for f in _SAMPLE_FIELDS}
-            np.savez_compressed(side, **arrays)
+            with atomic_open(side, "wb") as fh:
+                np.savez_compressed(fh, **arrays)
             for f in _SAMPLE_FIELDS:
                 doc["samples"][f] = []
             doc["samples"]["sidecar"] = side.name
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1))
-        tmp.replace(p)
+        atomic_write_text(p, json.dumps(doc, indent=1))
     except OSError as e:
         raise UsageError(f"cannot write result to '{p}': {e.strerror or e}: choose another --output") from e
     return p
