@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from inferperf.errors import UsageError
+from inferperf.fsutil import atomic_write_bytes
 
 ZOO_PREFIX = "zoo:"
 """Prefix that marks a model argument as a zoo name (``zoo:tiny-cnn``)."""
@@ -230,14 +230,7 @@ def _build_cached(entry: ZooEntry) -> Path:
         raise UsageError(f"zoo model {entry.name!r} is generated with onnx, which is missing: {_ONNX_PIP}")
     data = _GENERATORS[entry.name]()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{entry.name}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data)
     return path
 
 

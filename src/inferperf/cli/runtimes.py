@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ..config import BenchConfig
 from ..errors import GateFailed
+from ..fsutil import atomic_write_text
 from ..results.io import save
 from ..results.model import Result
 
@@ -113,7 +114,7 @@ def compare_command(model: str, backends: str, cfg: BenchConfig, output: Path | 
             written.append(str(save(r, folder / f"{b}-{r.case_key}.json")))
         summary = comp.to_dict()
         summary["results"] = {b: str(folder / f"{b}-{r.case_key}.json") for b, r in comp.results.items()}
-        (folder / "comparison.json").write_text(json.dumps(summary, indent=1, default=str))
+        atomic_write_text(folder / "comparison.json", json.dumps(summary, indent=1, default=str))
         written.append(str(folder / "comparison.json"))
     if json_out:
         sys.stdout.write(json.dumps(comp.to_dict(), default=str) + "\n")

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..config import BenchConfig
 from ..errors import BackendUnavailable, InferperfError, MeasurementError, ModelError, RuntimeFailure, UsageError
+from ..fsutil import atomic_open, atomic_write_text
 
 _ERRORS: dict[str, type[InferperfError]] = {
     c.__name__: c for c in (UsageError, ModelError, BackendUnavailable, RuntimeFailure, MeasurementError)
@@ -129,9 +130,8 @@ def write_npz(path: Path, doc: dict[str, Any]) -> None:
     header = {"n": len(doc["feeds"]), "names": list(doc["feeds"][0]) if doc["feeds"] else [],
               "n_out": [len(o) for o in doc["outputs"]], "int_ranges": doc["int_ranges"], "shapes": doc["shapes"]}
     arrays["header"] = np.array(json.dumps(header))
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(path)
+    with atomic_open(path, "wb") as f:
+        np.savez(f, **arrays)
 
 
 def read_npz(path: Path) -> dict[str, Any]:
@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
     except Exception as e:  # reported to the parent as data
         code = e.exit_code if isinstance(e, InferperfError) else 1
         msg = str(e) if isinstance(e, InferperfError) else f"{type(e).__name__}: {e}"
-        out.with_name(out.name + ".error.json").write_text(
+        atomic_write_text(out.with_name(out.name + ".error.json"),
             json.dumps({"type": type(e).__name__, "message": msg, "exit_code": code}))
         return code
 

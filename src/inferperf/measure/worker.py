@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..fsutil import atomic_write_text
+
 
 def main(argv: list[str]) -> int:
     """Run one job; returns the exit code (0 ok, else the error's exit code)."""
@@ -25,14 +27,13 @@ def main(argv: list[str]) -> int:
         cfg = BenchConfig.model_validate(job["config"]).model_copy(update={"repeat": 1})
         result = run_once(job["model"], cfg, command=job.get("command"), repeat_index=job.get("repeat_index", 0))
         result.config.repeat = job["config"].get("repeat", 1)
-        tmp = out_path.with_name(out_path.name + ".tmp")
-        tmp.write_text(result.model_dump_json())
-        tmp.replace(out_path)
+        atomic_write_text(out_path, result.model_dump_json())
         return 0
     except Exception as e:  # reported to the parent as data, never as a traceback
         code = getattr(e, "exit_code", 1) if isinstance(e, InferperfError) else 1
         msg = str(e) if isinstance(e, InferperfError) else f"{type(e).__name__}: {e}"
-        out_path.write_text(json.dumps({"error": {"type": type(e).__name__, "message": msg, "exit_code": code}}))
+        error = {"type": type(e).__name__, "message": msg, "exit_code": code}
+        atomic_write_text(out_path, json.dumps({"error": error}))
         return code
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..config import BenchConfig
 from ..errors import InferperfError, UsageError
+from ..fsutil import atomic_write_text
 from ..results.io import save
 from ..results.model import Result
 from ..system import collect_system
@@ -254,7 +255,7 @@ def optimize(
             say("sensitivity: comparing fp32 and int8 activations per tensor")
             ranking = rank_nodes(pre, static_row.path, eval_in.feeds[:4])
             sens = ranking
-            (out / "sensitivity.json").write_text(json.dumps(ranking, indent=1))
+            atomic_write_text(out / "sensitivity.json", json.dumps(ranking, indent=1))
             if opts.auto_exclude and static_row.accuracy and not static_row.accuracy["passed"]:
                 dst = out / f"{stem}.int8-static-auto.onnx"
                 s = qs["int8-static"]
@@ -324,7 +325,7 @@ def optimize(
     report = OptimizeReport(model=str(model), output=out, variants=rows, notes=notes, sensitivity=sens,
                             auto_exclude=auto, gate_failed=gate_failed,
                             gates_explicit=bool(opts.gates) or opts.fail_on_gate, isa_flags=isa)
-    (out / "optimize-summary.json").write_text(json.dumps(summary_doc(report), indent=1))
+    atomic_write_text(out / "optimize-summary.json", json.dumps(summary_doc(report), indent=1))
     return report
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..fsutil import atomic_write_text
 from .build import Report
 
 GROUP_TITLES = {
@@ -134,9 +135,7 @@ def write(rep: Report, output: str | Path, fmt: str = "html") -> Path:
     p = Path(output)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)
+        atomic_write_text(p, text)
     except OSError as e:
         raise UsageError(f"cannot write report to '{p}': {e.strerror or e}: choose another --output") from e
     return p

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import atomic_open
 from ..results.model import Result
 from .run import SweepOutcome
 
@@ -65,7 +66,7 @@ def rows(outcome: SweepOutcome) -> list[dict[str, Any]]:
 
 def write_csv(outcome: SweepOutcome, path: Path) -> Path:
     """Write ``sweep.csv`` (columns :data:`COLUMNS`)."""
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         w.writerows(rows(outcome))

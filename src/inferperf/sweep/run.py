@@ -25,6 +25,7 @@ from typing import Any
 
 from ..analysis.findings import Finding, findings
 from ..errors import InferperfError, UsageError
+from ..fsutil import atomic_write_text
 from ..measure.runner import aggregate, run_in_worker
 from ..results.io import load, save
 from ..results.model import Result
@@ -44,9 +45,7 @@ class SweepOutcome:
 
 
 def _write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(doc, indent=1))
 
 
 def _case_id(case: Case) -> str:
