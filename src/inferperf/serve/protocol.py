@@ -1,0 +1,400 @@
+"""KServe v2 (Open Inference Protocol) REST tensors and Triton's binary tensor extension.
+
+Decoding turns a request body into numpy arrays validated against the model's
+tensors: JSON ``data`` (flat or nested, row-major) goes straight into one
+``np.array`` of the declared dtype; binary tensors (``binary_data_size`` plus
+the ``Inference-Header-Content-Length`` header) are zero-copy
+``np.frombuffer`` views of the body. Every fault is a :class:`ProtocolError`
+(400 unless stated) whose message names the tensor and what was expected.
+Nothing is allocated from a size the client claims before the body is known
+to hold it: a shape of 10^12 elements with 12 bytes of data is refused, not
+allocated.
+
+Encoding writes the response in one piece: JSON via orjson (flat ``data``), or
+the JSON header followed by the raw tensors when the client asked for binary
+(``parameters.binary_data_output`` on the request or ``binary_data`` on an
+output). Non-finite floats (NaN, +-Inf) cannot be written as JSON numbers and
+are not turned into ``null``: a JSON answer holding them is refused with 500
+and a message telling the client to ask for that output as binary data.
+
+Sources: https://github.com/kserve/open-inference-protocol (REST), Triton's
+docs/protocol/extension_binary_data.md.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import orjson
+
+#: KServe v2 datatype -> numpy dtype (BYTES -> object array of ``bytes``).
+NUMPY_DTYPE: dict[str, Any] = {
+    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(object),
+}  # fmt: skip
+_DATATYPE_OF = {v: k for k, v in NUMPY_DTYPE.items() if k != "BYTES"}
+#: KServe datatype -> Triton model-config ``data_type``.
+TRITON_DATA_TYPE = {k: ("TYPE_STRING" if k == "BYTES" else f"TYPE_{k}") for k in NUMPY_DTYPE}
+HEADER_LENGTH = "inference-header-content-length"
+_U32 = struct.Struct("<I")
+
+
+class ProtocolError(Exception):
+    """A request the protocol refuses; ``status`` is the HTTP code (400 unless stated)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class TensorLike(Protocol):
+    """Model tensor metadata: ``name``, KServe ``datatype`` and ``shape`` (-1 = free, batch dim included)."""
+
+    name: str
+    datatype: str
+    shape: Sequence[int]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A model input or output as the protocol sees it (``shape`` has -1 for free dims)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class InferRequest:
+    """A decoded, validated request.
+
+    ``inputs`` name -> array (shape as sent, batch dim first when the model batches);
+    ``rows``: batch rows (1 when ``max_batch_size`` is 0); ``outputs``: requested
+    output names in order (None = all); ``binary``: name -> send as binary.
+    """
+
+    id: str | None
+    inputs: dict[str, np.ndarray]
+    rows: int
+    outputs: list[str] | None
+    binary: dict[str, bool] = field(default_factory=dict)
+    binary_default: bool = False
+
+
+def datatype_of(array: np.ndarray) -> str:
+    """KServe datatype of a numpy array (object/str arrays are BYTES).
+
+    Raises:
+        ProtocolError: 500 for a dtype KServe cannot carry.
+    """
+    if array.dtype.kind in "OSU":
+        return "BYTES"
+    try:
+        return _DATATYPE_OF[array.dtype]
+    except KeyError:
+        raise ProtocolError(f"output dtype {array.dtype} has no KServe v2 datatype", status=500) from None
+
+
+def _as_dict(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _parse_header(body: bytes, header_length: str | None) -> tuple[dict[str, Any], int]:
+    """Parse the JSON header; returns (header, offset of the binary part)."""
+    end = len(body)
+    if header_length is not None:
+        text = header_length.strip()
+        if not text.lstrip("-").isdigit():
+            raise ProtocolError(f"Inference-Header-Content-Length '{header_length}' is not a number of bytes")
+        end = int(text)
+        if end < 0:
+            raise ProtocolError(f"Inference-Header-Content-Length {end} is negative: give the JSON header's length")
+        if end == 0:
+            raise ProtocolError(
+                "raw binary requests (Inference-Header-Content-Length: 0) are not supported: send the JSON header"
+            )
+        if end > len(body):
+            raise ProtocolError(
+                f"Inference-Header-Content-Length {end} is larger than the body ({len(body)} bytes)"
+            )
+    try:
+        header = orjson.loads(body[:end] if end != len(body) else body)
+    except orjson.JSONDecodeError as e:
+        raise ProtocolError(f"request body is not valid JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("request body must be a JSON object with an 'inputs' list")
+    return header, end
+
+
+def _shape_of(entry: dict[str, Any], name: str) -> tuple[int, ...]:
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(type(d) is int for d in shape):
+        raise ProtocolError(f"input '{name}': 'shape' must be a list of integers, got {shape!r}")
+    if any(d < 0 for d in shape):
+        raise ProtocolError(f"input '{name}': shape {shape} has a negative dim")
+    return tuple(shape)
+
+
+def _check_against_spec(name: str, datatype: Any, shape: tuple[int, ...], spec: TensorLike) -> None:
+    if datatype != spec.datatype:
+        raise ProtocolError(f"input '{name}': datatype {datatype!r} does not match the model's {spec.datatype}")
+    expected = list(spec.shape)
+    ok = len(shape) == len(expected) and all(e < 0 or e == d for e, d in zip(expected, shape, strict=True))
+    if not ok:
+        raise ProtocolError(f"input '{name}': shape {list(shape)} does not match the model's {expected} (-1 = any)")
+
+
+def _decode_json_data(name: str, data: Any, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
+    n = math.prod(shape)
+    if not isinstance(data, list):
+        raise ProtocolError(f"input '{name}': 'data' must be a JSON list")
+    try:
+        if datatype == "BYTES":
+            flat = _flatten(data)
+            if not all(isinstance(x, str) for x in flat):
+                raise ValueError("BYTES elements must be strings")
+            arr = np.empty(len(flat), dtype=object)
+            arr[:] = [x.encode() for x in flat]
+        else:
+            arr = np.array(data, dtype=NUMPY_DTYPE[datatype])
+            if datatype == "BOOL" and not all(isinstance(x, bool) for x in _flatten(data)):
+                raise ValueError("BOOL elements must be true or false")
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ProtocolError(f"input '{name}': 'data' does not hold {datatype} values ({e})") from None
+    if arr.size != n:
+        raise ProtocolError(f"input '{name}': shape {list(shape)} needs {n} elements, 'data' holds {arr.size}")
+    return arr.reshape(shape)
+
+
+def _flatten(data: list[Any]) -> list[Any]:
+    if not any(isinstance(x, list) for x in data):
+        return data
+    out: list[Any] = []
+    stack = [iter(data)]
+    while stack:
+        for x in stack[-1]:
+            if isinstance(x, list):
+                stack.append(iter(x))
+                break
+            out.append(x)
+        else:
+            stack.pop()
+    return out
+
+
+def _decode_binary(name: str, body: bytes, offset: int, size: Any, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
+    if type(size) is not int or size < 0:
+        raise ProtocolError(f"input '{name}': binary_data_size {size!r} must be a non-negative integer")
+    if offset + size > len(body):
+        raise ProtocolError(
+            f"input '{name}': binary_data_size {size} runs past the body ({len(body) - offset} bytes left)"
+        )
+    n = math.prod(shape)
+    if datatype == "BYTES":
+        return _decode_bytes(name, body, offset, size, n).reshape(shape)
+    dtype = NUMPY_DTYPE[datatype]
+    if n * dtype.itemsize != size:
+        raise ProtocolError(
+            f"input '{name}': shape {list(shape)} of {datatype} needs {n * dtype.itemsize} bytes,"
+            f" binary_data_size is {size}"
+        )
+    return np.frombuffer(body, dtype=dtype, count=n, offset=offset).reshape(shape)
+
+
+def _decode_bytes(name: str, body: bytes, offset: int, size: int, n: int) -> np.ndarray:
+    """BYTES elements: 4-byte little-endian length, then the bytes; exactly ``n`` of them in ``size`` bytes."""
+    if n * 4 > size:
+        raise ProtocolError(f"input '{name}': {n} BYTES elements need at least {n * 4} bytes, got {size}")
+    end, pos = offset + size, offset
+    items = []
+    for i in range(n):
+        if pos + 4 > end:
+            raise ProtocolError(f"input '{name}': BYTES element {i} has a truncated length prefix")
+        (length,) = _U32.unpack_from(body, pos)
+        pos += 4
+        if pos + length > end:
+            raise ProtocolError(f"input '{name}': BYTES element {i} claims {length} bytes, {end - pos} left")
+        items.append(body[pos : pos + length])
+        pos += length
+    if pos != end:
+        raise ProtocolError(f"input '{name}': {end - pos} bytes left after {n} BYTES elements")
+    arr = np.empty(n, dtype=object)
+    arr[:] = items
+    return arr
+
+
+def decode_request(
+    body: bytes,
+    header_length: str | None,
+    inputs: Sequence[TensorLike],
+    outputs: Sequence[TensorLike],
+    max_batch_size: int,
+) -> InferRequest:
+    """Decode and validate one ``/infer`` body.
+
+    Args:
+        body: the whole request body (binary views point into it; keep it alive).
+        header_length: the ``Inference-Header-Content-Length`` header (None = the body is all JSON).
+        inputs, outputs: the model's tensors (shape with -1 for free dims; batch dim included when
+            ``max_batch_size`` > 0).
+        max_batch_size: Triton's meaning: most rows per request; 0 = no batch dim.
+
+    Raises:
+        ProtocolError: 400 naming the tensor (unknown/missing input, datatype, shape, element count,
+            rows over ``max_batch_size``, malformed binary data); unknown requested outputs.
+    """
+    header, offset = _parse_header(body, header_length)
+    entries = header.get("inputs")
+    if not isinstance(entries, list) or not entries:
+        raise ProtocolError("request needs a non-empty 'inputs' list")
+    specs = {s.name: s for s in inputs}
+    arrays: dict[str, np.ndarray] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ProtocolError("each input must be an object with a 'name'")
+        name = entry["name"]
+        spec = specs.get(name)
+        if spec is None:
+            raise ProtocolError(f"unknown input '{name}': the model's inputs are {sorted(specs)}")
+        if name in arrays:
+            raise ProtocolError(f"input '{name}' is given twice")
+        shape = _shape_of(entry, name)
+        _check_against_spec(name, entry.get("datatype"), shape, spec)
+        params = _as_dict(entry.get("parameters"), f"input '{name}' parameters")
+        if "binary_data_size" in params:
+            if "data" in entry:
+                raise ProtocolError(f"input '{name}': give 'data' or binary_data_size, not both")
+            size = params["binary_data_size"]
+            arrays[name] = _decode_binary(name, body, offset, size, spec.datatype, shape)
+            offset += size
+        elif "data" in entry:
+            arrays[name] = _decode_json_data(name, entry["data"], spec.datatype, shape)
+        else:
+            raise ProtocolError(f"input '{name}' has neither 'data' nor parameters.binary_data_size")
+    if offset != len(body):
+        raise ProtocolError(f"{len(body) - offset} bytes of binary data follow the last binary input: check sizes")
+    missing = [n for n in specs if n not in arrays]
+    if missing:
+        raise ProtocolError(f"missing input(s) {missing}: the model needs {list(specs)}")
+    rows = _rows(arrays, max_batch_size)
+    req_params = _as_dict(header.get("parameters"), "request parameters")
+    request_id = header.get("id")
+    req = InferRequest(
+        id=str(request_id) if request_id is not None else None,
+        inputs=arrays,
+        rows=rows,
+        outputs=None,
+        binary_default=bool(req_params.get("binary_data_output", False)),
+    )
+    _requested_outputs(header.get("outputs"), {s.name for s in outputs}, req)
+    return req
+
+
+def _rows(arrays: dict[str, np.ndarray], max_batch_size: int) -> int:
+    if max_batch_size <= 0:
+        return 1
+    rows = {name: (a.shape[0] if a.ndim else 0) for name, a in arrays.items()}
+    first = next(iter(rows.values()))
+    if any(r != first for r in rows.values()):
+        raise ProtocolError(f"inputs disagree on the batch dim (rows): {rows}")
+    if first < 1 or first > max_batch_size:
+        raise ProtocolError(f"batch of {first} rows is outside 1..max_batch_size ({max_batch_size})")
+    return first
+
+
+def _requested_outputs(entries: Any, known: set[str], req: InferRequest) -> None:
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        raise ProtocolError("'outputs' must be a list of {\"name\": ...} objects")
+    names: list[str] = []
+    for entry in entries:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if name not in known:
+            raise ProtocolError(f"unknown output {name!r}: the model's outputs are {sorted(known)}")
+        params = _as_dict(entry.get("parameters"), f"output '{name}' parameters")
+        if "classification" in params:
+            raise ProtocolError(f"output '{name}': the classification extension is not supported")
+        if "binary_data" in params:
+            req.binary[name] = bool(params["binary_data"])
+        names.append(name)
+    req.outputs = names or None
+
+
+def _json_data(name: str, arr: np.ndarray) -> Any:
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if flat.dtype.kind == "f" and not np.isfinite(flat).all():
+        raise ProtocolError(
+            f"output '{name}' holds non-finite values (NaN/Inf), which JSON cannot carry:"
+            " request it as binary (parameters.binary_data_output=true or outputs[].parameters.binary_data=true)",
+            status=500,
+        )
+    if flat.dtype.kind in "OSU":
+        try:
+            return [x.decode() if isinstance(x, bytes) else str(x) for x in flat.tolist()]
+        except UnicodeDecodeError:
+            raise ProtocolError(f"output '{name}' holds non-UTF-8 bytes: request it as binary", status=500) from None
+    return flat.astype(np.float32) if flat.dtype == np.float16 else flat  # orjson has no float16
+
+
+def _binary_data(arr: np.ndarray) -> bytes | memoryview:
+    if arr.dtype.kind in "OSU":
+        parts = []
+        for x in arr.reshape(-1).tolist():
+            b = x if isinstance(x, bytes) else str(x).encode()
+            parts += [_U32.pack(len(b)), b]
+        return b"".join(parts)
+    return memoryview(np.ascontiguousarray(arr)).cast("B")
+
+
+def encode_response(
+    model_name: str, model_version: str, req: InferRequest, outputs: dict[str, np.ndarray]
+) -> tuple[bytes, dict[str, str]]:
+    """Encode the answer to ``req`` in one piece.
+
+    Args:
+        outputs: name -> array for this request's rows (only the requested ones are sent, in the
+            requested order; all, in the given order, when none were requested).
+
+    Returns:
+        (body, headers): headers hold ``content-type`` and, when any output is binary,
+        ``inference-header-content-length``.
+
+    Raises:
+        ProtocolError: 500 when an output cannot be written as JSON (non-finite floats, non-UTF-8 bytes).
+    """
+    names = req.outputs or list(outputs)
+    meta: list[dict[str, Any]] = []
+    blobs: list[bytes | memoryview] = []
+    for name in names:
+        arr = outputs[name]
+        entry: dict[str, Any] = {"name": name, "datatype": datatype_of(arr), "shape": list(arr.shape)}
+        if req.binary.get(name, req.binary_default):
+            blob = _binary_data(arr)
+            entry["parameters"] = {"binary_data_size": len(blob) if isinstance(blob, bytes) else blob.nbytes}
+            blobs.append(blob)
+        else:
+            entry["data"] = _json_data(name, arr)
+        meta.append(entry)
+    doc: dict[str, Any] = {"model_name": model_name, "model_version": model_version, "outputs": meta}
+    if req.id is not None:
+        doc["id"] = req.id
+    head = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not blobs:
+        return head, {"content-type": "application/json"}
+    return b"".join([head, *blobs]), {
+        "content-type": "application/octet-stream",
+        HEADER_LENGTH: str(len(head)),
+    }
