@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import atomic_path
+
 BATCH_SYMBOL = "batch"
 
 
@@ -87,7 +89,6 @@ def make_batch_dynamic(src: Path, dst: Path) -> list[str]:
             dims[0].dim_param = BATCH_SYMBOL
     del model.graph.value_info[:]
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")
-    onnx.save(model, str(tmp))
-    tmp.replace(dst)
+    with atomic_path(dst) as tmp:
+        onnx.save(model, str(tmp))
     return names
