@@ -1,0 +1,383 @@
+"""The dynamic batcher: Triton's batch-formation rule (pure) and the asyncio queue around it.
+
+Batch formation (:func:`decide`) is a pure function of the queue, the time and
+the policy, so tests check it exactly on :class:`~inferperf.clock.FakeClock`.
+It follows Triton's ``DynamicBatchScheduler::GetDynamicBatch``
+(triton-inference-server/core ``src/dynamic_batch_scheduler.cc``; docs:
+``docs/user_guide/batcher.md`` "Dynamic Batcher"), evaluated when a model
+instance is free:
+
+* requests join in arrival order (FIFO); ``max_batch_size`` counts rows;
+* a request whose non-batch dims or datatypes differ from the batch's first
+  request ends the batch (no padding, no reordering: ragged requests run apart);
+  so does one that would take the batch past ``max_batch_size`` rows;
+* with no ``preferred_batch_size``, Triton's config normalisation makes it
+  ``[max_batch_size]``; reaching a preferred size dispatches at once (the
+  largest one reached); when the next request would pass the largest preferred
+  size, what is gathered before it is dispatched at once;
+* otherwise the batch waits until ``max_queue_delay_us`` after the OLDEST
+  waiting request's arrival (0 = never wait), then goes with all it gathered.
+
+With dynamic batching off each request is its own batch, still through the
+queue (``max_queue_size`` applies) and the instances (``instance_count`` apply).
+
+:class:`DynamicBatcher` is the asyncio plumbing: admission (``QueueFull``
+beyond exactly ``max_queue_size`` waiting requests), the dispatcher task that
+forms a batch whenever an instance is free, dropping requests whose client
+went away before their batch runs, and handing each batch to ``execute``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from ..clock import SYSTEM_CLOCK, Clock
+from .errors import Cancelled, NotReady, QueueFull
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    """How batches are formed (Triton's ``dynamic_batching`` settings, times in ns).
+
+    Attributes:
+        max_batch_size: most rows in one model call (>= 1; a model without a batch dim uses 1
+            and ``dynamic=False``).
+        dynamic: Triton's ``dynamic_batching {}``; False = one request per batch.
+        max_queue_delay_ns: how long the oldest waiting request may wait for more rows (ns; 0 = never).
+        preferred_batch_sizes: row counts that dispatch at once (sorted, each <= ``max_batch_size``);
+            empty = ``(max_batch_size,)`` as Triton normalises it.
+    """
+
+    max_batch_size: int = 1
+    dynamic: bool = False
+    max_queue_delay_ns: int = 0
+    preferred_batch_sizes: tuple[int, ...] = ()
+
+    @property
+    def preferred(self) -> tuple[int, ...]:
+        """Preferred sizes in force: the configured ones, else ``(max_batch_size,)``."""
+        return self.preferred_batch_sizes or (self.max_batch_size,)
+
+
+class Queued(Protocol):
+    """What :func:`decide` reads of a waiting request."""
+
+    rows: int
+    key: Hashable
+    arrival_ns: int
+
+
+class Decision(NamedTuple):
+    """Result of :func:`decide`.
+
+    ``take``: how many requests from the head of the queue form the batch to dispatch now (0 = none);
+    ``wait_until_ns``: when ``take`` is 0 and the queue is not empty, the time (ns, clock of the
+    arrivals) at which the oldest request's delay expires; None otherwise.
+    """
+
+    take: int
+    wait_until_ns: int | None
+
+
+def decide(queue: Sequence[Queued], now_ns: int, policy: BatchPolicy, flush: bool = False) -> Decision:
+    """Which requests to dispatch now, given the queue (oldest first), the time and the policy.
+
+    Called when a model instance is free. Pure: no clock, no I/O.
+
+    Args:
+        queue: waiting requests in arrival order.
+        now_ns: the current time (ns, same clock as ``arrival_ns``).
+        policy: the batching rules.
+        flush: dispatch what can be gathered without waiting (shutdown drain).
+
+    Returns:
+        A :class:`Decision`.
+    """
+    if not queue:
+        return Decision(0, None)
+    if not policy.dynamic:
+        return Decision(1, None)
+    preferred = policy.preferred
+    max_preferred = max(preferred)
+    key = queue[0].key
+    pending_rows = pending_n = 0
+    best_n = 0  # requests in the best batch found that may go at once (a preferred size, or saturated)
+    send_now = False
+    for req in queue:
+        rows = max(1, req.rows)
+        if pending_n:
+            if pending_rows + rows > max_preferred and best_n == 0:
+                best_n = pending_n  # the next request would pass every preferred size
+            if pending_rows + rows > policy.max_batch_size or req.key != key:
+                send_now = True  # the batch cannot grow: full, or the next request is ragged
+                break
+        pending_rows += rows
+        pending_n += 1
+        if pending_rows in preferred:
+            best_n = pending_n
+    delay_exceeded = policy.max_queue_delay_ns > 0 and now_ns - queue[0].arrival_ns >= policy.max_queue_delay_ns
+    if best_n and not delay_exceeded:
+        return Decision(best_n, None)
+    if send_now or pending_rows >= max_preferred or delay_exceeded or policy.max_queue_delay_ns == 0 or flush:
+        return Decision(pending_n, None)
+    return Decision(0, queue[0].arrival_ns + policy.max_queue_delay_ns)
+
+
+class Observer(Protocol):
+    """Callbacks the serving core makes (part A's metrics implement them); see serve-contract.md."""
+
+    def request_queued(self, model: str) -> None:  # pragma: no cover - protocol
+        """Queue depth +1."""
+
+    def request_dequeued(self, model: str) -> None:  # pragma: no cover - protocol
+        """Queue depth -1 (taken into a batch or cancelled)."""
+
+    def rejected(self, model: str, reason: str) -> None:  # pragma: no cover - protocol
+        """A request refused: ``queue_full``, ``not_ready`` or ``shutting_down`` (never queued)."""
+
+    def cancelled(self, model: str) -> None:  # pragma: no cover - protocol
+        """A queued request dropped because its client went away."""
+
+    def batch_executed(
+        self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int], compute_ns: int, failed: bool
+    ) -> None:  # pragma: no cover - protocol
+        """One model call finished: rows, requests, each request's queue time (ns), compute time (ns)."""
+
+
+class NullObserver:
+    """An observer that records nothing."""
+
+    def request_queued(self, model: str) -> None:
+        """No-op."""
+
+    def request_dequeued(self, model: str) -> None:
+        """No-op."""
+
+    def rejected(self, model: str, reason: str) -> None:
+        """No-op."""
+
+    def cancelled(self, model: str) -> None:
+        """No-op."""
+
+    def batch_executed(self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int],
+                       compute_ns: int, failed: bool) -> None:
+        """No-op."""
+
+
+@dataclass(eq=False)
+class Request:
+    """One accepted request waiting in (or taken from) the queue.
+
+    Attributes:
+        inputs: input name -> array (batch dim first when the model batches).
+        rows: batch rows (1 for a model without a batch dim).
+        key: what must match for requests to share a batch (non-batch dims and datatypes).
+        arrival_ns: when it was queued (clock ns).
+        is_disconnected: async callable, True once the client went away (None = never asked).
+        future: resolved with the request's outputs, or an exception.
+        dispatch_ns: when its batch was dispatched (clock ns), 0 until then.
+    """
+
+    inputs: dict[str, Any]
+    rows: int
+    key: Hashable
+    arrival_ns: int
+    is_disconnected: Callable[[], Awaitable[bool]] | None = None
+    future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    dispatch_ns: int = 0
+
+
+#: ``execute(batch)``: run one batch and resolve every request's future (outputs or an exception).
+Execute = Callable[[list[Request]], Awaitable[None]]
+
+
+class DynamicBatcher:
+    """Queue, admission and the dispatcher task for one model.
+
+    Args:
+        model: model name (for observer calls and messages).
+        policy: batch formation rules.
+        execute: coroutine running one batch on a free instance and resolving each request's future;
+            at most ``slots`` run at once.
+        slots: model instances (batches in flight at once).
+        max_queue_size: requests that may wait; the next one gets :class:`QueueFull` (0 = unbounded).
+        clock: arrival and deadline clock (the event loop's timeouts must run on the same time).
+        observer: metrics callbacks.
+
+    Call :meth:`start` inside the running event loop, :meth:`submit` per request, :meth:`close` at the end.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        policy: BatchPolicy,
+        execute: Execute,
+        slots: int,
+        max_queue_size: int = 0,
+        clock: Clock = SYSTEM_CLOCK,
+        observer: Observer | None = None,
+    ) -> None:
+        self.model = model
+        self.policy = policy
+        self._execute = execute
+        self._free = slots
+        self._slots = slots
+        self.max_queue_size = max_queue_size
+        self._clock = clock
+        self._observer = observer or NullObserver()
+        self._queue: deque[Request] = deque()
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self.dispatched: list[tuple[int, list[Request]]] = []  # (dispatch ns, batch): kept only when record=True
+        self.record = False
+
+    @property
+    def depth(self) -> int:
+        """Requests waiting now."""
+        return len(self._queue)
+
+    @property
+    def started(self) -> bool:
+        """True once :meth:`start` ran."""
+        return self._task is not None
+
+    @property
+    def closing(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closing
+
+    @property
+    def in_flight(self) -> int:
+        """Batches running now."""
+        return self._slots - self._free
+
+    def start(self) -> None:
+        """Start the dispatcher task on the running loop."""
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._dispatch_loop(), name=f"batcher:{self.model}")
+
+    async def submit(self, request: Request) -> Any:
+        """Queue ``request`` and wait for its outputs.
+
+        Raises:
+            QueueFull: ``max_queue_size`` requests already wait.
+            NotReady: the batcher is shutting down (reason ``shutting_down``).
+            Cancelled: the client went away before its batch ran.
+            ModelExecutionError: the batch failed.
+        """
+        if self._closing or self._wake is None:
+            reason = "shutting_down" if self._closing else "not_ready"
+            self._observer.rejected(self.model, reason)
+            raise NotReady(self.model, reason)
+        if self.max_queue_size and len(self._queue) >= self.max_queue_size:
+            self._observer.rejected(self.model, "queue_full")
+            raise QueueFull(self.model, self.max_queue_size)
+        self._queue.append(request)
+        self._observer.request_queued(self.model)
+        self._wake.set()
+        try:
+            return await request.future
+        except asyncio.CancelledError:
+            self._drop_if_queued(request)  # the caller's task was cancelled (client gone)
+            raise
+
+    def _drop_if_queued(self, request: Request) -> None:
+        try:
+            self._queue.remove(request)
+        except ValueError:
+            return  # already taken into a batch
+        self._observer.request_dequeued(self.model)
+        self._observer.cancelled(self.model)
+        if not request.future.done():
+            request.future.set_exception(Cancelled(self.model))
+        assert self._wake is not None
+        self._wake.set()
+
+    async def _dispatch_loop(self) -> None:
+        assert self._wake is not None
+        wake = self._wake
+        while True:
+            wake.clear()
+            if self._closing and not self._queue:
+                return
+            if self._free == 0 or not self._queue:
+                await wake.wait()
+                continue
+            now = self._clock.now_ns()
+            take, until = decide(self._queue, now, self.policy, flush=self._closing)
+            if take == 0:
+                assert until is not None
+                try:
+                    await asyncio.wait_for(wake.wait(), max(0, until - now) / 1e9)
+                except TimeoutError:
+                    pass
+                continue
+            batch = [self._queue.popleft() for _ in range(take)]
+            gone = await self._disconnected(batch)
+            if gone:
+                for req in reversed([r for r in batch if r not in gone]):
+                    self._queue.appendleft(req)  # re-form without them: same arrivals, same rule
+                continue
+            self._launch(batch)
+
+    async def _disconnected(self, batch: list[Request]) -> list[Request]:
+        """Requests of ``batch`` whose client went away (their futures failed with Cancelled)."""
+        asks = [(r, r.is_disconnected) for r in batch if r.is_disconnected is not None or r.future.done()]
+        if not asks:
+            return []
+        gone = []
+        for req, ask in asks:
+            try:
+                away = req.future.done() or (ask is not None and await ask())
+            except Exception:
+                away = True
+            if away:
+                gone.append(req)
+                self._observer.request_dequeued(self.model)
+                self._observer.cancelled(self.model)
+                if not req.future.done():
+                    req.future.set_exception(Cancelled(self.model))
+        return gone
+
+    def _launch(self, batch: list[Request]) -> None:
+        now = self._clock.now_ns()
+        for req in batch:
+            req.dispatch_ns = now
+            self._observer.request_dequeued(self.model)
+        if self.record:
+            self.dispatched.append((now, batch))
+        self._free -= 1
+        task = asyncio.get_running_loop().create_task(self._run(batch))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _run(self, batch: list[Request]) -> None:
+        try:
+            await self._execute(batch)
+        finally:
+            self._free += 1
+            assert self._wake is not None
+            self._wake.set()
+
+    async def close(self, drain: bool = True) -> None:
+        """Stop accepting; with ``drain`` answer every queued request (no more waiting for the delay),
+        else fail queued requests with NotReady (``shutting_down``); then wait for running batches."""
+        self._closing = True
+        if not drain:
+            while self._queue:
+                req = self._queue.popleft()
+                self._observer.request_dequeued(self.model)
+                if not req.future.done():
+                    req.future.set_exception(NotReady(self.model, "shutting_down"))
+        if self._wake is not None:
+            self._wake.set()
+        if self._task is not None:
+            await self._task
+        while self._running:
+            await asyncio.gather(*list(self._running), return_exceptions=True)

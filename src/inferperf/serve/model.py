@@ -1,0 +1,392 @@
+"""``ServedModel``: the one object the serving app talks to (load, infer, stats, close).
+
+``ServedModel.load`` resolves the model as bench does (``zoo:NAME`` or a file;
+a fixed batch of 1 goes through bench's make-batchable-and-verify path), starts
+``instance_count`` instances (:mod:`inferperf.serve.instances`), warms them up
+with the given shapes, and builds the KServe v2 metadata. ``infer`` queues one
+request in the dynamic batcher (:mod:`inferperf.serve.batcher`) and returns
+exactly its own rows. ``stats`` gives Triton's statistics-extension numbers.
+
+Datatypes are KServe v2's (``FP32``, ``INT64``, ``BYTES`` ...); shapes hold -1
+for free dims, the batch dim included as -1 when ``max_batch_size`` > 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..config import BenchConfig
+from ..errors import UsageError
+from ..measure.batching import make_batchable, needs_batching
+from ..measure.facts import torch_facts
+from ..results.model import TensorInfo
+from ..system import collect_system
+from ..workload.data import build_workload
+from ..workload.shapes import is_symbolic
+from ..workload.signature import inspect_model
+from ..zoo import resolve as zoo_resolve
+from ..zoo import zoo_name
+from .batcher import BatchPolicy, DynamicBatcher, NullObserver, Observer, Request
+from .errors import ModelExecutionError, NotReady
+from .instances import InstancePool
+from .options import AUTO_MAX_BATCH_SIZE, ServeOptions
+
+#: numpy dtype name (as backends report it) -> KServe v2 datatype.
+KSERVE_DATATYPE = {
+    "bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
+    "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "float16": "FP16",
+    "float32": "FP32", "float64": "FP64", "bfloat16": "BF16", "str": "BYTES", "object": "BYTES",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """One input or output: ``name``, KServe ``datatype``, ``shape`` (-1 = free; batch dim included)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """What ``GET /v2/models/{name}`` reports: name, versions, platform, inputs and outputs."""
+
+    name: str
+    versions: tuple[str, ...]
+    platform: str
+    inputs: tuple[TensorMeta, ...]
+    outputs: tuple[TensorMeta, ...]
+
+
+def _meta_shape(info: TensorInfo, batched: bool, given: Sequence[int] | None, dims: dict[str, int]) -> tuple[int, ...]:
+    """Declared dims with free ones as -1, fixed by ``--shape`` (``given``) or ``--dim``; axis 0 is -1 if ``batched``."""
+    out = []
+    for axis, d in enumerate(info.shape):
+        if axis == 0 and batched:
+            out.append(-1)
+        elif given is not None:
+            out.append(int(given[axis]))
+        elif not is_symbolic(d):
+            out.append(int(d))  # type: ignore[arg-type]
+        elif isinstance(d, str) and d in dims:
+            out.append(int(dims[d]))
+        else:
+            out.append(-1)
+    return tuple(out)
+
+
+def _given_shapes(inputs: list[TensorInfo], cfg: BenchConfig) -> dict[str, list[int]]:
+    """``--shape`` values by input name, checked against the inputs (names, rank, fixed dims)."""
+    shapes = dict(cfg.workload.shapes)
+    names = [i.name for i in inputs]
+    if "" in shapes:
+        if len(inputs) != 1:
+            raise UsageError(f"--shape without an input name needs a model with one input; this one has {names}")
+        shapes[names[0]] = shapes.pop("")
+    unknown = [n for n in shapes if n not in names]
+    if unknown:
+        raise UsageError(f"--shape names unknown input(s) {unknown}: the model's inputs are {names}")
+    for info in inputs:
+        given = shapes.get(info.name)
+        if given is None:
+            continue
+        if len(given) != len(info.shape):
+            raise UsageError(f"--shape {info.name} has rank {len(given)} but the input has rank {len(info.shape)}")
+        for axis, (want, got) in enumerate(zip(info.shape, given, strict=True)):
+            if not is_symbolic(want) and want != got:
+                raise UsageError(f"--shape {info.name} contradicts fixed dim {axis} (= {want}): keep {want} there")
+    return shapes
+
+
+@dataclass
+class _Counter:
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int, n: int = 1) -> None:
+        self.count += n
+        self.ns += ns
+
+    def doc(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass
+class _Stats:
+    """Triton's statistics extension, cumulative (counts per request, batch_stats per execution)."""
+
+    success: _Counter = field(default_factory=_Counter)
+    fail: _Counter = field(default_factory=_Counter)
+    queue: _Counter = field(default_factory=_Counter)
+    compute_input: _Counter = field(default_factory=_Counter)
+    compute_infer: _Counter = field(default_factory=_Counter)
+    compute_output: _Counter = field(default_factory=_Counter)
+    batches: dict[int, list[_Counter]] = field(default_factory=dict)  # rows -> [input, infer, output]
+    inference_count: int = 0
+    execution_count: int = 0
+    last_inference_ms: int = 0
+
+
+class ServedModel:
+    """A loaded, warmed-up model behind a dynamic batcher and ``instance_count`` instances.
+
+    Build it with :meth:`load`. Attributes: ``name``, ``version``, ``metadata``
+    (:class:`ModelMetadata`), ``max_batch_size`` (Triton's meaning; 0 = no batch dim), ``options``,
+    ``ready`` (loaded and warmed up, not closing), ``notes`` (warnings for the banner/Result),
+    ``effective`` (session settings as the runtime resolved them).
+    One event loop per instance: the batcher starts on the first :meth:`infer`.
+    """
+
+    def __init__(self, name: str, version: str, metadata: ModelMetadata, max_batch_size: int, options: ServeOptions,
+                 pool: InstancePool, observer: Observer | None, clock: Clock, notes: list[str]) -> None:
+        self.name = name
+        self.version = version
+        self.metadata = metadata
+        self.max_batch_size = max_batch_size
+        self.options = options
+        self.notes = notes
+        self.effective = pool.effective
+        self._pool = pool
+        self._observer = observer or NullObserver()
+        self._clock = clock
+        self._stats = _Stats()
+        policy = BatchPolicy(
+            max_batch_size=max(1, max_batch_size),
+            dynamic=options.dynamic_batching and max_batch_size > 0,
+            max_queue_delay_ns=options.max_queue_delay_us * 1000,
+            preferred_batch_sizes=tuple(options.preferred_batch_size),
+        )
+        self.batcher = DynamicBatcher(name, policy, self._execute, pool.count, options.max_queue_size, clock,
+                                      self._observer)
+        self._input_names = [t.name for t in metadata.inputs]
+        self._output_names = [t.name for t in metadata.outputs]
+        self.ready = True
+
+    @classmethod
+    def load(
+        cls,
+        model: str,
+        config: BenchConfig,
+        options: ServeOptions,
+        name: str | None = None,
+        observer: Observer | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        shared_session: bool = False,
+    ) -> ServedModel:
+        """Resolve, batch if needed, create the instances and warm them up.
+
+        Args:
+            model: ONNX file path or ``zoo:NAME`` (a PyTorch ``.pt``/``module:function`` with ``backend=torch``).
+            config: backend, session settings and workload (``shapes``/``dims`` fix dims and shape the
+                warm-up; ``warmup.iterations`` runs per warm-up shape and instance).
+            options: serving settings.
+            name: model name (default: the zoo name or the file stem).
+            observer: metrics callbacks.
+            clock: times queue and compute phases.
+            shared_session: one session for every instance (see :mod:`inferperf.serve.instances`).
+
+        Raises:
+            UsageError / ModelError / BackendUnavailable: bad model, flags or shapes (before any port is bound).
+        """
+        zname = zoo_name(str(model))
+        path = Path(zoo_resolve(str(model)))
+        is_onnx = path.suffix.lower() == ".onnx"
+        facts = torch_facts(str(model)) if (config.backend == "torch" and not is_onnx) else inspect_model(path)
+        notes: list[str] = []
+        want = options.max_batch_size
+        if want is None and options.dynamic_batching:
+            want = AUTO_MAX_BATCH_SIZE
+        if is_onnx and config.backend != "torch" and want and needs_batching(facts.path, want):
+            batched, how = make_batchable(facts.path, facts.sha256, want, config.backend, config.session)
+            notes.append(f"{facts.path.name} has a fixed batch of 1; serving a verified batchable copy ({how})")
+            facts = inspect_model(batched)
+        system = collect_system()
+        pool = InstancePool(
+            config.backend, config.session, facts.path, options.instance_count, shared=shared_session,
+            cpus=options.cpus, effective_cpus=system.effective_cpus, clock=clock,
+        )
+        try:
+            inputs, outputs = pool.inputs(), pool.outputs()
+            notes.extend(pool.notes)
+            mbs = _max_batch_size(inputs, options)
+            shapes = _given_shapes(inputs, config)
+            dims = dict(config.workload.dims)
+
+            def meta(infos: list[TensorInfo], given: dict[str, list[int]]) -> tuple[TensorMeta, ...]:
+                return tuple(
+                    TensorMeta(i.name, KSERVE_DATATYPE.get(i.dtype, i.dtype.upper()),
+                               _meta_shape(i, mbs > 0, given.get(i.name), dims))
+                    for i in infos
+                )
+
+            metadata = ModelMetadata(
+                name=name or zname or Path(str(model)).stem, versions=("1",),
+                platform=f"{pool.backend_name}_{'onnx' if is_onnx else 'model'}",
+                inputs=meta(inputs, shapes), outputs=meta(outputs, {}),
+            )
+            _warm_up(pool, inputs, metadata, mbs, config, facts.index_ranges, notes)
+        except BaseException:
+            pool.close()
+            raise
+        return cls(metadata.name, "1", metadata, mbs, options, pool, observer, clock, notes)
+
+    async def infer(
+        self,
+        inputs: dict[str, np.ndarray],
+        rows: int,
+        requested_outputs: list[str] | None = None,
+        is_disconnected: Callable[[], Awaitable[bool]] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Run one request (already validated against ``metadata``) and return exactly its rows.
+
+        Args:
+            inputs: input name -> array (batch dim first when ``max_batch_size`` > 0).
+            rows: the request's rows (1 when ``max_batch_size`` is 0).
+            requested_outputs: output names to return, in order (None = all).
+            is_disconnected: async callable, True once the client went away; asked before the batch runs.
+
+        Returns:
+            output name -> array with ``rows`` rows first (views into the batch's output).
+
+        Raises:
+            QueueFull: ``max_queue_size`` requests already wait (503 + Retry-After).
+            NotReady: not loaded or shutting down (503 + Retry-After).
+            Cancelled: the client went away before its batch ran.
+            ModelExecutionError: the model failed on this request's batch (500).
+        """
+        if not self.ready:
+            self._observer.rejected(self.name, "shutting_down" if self.batcher.closing else "not_ready")
+            raise NotReady(self.name, "shutting_down" if self.batcher.closing else "not_ready")
+        if not self.batcher.started:
+            self.batcher.start()
+        if self.max_batch_size > 0:
+            key: Any = tuple((n, inputs[n].dtype.str, inputs[n].shape[1:]) for n in self._input_names)
+        else:
+            key = None
+        req = Request(inputs=inputs, rows=rows, key=key, arrival_ns=self._clock.now_ns(),
+                      is_disconnected=is_disconnected)
+        outs = await self.batcher.submit(req)
+        names = requested_outputs if requested_outputs is not None else self._output_names
+        return {n: outs[n] for n in names}
+
+    async def _execute(self, batch: list[Request]) -> None:
+        """Run ``batch`` on a free instance; resolve each request's future; count stats; tell the observer."""
+        st = self._stats
+        queue_ns = [r.dispatch_ns - r.arrival_ns for r in batch]
+        rows = [r.rows for r in batch]
+        total = sum(max(1, r) for r in rows)
+        try:
+            out = await self._pool.run([r.inputs for r in batch], rows)
+        except Exception as e:  # the runtime (or the split) failed: every request of the batch gets a 500
+            err = ModelExecutionError(self.name, f"{type(e).__name__}: {e}")
+            end = self._clock.now_ns()
+            for r in batch:
+                st.fail.add(end - r.arrival_ns)
+                if not r.future.done():
+                    r.future.set_exception(err)
+            self._observer.batch_executed(self.name, total, len(batch), queue_ns, 0, True)
+            return
+        end = self._clock.now_ns()
+        compute_ns = out.input_ns + out.infer_ns + out.output_ns
+        n = len(batch)
+        for r, q, arrays in zip(batch, queue_ns, out.per_request, strict=True):
+            st.success.add(end - r.arrival_ns)
+            st.queue.add(q)
+            if not r.future.done():
+                r.future.set_result(dict(zip(self._output_names, arrays, strict=True)))
+        st.compute_input.add(out.input_ns * n, n)
+        st.compute_infer.add(out.infer_ns * n, n)
+        st.compute_output.add(out.output_ns * n, n)
+        per_size = st.batches.setdefault(total, [_Counter(), _Counter(), _Counter()])
+        for c, ns in zip(per_size, (out.input_ns, out.infer_ns, out.output_ns), strict=True):
+            c.add(ns)
+        st.inference_count += total
+        st.execution_count += 1
+        st.last_inference_ms = int(time.time() * 1000)
+        self._observer.batch_executed(self.name, total, n, queue_ns, compute_ns, False)
+
+    def stats(self) -> dict[str, Any]:
+        """This model's entry of Triton's statistics extension (``model_stats[]`` item), cumulative.
+
+        ``inference_stats`` counts requests (``ns``: summed durations; ``success`` from queueing to the
+        answer, ``queue`` from queueing to dispatch, ``compute_*`` the batch phases each request was
+        part of); ``batch_stats`` counts executions per batch size (rows). ``inference_count`` is rows
+        run, ``execution_count`` model calls, ``last_inference`` ms since the epoch.
+        """
+        st = self._stats
+        zero = {"count": 0, "ns": 0}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "last_inference": st.last_inference_ms,
+            "inference_count": st.inference_count,
+            "execution_count": st.execution_count,
+            "inference_stats": {
+                "success": st.success.doc(), "fail": st.fail.doc(), "queue": st.queue.doc(),
+                "compute_input": st.compute_input.doc(), "compute_infer": st.compute_infer.doc(),
+                "compute_output": st.compute_output.doc(), "cache_hit": dict(zero), "cache_miss": dict(zero),
+            },
+            "batch_stats": [
+                {"batch_size": size, "compute_input": c[0].doc(), "compute_infer": c[1].doc(),
+                 "compute_output": c[2].doc()}
+                for size, c in sorted(st.batches.items())
+            ],
+        }  # fmt: skip
+
+    async def close(self, drain: bool = True) -> None:
+        """Stop accepting (``ready`` turns False); with ``drain`` answer everything accepted, else fail
+        what still waits with NotReady; then stop the instances."""
+        self.ready = False
+        await self.batcher.close(drain)
+        await asyncio.to_thread(self._pool.close)
+
+
+def _max_batch_size(inputs: list[TensorInfo], options: ServeOptions) -> int:
+    """Triton's ``max_batch_size`` for these inputs (auto: 4 when every leading dim is free, else 0).
+
+    Raises:
+        UsageError: a batch size asked of a model whose leading dim is fixed (other than 1 at 1 row),
+            or dynamic batching without a batch dim.
+    """
+    batchable = bool(inputs) and all(i.shape and is_symbolic(i.shape[0]) for i in inputs)
+    mbs = options.resolved_max_batch_size(batchable)
+    if mbs > 0 and not batchable:
+        fixed = [i for i in inputs if not i.shape or not (is_symbolic(i.shape[0]) or (mbs == 1 and i.shape[0] == 1))]
+        if fixed:
+            lead = fixed[0].shape[0] if fixed[0].shape else "none"
+            raise UsageError(
+                f"--max-batch-size {mbs}: input '{fixed[0].name}' has leading dim {lead}, not a free batch dim:"
+                " serve it with --max-batch-size 0 (requests passed as they come)"
+            )
+    if options.dynamic_batching and mbs == 0:
+        raise UsageError(
+            "dynamic batching needs a batch dimension and this model has none: drop the batching flags"
+            " or re-export it with a dynamic leading dim"
+        )
+    return mbs
+
+
+def _warm_up(pool: InstancePool, inputs: list[TensorInfo], metadata: ModelMetadata, mbs: int, config: BenchConfig,
+             index_ranges: dict[str, tuple[int, int]], notes: list[str]) -> None:
+    """Warm every instance at 1 row and at ``mbs`` rows, or note why warm-up was skipped (free dims)."""
+    free = [f"{t.name}{list(t.shape)}" for t in metadata.inputs if -1 in (t.shape[1:] if mbs > 0 else t.shape)]
+    if free:
+        notes.append(f"warm-up skipped: input(s) {', '.join(free)} have free dims; pass --shape or --dim to warm up")
+        return
+    w = config.workload
+    feeds = []
+    for rows in sorted({1, mbs} if mbs > 1 else {1}):
+        shapes = {t.name: ([rows, *t.shape[1:]] if mbs > 0 else list(t.shape)) for t in metadata.inputs}
+        feeds += build_workload(inputs, shapes=shapes, pool_size=1, seed=w.seed, int_ranges=w.int_ranges,
+                                values=w.values, index_ranges=index_ranges).feeds
+    pool.warm_up(feeds, config.warmup.iterations)
