@@ -288,3 +288,32 @@ def test_legacy_ir3_model_normalized_before_conversion(tmp_path):
     assert fp16.exists()
     same, none = normalize_source(out, tmp_path / "again.onnx")  # already normal: used as it is
     assert same == out and none == [] and not (tmp_path / "again.onnx").exists()
+
+
+@pytest.mark.parametrize("zoo_name, shape", [("ppocr-det", [1, 3, 64, 64]), ("ppocr-cls", [1, 3, 48, 192])])
+def test_sensitivity_on_ppocr_models(tmp_path, zoo_name, shape):
+    """Issue 10 item 2: real models hold 0-d weights (PP-OCRv4 det's hard-swish constants), which crashed the
+    per-tensor SQNR ('zero-dimensional arrays cannot be concatenated')."""
+    import importlib.util
+
+    if importlib.util.find_spec("rapidocr_onnxruntime") is None:
+        pytest.skip("PP-OCR models need: pip install --no-deps rapidocr-onnxruntime")
+    bench = FAST.model_copy(update={"workload": FAST.workload.model_copy(update={"shapes": {"x": shape}})})
+    opts = OptimizeOptions(variants=["int8-static"], calibration_samples=2, eval_samples=1, sensitivity=True,
+                           measure=False, bench=bench)
+    report = optimize(f"zoo:{zoo_name}", opts, output=tmp_path / "out")
+    assert report.variants[1].verdict != "FAILED", report.variants[1].build.error
+    ranking = report.sensitivity
+    assert ranking and {e["kind"] for e in ranking} == {"activation", "weight"}
+    assert all(math.isfinite(e["sqnr_db"]) for e in ranking)
+    assert [e["sqnr_db"] for e in ranking] == sorted(e["sqnr_db"] for e in ranking)
+    assert json.loads((tmp_path / "out" / "sensitivity.json").read_text()) == ranking
+
+
+def test_sqnr_takes_scalar_and_mixed_rank_tensors():
+    from inferperf.optimize.sensitivity import _sqnr
+
+    assert _sqnr([np.array(2.0, np.float32)], [np.array(1.0, np.float32)]) == pytest.approx(10 * math.log10(4.0))
+    x = [np.ones((2, 3), np.float32), np.ones(4, np.float32)]
+    assert _sqnr(x, [a * 1.1 for a in x]) == pytest.approx(20.0)  # noise 0.1 per element: 10*log10(1/0.01)
+    assert _sqnr(x, x) == 200.0  # identical: capped, finite

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,11 +42,21 @@ def _reader(feeds: Sequence[dict[str, np.ndarray]]) -> Any:
 
 
 def _sqnr(x: Sequence[np.ndarray], y: Sequence[np.ndarray]) -> float:
-    from onnxruntime.quantization.qdq_loss_debug import compute_signal_to_quantization_noice_ratio
+    """SQNR in dB of ``y`` against ``x`` over all the paired tensors: 10 * log10(sum(x^2) / sum((x - y)^2)).
 
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = float(compute_signal_to_quantization_noice_ratio(list(x), list(y)))
-    return v if math.isfinite(v) else 200.0  # identical tensors (no noise): cap, keeps JSON finite
+    Same figure as ONNX Runtime's ``qdq_loss_debug.compute_signal_to_quantization_noice_ratio``, but
+    every tensor is flattened first, so 0-d tensors (scalar weights such as a Mul's constant) and
+    tensors of different ranks do not break it. Capped at +/-200 dB (identical tensors, or an
+    all-zero signal), which keeps the JSON finite.
+    """
+    from ..stats import snr_db
+
+    if len(x) != len(y):
+        raise ValueError(f"{len(x)} reference tensor(s) vs {len(y)} quantized: pair them one to one")
+    ref = np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in x]) if len(x) else np.zeros(0)
+    got = np.concatenate([np.ravel(np.asarray(b, dtype=np.float64)) for b in y]) if len(y) else np.zeros(0)
+    v = snr_db(ref, got)
+    return float(min(200.0, max(-200.0, v)))
 
 
 def rank_nodes(float_model: Path, qdq_model: Path, feeds: Sequence[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
