@@ -181,3 +181,37 @@ def test_sigterm_reaps_workers(tmp_path):
     assert p.returncode == 143 and "interrupted" in err  # 128 + SIGTERM
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive
+
+
+@pytest.mark.parametrize("extra", [["--concurrency", "2"], ["--scenario", "offline", "--batch-size", "2"], []],
+                         ids=["concurrent", "offline", "single-stream"])
+def test_sigterm_during_warmup_ends_promptly(extra):
+    """SIGTERM while warming up ends every scenario within a few seconds with exit 143 (issue 10 item 5:
+    a concurrent run used to hang with its threads parked at the start barrier)."""
+    import signal
+    import time
+
+    import psutil
+
+    p = subprocess.Popen([sys.executable, "-m", "inferperf", "bench", "zoo:tiny-cnn", *extra, "--warmup-s", "120"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = psutil.Process(p.pid)
+    deadline = time.monotonic() + 60
+    # onnxruntime is loaded (the SIGTERM handler is in place); 2 s later the tiny model is warming up
+    while time.monotonic() < deadline:
+        try:
+            if any("onnxruntime" in m.path for m in proc.memory_maps()):
+                break
+        except psutil.Error:
+            pass
+        time.sleep(0.2)
+    time.sleep(2.0)
+    assert p.poll() is None, p.communicate()[1]
+    p.send_signal(signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail("still running 5 s after SIGTERM")
+    assert p.returncode == 143 and "interrupted" in err

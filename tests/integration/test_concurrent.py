@@ -101,3 +101,30 @@ def test_offline_needs_batch_and_no_concurrency():
         build_config({"scenario": "offline"})
     with pytest.raises(UsageError, match="offline"):
         build_config({"scenario": "offline", "workload.batch_size": 2, "concurrency": 2})
+
+
+@pytest.mark.timeout(60)
+def test_interrupt_during_warmup_ends_every_stream():
+    """Ctrl-C (or the CLI's SIGTERM, raised as KeyboardInterrupt) while the streams warm up: measure_concurrent
+    raises at once and no stream thread is left warming up or parked at the start barrier (issue 10 item 5)."""
+    import signal
+    import time
+
+    def run(feed):
+        time.sleep(0.001)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    before = set(threading.enumerate())
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            # a one-hour warm-up: only the interrupt can end it
+            measure_concurrent([run, run], [[0], [1]], SYSTEM_CLOCK, 1, 3600.0, 10, 0.0, 10.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    left = [t for t in threading.enumerate() if t not in before and t.name.startswith("inferperf-stream")]
+    assert left == []

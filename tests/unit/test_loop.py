@@ -117,3 +117,37 @@ def test_stable_windows_valid_and_unstable_invalid():
     drift = steady.model_copy(update={"null_latency_ms": [10.0] * 51 + [20.0] * 50})
     r = bench("null", drift, clock=FakeClock())
     assert not r.validity.valid and any("unstable" in x for x in r.validity.reasons)
+
+
+def _fast_null() -> BenchConfig:
+    return BenchConfig(backend="null", null_latency_ms=[1.0], warmup=WarmupOptions(iterations=1),
+                       stop=StopOptions(min_iterations=5, min_duration_s=0, max_duration_s=10))
+
+
+def test_runtime_call_failure_is_reported_as_the_runtime_s(monkeypatch):
+    """An exception from inside the backend's run call is the runtime's failure: one line, exit 1."""
+    from inferperf.backends.null import NullBackend
+    from inferperf.errors import MeasurementError
+
+    def failing_runner(self):
+        def run(feed):
+            raise RuntimeError("kernel exploded")
+
+        return run
+
+    monkeypatch.setattr(NullBackend, "runner", failing_runner)
+    with pytest.raises(MeasurementError, match="null failed while running: RuntimeError: kernel exploded"):
+        bench("null", _fast_null(), clock=FakeClock())
+
+
+def test_inferperf_bug_outside_the_run_call_is_not_blamed_on_the_runtime(monkeypatch):
+    """A bug in inferperf's own code during warm-up or measurement propagates as itself (the CLI calls it an
+    internal error), not as 'the runtime failed while running ... check --shape' (issue 10 item 6)."""
+    import inferperf.measure.bench as bench_mod
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug in the loop")
+
+    monkeypatch.setattr(bench_mod, "measure_stream", broken)
+    with pytest.raises(KeyError, match="a bug in the loop"):
+        bench("null", _fast_null(), clock=FakeClock())

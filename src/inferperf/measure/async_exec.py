@@ -20,7 +20,7 @@ from typing import Any
 
 from ..clock import Clock
 from .concurrent import StreamSamples
-from .loop import LiveState
+from .loop import LiveState, RunCallFailed
 
 
 def measure_async(
@@ -51,7 +51,7 @@ def measure_async(
         :class:`~inferperf.measure.concurrent.StreamSamples` (stream id = request id).
 
     Raises:
-        Exception: a request's error during warm-up (the model cannot run).
+        RunCallFailed: a request failed during warm-up (the model cannot run); the runtime's error inside.
     """
     now = clock.now_ns
     n = executor.jobs
@@ -87,9 +87,29 @@ def measure_async(
         live.phase = "warmup"
     t_warm = now()
     warm_end = t_warm + int(warmup_duration_s * 1e9)
-    while min(idx) < warmup_iterations or now() < warm_end:
-        submit()
-    executor.wait_all()
+    try:
+        try:
+            while min(idx) < warmup_iterations or now() < warm_end:
+                submit()
+            executor.wait_all()
+        except Exception as e:  # the executor's calls are the runtime's: a request that fails in warm-up
+            raise RunCallFailed(e) from e
+        return _measure(executor, submit, state, lat, starts, last_end, warm, now, min_iterations,
+                        min_duration_s, max_duration_s, live, on_start)
+    except BaseException:  # Ctrl-C / SIGTERM: let the requests in flight finish before the session closes
+        try:
+            executor.wait_all()
+        except Exception:  # noqa: BLE001 - the interrupt or the first error is what the caller sees
+            pass
+        raise
+
+
+def _measure(executor: Any, submit: Callable[[], None], state: dict[str, Any], lat: list[list[int]],
+             starts: list[list[int]], last_end: list[int], warm: list[list[int]], now: Callable[[], int],
+             min_iterations: int, min_duration_s: float, max_duration_s: float, live: LiveState | None,
+             on_start: Callable[[], None] | None) -> StreamSamples:
+    """The measured part of :func:`measure_async`, after warm-up drained the requests."""
+    n = executor.jobs
     if on_start is not None:
         on_start()
     state["t_begin"] = t_begin = now()
@@ -114,7 +134,10 @@ def measure_async(
             break
         if t >= min_end and sum(len(x) for x in lat) >= min_iterations:
             break
-    executor.wait_all()
+    try:
+        executor.wait_all()
+    except Exception as e:  # a request that failed in flight: the runtime's error
+        raise RunCallFailed(e) from e
     out = StreamSamples(stopped_by=stopped_by)
     out.warmup_latency_ns = warm
     for k in range(n):

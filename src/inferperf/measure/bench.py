@@ -56,7 +56,7 @@ from .assemble import summarize
 from .facts import static_shapes, torch_facts
 from .async_exec import measure_async
 from .concurrent import measure_concurrent
-from .loop import LiveState, measure_stream, warm_up
+from .loop import LiveState, RunCallFailed, call_runtime, measure_stream, warm_up
 from .placement import node_cpus, pin
 from .sampler import ResourceSampler
 
@@ -244,7 +244,7 @@ def run_once(
             duration_ns, errors, stopped_by, warm_all = s.duration_ns, s.errors, s.stopped_by, warm
         else:
             t0 = clock.now_ns()
-            runners[0](feeds[0])  # the cold first inference, alone
+            call_runtime(runners[0], feeds[0])  # the cold first inference, alone
             first_ns = clock.now_ns() - t0
             pools = [feeds[k::streams] or feeds for k in range(streams)]
             marks: dict[str, Any] = {}
@@ -270,11 +270,11 @@ def run_once(
             duration_ns, errors, stopped_by = c.duration_ns, c.errors, c.stopped_by
             warm_all = [first_ns] + [x for ws in c.warmup_latency_ns for x in ws]
         placement_of = getattr(backend, "node_placement", None)  # ORT: which provider ran which nodes
-        nodes = placement_of(feeds[0]) if placement_of else None
+        nodes = call_runtime(placement_of, feeds[0]) if placement_of else None
         if nodes:
             eff["nodes_by_provider"] = nodes
-    except Exception as e:
-        raise _map_run_error(cfg.backend, e) from e
+    except RunCallFailed as e:  # only the runtime's own call is the runtime's failure; anything else is a bug
+        raise _map_run_error(cfg.backend, e.error) from e.error
     finally:
         cpu_after = proc.cpu_times()
         for b in backends:

@@ -4,6 +4,9 @@ Each stream issues its next query as soon as its previous one returns
 (perf_analyzer's ``--concurrency-range``, MLPerf-style closed loop). Streams
 warm up on their own, meet at a barrier, and then run until the main thread
 sees the *total* count and the elapsed time meet the stop rule (or the cap).
+When the main thread is interrupted (Ctrl-C, or SIGTERM raised as
+KeyboardInterrupt by the CLI) at any point, warm-up stops, the barrier is
+broken and every stream thread ends after its call in flight.
 ONNX Runtime releases the GIL inside ``run``, so the streams overlap for real.
 """
 
@@ -59,7 +62,7 @@ class _Stream(threading.Thread):
         feeds = self.feeds
         n = len(feeds)
         try:
-            self.warm = warm_up(run, feeds, self.clock, self.warmup_n, self.warmup_s)
+            self.warm = warm_up(run, feeds, self.clock, self.warmup_n, self.warmup_s, stop=self.shared["stop"])
             i = len(self.warm)
         except BaseException as e:  # noqa: BLE001 - reported to the caller
             self.failure = e
@@ -119,7 +122,8 @@ def measure_concurrent(
         :class:`StreamSamples`.
 
     Raises:
-        Exception: the first exception a stream raised during warm-up (the model cannot run).
+        RunCallFailed: the runtime call raised during a stream's warm-up (the model cannot run).
+        Exception: anything else a stream raised during warm-up (an inferperf bug), unchanged.
     """
     n = len(runs)
     shared: dict[str, Any] = {"stop": threading.Event(), "t_begin": 0}
@@ -163,7 +167,10 @@ def measure_concurrent(
             if not total and sum(sum(s.errors.values()) for s in streams) >= 100:
                 break
     finally:
+        # on Ctrl-C/SIGTERM (or a failure) streams may still be warming up or parked at the barrier:
+        # stop their warm-up and break the barrier, or join() would wait for them forever
         shared["stop"].set()
+        barrier.abort()
         for s in streams:
             s.join()
     out = StreamSamples(stopped_by=stopped_by)

@@ -45,6 +45,27 @@ class LoopSamples:
     stopped_by: str = "rule"
 
 
+class RunCallFailed(Exception):
+    """The runtime call itself raised (warm-up, the cold first inference, a reference run).
+
+    Only errors from inside the backend's run call are wrapped in this, so the caller can tell
+    "the runtime failed on this model" (mapped to a one-line RuntimeFailure) from a bug in
+    inferperf (reported as an internal error). ``error`` is the runtime's exception.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+def call_runtime(run: Callable[[Any], Any], feed: Any) -> Any:
+    """``run(feed)``, with any exception it raises wrapped in :class:`RunCallFailed`."""
+    try:
+        return run(feed)
+    except Exception as e:
+        raise RunCallFailed(e) from e
+
+
 class LiveState:
     """What a progress display may read from another thread while the loop runs.
 
@@ -66,10 +87,16 @@ def warm_up(
     iterations: int,
     duration_s: float,
     live: LiveState | None = None,
+    stop: Any = None,
 ) -> list[int]:
     """Run until both ``iterations`` and ``duration_s`` are reached; return each call's latency (ns).
 
-    Exceptions from ``run`` propagate: a model that fails to run fails here, before measurement.
+    ``stop`` (a :class:`threading.Event`, optional) ends warm-up early once set: another thread
+    (a concurrent run's coordinator on Ctrl-C or SIGTERM) asks this stream to give up.
+
+    Raises:
+        RunCallFailed: ``run`` raised; the runtime's own exception is its ``error`` (and ``__cause__``).
+            A model that fails to run fails here, before measurement.
     """
     now = clock.now_ns
     out: list[int] = []
@@ -83,11 +110,16 @@ def warm_up(
     i = 0
     while True:
         t0 = now()
-        run(feeds[i % n])
+        try:
+            run(feeds[i % n])
+        except Exception as e:  # only the runtime call: inferperf's own errors are not the runtime's
+            raise RunCallFailed(e) from e
         t1 = now()
         out.append(t1 - t0)
         i += 1
         if i >= iterations and t1 >= min_end:
+            return out
+        if stop is not None and stop.is_set():
             return out
 
 
