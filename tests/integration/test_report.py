@@ -6,6 +6,8 @@ self-contained (plotly.js embedded, no CDN) and small, and the Markdown carries 
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from inferperf.report import build
 from inferperf.report.collect import collect
 from inferperf.report.downsample import MAX_POINTS_PER_CHART
 from inferperf.report.render import render_html, render_markdown
+from inferperf.results.io import load
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 SWEEP, OPT, RT = FIX / "sweep", FIX / "opt", FIX / "rt"
@@ -108,3 +111,76 @@ def test_cli_writes_html_and_markdown(tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert main(["report", str(RT), "--format", "pdf"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+# --- issue 10 item 12: a typed Result kind; issue 11: pooled runs named, not guessed from PIDs ---
+
+def _doc(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_old_files_without_kind_load_with_the_kind_their_run_block_names(tmp_path):
+    expected = {SWEEP / "cases": "sweep", SWEEP / "runs": "sweep", OPT: "optimize", RT: "runtimes"}
+    for folder, kind in expected.items():
+        for f in folder.glob("*.json"):
+            if f.name in ("optimize-summary.json", "comparison.json"):
+                continue
+            assert "kind" not in _doc(f), f  # the fixtures predate the field
+            assert load(f).kind == kind, f
+    plain = _doc(next(RT.glob("onnxruntime-*.json")))
+    del plain["run"]["comparison"]
+    (tmp_path / "bench.json").write_text(json.dumps(plain))
+    assert load(tmp_path / "bench.json").kind == "bench"
+
+
+def test_report_reads_the_kind_field_instead_of_guessing(tmp_path):
+    doc = _doc(next((SWEEP / "cases").glob("*.json")))
+    doc["kind"] = "bench"  # run.label says sweep; the typed field wins
+    (tmp_path / "case.json").write_text(json.dumps(doc))
+    c = collect([tmp_path, RT])
+    assert [e.kind for e in c.entries].count("bench") == 1
+    assert set(c.sources("runtimes")) and all(e.kind == "runtimes" for es in c.sources("runtimes").values() for e in es)
+
+
+def test_a_reused_pid_does_not_drop_another_cases_run(tmp_path):
+    pooled = _doc(next((SWEEP / "cases").glob("*.json")))
+    other = _doc(next(RT.glob("onnxruntime-*.json")))
+    single = {**other, "run": {"pid": pooled["run"]["pids"][0], "repeat_index": 0}, "kind": "bench"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "pooled.json").write_text(json.dumps(pooled))
+    (tmp_path / "a" / "single.json").write_text(json.dumps(single))  # same PID, another machine/boot, another case
+    c = collect([tmp_path / "a"])
+    assert len(c.entries) == 2 and not c.notes
+
+
+def test_only_the_runs_a_pooled_result_lists_are_dropped(tmp_path):
+    runs = sorted((SWEEP / "runs").glob("*.json"))
+    first = _doc(runs[0])
+    pooled = _doc(SWEEP / "cases" / (runs[0].name.split("-r")[0] + ".json"))
+    pooled["run"]["pooled_runs"] = [{"created_at": first["created_at"], "pid": first["run"]["pid"]}]
+    again = {**first, "created_at": "2030-01-01T00:00:00+00:00"}  # same case and PID, a later boot
+    for name, d in (("pooled.json", pooled), ("r0.json", first), ("again.json", again)):
+        (tmp_path / name).write_text(json.dumps(d))
+    c = collect([tmp_path])
+    assert sorted(e.path.name for e in c.entries) == ["again.json", "pooled.json"]
+
+
+def test_a_sweep_sets_kind_names_case_files_by_case_key_and_lists_pooled_runs(tmp_path):
+    from inferperf.results.model import SystemInfo
+    from inferperf.sweep.run import run_sweep
+    from inferperf.sweep.space import Axes, Matrix, ModelEntry, expand
+
+    info = SystemInfo(logical_cores=2, physical_cores=2, smt_active=False, cpu_affinity=[0, 1], effective_cpus=2,
+                      os="x", python="3.11")
+    m = Matrix(models=[ModelEntry(path="zoo:tiny-cnn")], axes=Axes(intra_op_num_threads=[1, 2]),
+               settings={"warmup": {"iterations": 2}, "stop": {"min_iterations": 10, "min_duration_s": 0.05}})
+    cases, _ = expand(m, info)
+    run_sweep(cases, tmp_path, repeat=2)
+    keys = {row["case_key"] for row in csv.DictReader(open(tmp_path / "sweep.csv"))}
+    assert keys == {f.stem for f in (tmp_path / "cases").glob("*.json")}
+    for f in [*(tmp_path / "cases").glob("*.json"), *(tmp_path / "runs").glob("*.json")]:
+        assert _doc(f)["kind"] == "sweep"
+    for f in (tmp_path / "cases").glob("*.json"):
+        assert len(_doc(f)["run"]["pooled_runs"]) == 2
+    c = collect([tmp_path])
+    assert len(c.entries) == 2 and "4 single-run Result(s) left out" in c.notes[0]

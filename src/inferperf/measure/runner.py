@@ -179,6 +179,7 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
     ) else []
     doc = first.model_copy(deep=True)
     doc.run = {"pids": pids, "repeats": len(runs), "runs": [r.run for r in runs]}
+    doc.run["pooled_runs"] = [{"created_at": r.created_at, "pid": r.run.get("pid")} for r in runs]  # which run files
     doc.config.repeat = len(runs)
     doc.metrics.latency_ms = summary
     doc.metrics.throughput = Throughput(

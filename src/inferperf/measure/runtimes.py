@@ -199,5 +199,6 @@ def compare_runtimes(
         a = {k: v for k, v in out.agreement[name].items() if k != "per_output"}
         pooled.metrics.accuracy = {"output_agreement": a}
         pooled.run["comparison"] = {"backends": names, "reference": ref_name, "models": models}
+        pooled.kind = "runtimes"
         out.results[name] = pooled
     return out

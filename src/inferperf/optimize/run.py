@@ -319,6 +319,7 @@ def optimize(
         r.verdict, r.reasons = verdict(r.name, r.speed, r.accuracy, isa, r.build.error, r.build.settings)
         if r.result is not None:
             r.result.run["optimize"] = {"verdict": r.verdict, "reasons": r.reasons, "speedup": r.speed}
+            r.result.kind = "optimize"
             r.result_path = save(r.result, out / f"{stem}.{r.name}.result.json")
     rescued = auto is not None and auto["passed"]
     gate_failed = any(r.verdict == "REJECT" and not (rescued and r.name == "int8-static") for r in rows)

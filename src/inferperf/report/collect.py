@@ -3,13 +3,16 @@
 A folder is searched recursively for ``*.json``; files that are not Results
 (``index.json``, ``findings.json``, ``optimize-summary.json``, ``comparison.json``)
 are skipped quietly, since everything a report needs is inside the Results. A run
-that is part of a pooled Result (its ``run.pid`` is among another Result's
-``run.pids``, as in a sweep's ``runs/`` beside ``cases/``) is dropped so no
-sample counts twice.
+that is part of a pooled Result (as in a sweep's ``runs/`` beside ``cases/``) is
+dropped so no sample counts twice: a pooled Result lists the runs it pooled in
+``run.pooled_runs`` (``created_at`` and ``pid`` of each, under its ``case_key``),
+and only a single-run Result named there is dropped. PIDs alone are not enough:
+they are reused across boots and machines.
 
-Each Result gets a *kind* (``sweep``, ``optimize``, ``runtimes``, ``bench``) and
-a *source*: the command that made it, so that analysis never mixes two
-invocations' cases into one scaling curve.
+Each Result carries its *kind* (``Result.kind``: ``sweep``, ``optimize``,
+``runtimes``, ``bench``, ...; old files get it on load) and gets a *source*: the
+command that made it, so that analysis never mixes two invocations' cases into
+one scaling curve.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class Entry:
 
     Attributes:
         result: the document; path: its file.
-        kind: ``sweep`` | ``optimize`` | ``runtimes`` | ``bench``.
+        kind: ``Result.kind`` (``sweep`` | ``optimize`` | ``runtimes`` | ``bench`` | ...), read, never guessed.
         source: the command that made it (argv joined), grouping Results of one invocation.
     """
 
@@ -67,16 +70,30 @@ class Collection:
         return out
 
 
-def kind_of(r: Result) -> str:
-    """``optimize`` / ``runtimes`` / ``sweep`` / ``bench`` from what the Result carries."""
-    run = r.run if isinstance(r.run, dict) else {}
-    if "optimize" in run:
-        return "optimize"
-    if "comparison" in run:
-        return "runtimes"
-    if len(r.command) > 1 and r.command[1] == "sweep" or "label" in run:
-        return "sweep"
-    return "bench"
+def pooled_run_ids(results: Iterable[Result]) -> set[tuple]:
+    """Identities of the single runs the pooled Results among ``results`` pooled.
+
+    ``(case_key, created_at, pid)`` from ``run.pooled_runs``; a pooled Result written before that field
+    gives ``(case_key, None, pid)`` from ``run.pids`` (a PID counts only under the same case_key).
+    """
+    out: set[tuple] = set()
+    for r in results:
+        if "pids" not in r.run:
+            continue
+        listed = r.run.get("pooled_runs")
+        if isinstance(listed, list):
+            out.update((r.case_key, x.get("created_at"), x.get("pid")) for x in listed if isinstance(x, dict))
+        else:
+            out.update((r.case_key, None, pid) for pid in r.run.get("pids") or [] if pid is not None)
+    return out
+
+
+def is_pooled_elsewhere(r: Result, pooled: set[tuple]) -> bool:
+    """A single-run Result that a pooled Result lists (see :func:`pooled_run_ids`)."""
+    if "pids" in r.run or r.run.get("pid") is None:
+        return False
+    pid = r.run["pid"]
+    return (r.case_key, r.created_at, pid) in pooled or (r.case_key, None, pid) in pooled
 
 
 def _files(paths: Iterable[str | Path]) -> list[Path]:
@@ -123,14 +140,13 @@ def collect(paths: Iterable[str | Path]) -> Collection:
             if named:
                 raise
             out.notes.append(f"skipped {f}: {e}")
-    pooled_pids = {pid for _, r in loaded for pid in (r.run.get("pids") or []) if pid is not None}
+    pooled = pooled_run_ids(r for _, r in loaded)
     dropped = 0
     for f, r in loaded:
-        pid = r.run.get("pid")
-        if "pids" not in r.run and pid is not None and pid in pooled_pids:
+        if is_pooled_elsewhere(r, pooled):
             dropped += 1
             continue
-        out.entries.append(Entry(r, f, kind_of(r), " ".join(r.command) or str(f.parent)))
+        out.entries.append(Entry(r, f, r.kind, " ".join(r.command) or str(f.parent)))
     if dropped:
         out.notes.append(f"{dropped} single-run Result(s) left out: their runs are pooled in another Result")
     if not out.entries:

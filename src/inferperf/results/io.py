@@ -69,7 +69,9 @@ def save(result: Result, path: str | Path, sidecar_threshold: int = SIDECAR_THRE
 
 
 def migrate(doc: dict[str, Any]) -> dict[str, Any]:
-    """Bring an older Result document up to :data:`SCHEMA_VERSION` (v1 is the first: identity).
+    """Bring an older Result document up to :data:`SCHEMA_VERSION` (v1 is the first), in place.
+
+    A v1 document from before ``kind`` existed gets it from :func:`infer_kind`.
 
     Raises:
         UsageError: a document from a newer inferperf, or not a Result at all.
@@ -81,7 +83,28 @@ def migrate(doc: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(
             f"Result schema v{version} is newer than this inferperf reads (v{SCHEMA_VERSION}): upgrade inferperf"
         )
+    if "kind" not in doc:
+        doc["kind"] = infer_kind(doc)
     return doc
+
+
+def infer_kind(doc: dict[str, Any]) -> str:
+    """The ``kind`` of a Result written before the field existed, from what its ``run`` block carries.
+
+    ``run.optimize`` -> ``optimize``; ``run.comparison`` -> ``runtimes``; ``run.label`` or ``run.marks``
+    (set by sweeps only) -> ``sweep``; else the command's subcommand when it is ``sweep`` or ``optimize``;
+    else ``bench``. Used only by :func:`migrate`: new files carry ``kind`` and nothing guesses it.
+    """
+    run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
+    if "optimize" in run:
+        return "optimize"
+    if "comparison" in run:
+        return "runtimes"
+    if "label" in run or "marks" in run:
+        return "sweep"
+    argv = doc.get("command") or []
+    sub = argv[1] if isinstance(argv, list) and len(argv) > 1 else None
+    return sub if sub in ("sweep", "optimize") else "bench"
 
 
 def load(path: str | Path, recompute: bool = True) -> Result:

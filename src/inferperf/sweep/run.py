@@ -140,6 +140,7 @@ def run_sweep(
                     on_run(case, r, None, str(e))
                 continue
             res.run.update(round=r, round_order=order, shuffle_seed=seed, marks=case.marks, label=case.label)
+            res.kind = "sweep"  # the pooled Result copies it
             rel = f"runs/{cid}-r{r}.json"
             save(res, output / rel)
             entry["runs"][str(r)] = rel
@@ -157,7 +158,7 @@ def run_sweep(
             pooled = aggregate(rs, cases[i].config)
             pooled.run["marks"] = cases[i].marks
             pooled.run["label"] = cases[i].label
-            save(pooled, output / "cases" / f"{ids[i]}.json")
+            save(pooled, output / "cases" / f"{pooled.case_key}.json")  # the name sweep.csv's case_key gives
             out.results[i] = pooled
     out.findings = findings(out.results.values())
     _write_json(output / "findings.json", [f.as_dict() for f in out.findings])
