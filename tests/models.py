@@ -53,3 +53,25 @@ def two_input_mlp() -> tuple[Any, dict[str, Any]]:
 
     torch.manual_seed(1)
     return TwoIn().eval(), {"a": torch.randn(1, 8), "b": torch.randn(1, 8)}
+
+
+def seeded_mlp_onnx(path: Any, batch: int | str = "batch", seed: int = 0) -> Any:
+    """ONNX MLP with seeded weights: ``x`` [batch, 32] float32 -> ``y`` [batch, 16] (tanh) and ``s`` [batch, 1]
+    (row sums of ``x``). ``batch`` may be a symbol or a fixed int (1 = a model whose batch is fixed at 1)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(seed)
+    w1, w2 = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((64, 16)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["m"]), helper.make_node("Tanh", ["m"], ["y"]),
+             helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=1)]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2 / 8, "w2"),
+             numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 16]),
+                           helper.make_tensor_value_info("s", TensorProto.FLOAT, [batch, 1])], initializer=inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    save(model, str(path))
+    return path
