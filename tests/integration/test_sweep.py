@@ -26,6 +26,35 @@ def four_cases():
     return cases
 
 
+def check_findings(doc, out):
+    """findings.json states the thread and batch scaling of the four cases, with the Results' own figures."""
+    by_key = {r.case_key: r for r in out.results.values()}
+    assert len(by_key) == 4
+    assert isinstance(doc, list) and all(set(f) == {"kind", "text", "values", "case_keys"} for f in doc)
+    # two thread groups (one per batch), two batch groups (one per thread count); one run per case means
+    # no CI, so no trade-off claim (stats.intervals_separate needs intervals)
+    assert sorted(f["kind"] for f in doc) == ["batch-scaling"] * 2 + ["thread-scaling"] * 2
+    assert {k for f in doc for k in f["case_keys"]} == set(by_key)
+    for f in doc:
+        rs = [by_key[k] for k in f["case_keys"]]
+        v = f["values"]
+        assert len(rs) == 2 and f["text"].startswith("tiny-cnn") and f["text"].endswith(".")
+        if f["kind"] == "thread-scaling":
+            assert v["threads"] == [r.config.session.requested["intra_op_num_threads"] for r in rs] == [1, 2]
+            assert len({r.config.workload.batch_size for r in rs}) == 1
+            qps = [r.metrics.throughput.queries_per_s for r in rs]
+            assert v["queries_per_s"] == pytest.approx(qps)
+            assert v["speedup"] == pytest.approx([1.0, qps[1] / qps[0]])
+            assert v["best_throughput"] == pytest.approx(max(qps)) and v["best"] == v["threads"][qps.index(max(qps))]
+            assert "one run per case: no CI" in f["text"]
+        else:
+            assert v["batch"] == [r.config.workload.batch_size for r in rs] == [1, 2]
+            assert len({r.config.session.requested["intra_op_num_threads"] for r in rs}) == 1
+            assert v["samples_per_s"] == pytest.approx([r.metrics.throughput.samples_per_s for r in rs])
+            assert v["p50_ms_per_sample"] == pytest.approx(
+                [r.metrics.latency_ms.p50 / r.config.workload.batch_size for r in rs])
+
+
 def test_four_case_sweep_finishes_with_csv_and_findings(tmp_path):
     out = run_sweep(four_cases(), tmp_path, repeat=1)
     assert len(out.results) == 4 and not out.failures and out.measured_runs == 4
@@ -33,7 +62,7 @@ def test_four_case_sweep_finishes_with_csv_and_findings(tmp_path):
     assert len(rows) == 4 and all(float(r["queries_per_s"]) > 0 for r in rows)
     qps = [float(r["queries_per_s"]) for r in rows]
     assert qps == sorted(qps, reverse=True)
-    assert json.loads((tmp_path / "findings.json").read_text()) is not None
+    check_findings(json.loads((tmp_path / "findings.json").read_text()), out)
     assert len(list((tmp_path / "cases").glob("*.json"))) == 4
     pids = {r.run["pids"][0] for r in out.results.values()}
     assert len(pids) == 4  # each case in its own process
