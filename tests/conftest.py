@@ -1,29 +1,81 @@
 """Shared test setup.
 
-When ``CI=true``, a skipped test counts as a failure: every dependency the
-suite needs is installed by ``.ci/run``, so a skip there hides a broken install.
+Optional extras: a test that needs a runtime the core install lacks (openvino,
+torch) carries :func:`requires_extra`, so a plain install skips it with the
+``pip install`` that brings it; the ``test`` extra installs them all.
+
+When ``CI=true``, a skipped test counts as a failure: ``.ci/run`` installs every
+dependency the suite needs (the ``test`` extra, the PP-OCR models, Chromium),
+so a skip there hides a broken install. The hooks below turn such a skip into a
+failed test (or a collection error) that names the skip reason. A test whose
+dependency ``.ci/run`` does not install is marked ``ci_may_skip`` and may still skip.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-_SKIPPED: list[str] = []
+pytest_plugins = ["pytester"]  # tests/unit/test_ci_skips.py runs the CI hook in an inner pytest
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.skipped:
-        _SKIPPED.append(report.nodeid)
+def _ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if os.environ.get("CI", "").lower() == "true" and _SKIPPED:
-        print(f"\nCI=true: {len(_SKIPPED)} skipped test(s) count as failures: {_SKIPPED[:5]}", file=sys.stderr)
-        session.exitstatus = 1
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def _fail_skip_under_ci(report: pytest.TestReport | pytest.CollectReport, may_skip: bool) -> None:
+    if _ci() and report.skipped and not hasattr(report, "wasxfail") and not may_skip:
+        reason = _skip_reason(report).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"CI=true: skipped ({reason}), but .ci/run installs what this test needs: fix the install"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    """Under ``CI=true``, a skipped test (not ``ci_may_skip``, not xfail) is reported as failed."""
+    report = yield
+    _fail_skip_under_ci(report, item.get_closest_marker("ci_may_skip") is not None)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectReport:
+    """Under ``CI=true``, a module skipped at collection (``pytest.importorskip`` at top level) is an error."""
+    report = yield
+    _fail_skip_under_ci(report, False)
+    return report
+
+
+def has_module(name: str) -> bool:
+    """True when ``import NAME`` can find the module (without importing it)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent missing, or sys.modules[name] is None
+        return False
+
+
+def requires_extra(extra: str, module: str | None = None) -> pytest.MarkDecorator:
+    """Skip (with the install command as the reason) when extra ``EXTRA``'s runtime is not installed.
+
+    Args:
+        extra: the inferperf extra, e.g. ``torch`` or ``openvino``.
+        module: the module that extra provides (default: the extra's name).
+    """
+    module = module or extra
+    return pytest.mark.skipif(
+        not has_module(module),
+        reason=f"needs {module}, not installed: pip install 'inferperf[{extra}]' (the test extra includes it)",
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import requires_extra
+
 ROOT = Path(__file__).resolve().parents[2]
+NEEDS_OPENVINO, NEEDS_TORCH = requires_extra("openvino"), requires_extra("torch")
 FAST = ["--warmup", "1", "--iterations", "5", "--duration-s", "0"]
 
 
@@ -27,6 +30,8 @@ def fake_missing(tmp_path: Path, package: str) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shadow"), str(ROOT)])}
 
 
+@NEEDS_OPENVINO
+@NEEDS_TORCH
 def test_three_runtimes_on_the_seeded_model_agree(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     p = cli("bench", "tests.models:seeded_cnn", "--backend", "onnxruntime,openvino,torch", "--repeat", "2",
@@ -50,6 +55,7 @@ def test_three_runtimes_on_the_seeded_model_agree(tmp_path: Path) -> None:
     assert "round 2/2" in p.stderr and "agrees with onnxruntime" in p.stderr
 
 
+@NEEDS_TORCH
 def test_onnx_file_with_the_torch_program_beside_it(tmp_path: Path) -> None:
     import torch
 
@@ -65,6 +71,7 @@ def test_onnx_file_with_the_torch_program_beside_it(tmp_path: Path) -> None:
     assert p.returncode == 2 and "torch=MODEL.pt2" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
+@NEEDS_OPENVINO
 def test_ppocr_det_onnxruntime_vs_openvino_side_by_side() -> None:
     p = cli("bench", "zoo:ppocr-det", "--shape", "x:1x3x96x96", "--backend", "onnxruntime,openvino",
             "--repeat", "2", "--warmup", "1", "--iterations", "3", "--duration-s", "0")
@@ -89,6 +96,8 @@ def test_missing_extra_names_the_install_command(tmp_path: Path) -> None:
     assert status["onnxruntime"]["available"]
 
 
+@NEEDS_OPENVINO
+@NEEDS_TORCH
 def test_backends_lists_versions_and_devices() -> None:
     p = cli("backends")
     assert p.returncode == 0, p.stderr
