@@ -26,3 +26,26 @@ def test_ci_runs_the_readme_test_command_verbatim():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert readme_commands()[1] in [line.strip() for line in ci if not line.lstrip().startswith("#")]
     assert any("set -euo pipefail" in line for line in ci)  # a failing (or no-test, exit 5) pytest fails CI
+
+
+def test_ci_installs_no_python_package_beside_the_readme_line():
+    """Python dependencies come from the README line (the `test` extra), so a newcomer's run matches CI's."""
+    readme_test = readme_commands()[1]
+    lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if not ln.lstrip().startswith("#")]
+    extra_pips = [ln for ln in lines if "pip install" in ln and ln != readme_test and "--upgrade --quiet pip" not in ln]
+    assert extra_pips == []
+
+
+def test_test_extra_holds_every_extra_the_tests_ask_for():
+    """Every extra a test asks for with ``requires_extra`` is one that ``.[test]`` installs."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    test_extra = " ".join(project["optional-dependencies"]["test"])
+    installed = {x.strip() for m in re.finditer(r"inferperf\[([^\]]+)\]", test_extra) for x in m.group(1).split(",")}
+    asked = {m.group(1) for f in (ROOT / "tests").rglob("*.py")
+             for m in re.finditer(r"requires_extra\(\"([\w-]+)\"", f.read_text())}
+    assert {"openvino", "torch"} <= asked
+    assert asked <= installed, f"tests need extras the test extra lacks: {sorted(asked - installed)}"
+    assert "pytest-timeout" in test_extra  # pyproject's per-test timeout needs it
