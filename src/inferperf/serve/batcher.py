@@ -208,7 +208,7 @@ class DynamicBatcher:
         clock: arrival and deadline clock (the event loop's timeouts must run on the same time).
         observer: metrics callbacks.
 
-    Call :meth:`start` inside the running event loop, :meth:`submit` per request, :meth:`close` at the end.
+    The dispatcher starts on the first :meth:`submit` (or :meth:`start`) in the running loop; :meth:`close` at the end.
     """
 
     def __init__(
@@ -232,6 +232,7 @@ class DynamicBatcher:
         self._queue: deque[Request] = deque()
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._closing = False
         self.dispatched: list[tuple[int, list[Request]]] = []  # (dispatch ns, batch): kept only when record=True
@@ -241,11 +242,6 @@ class DynamicBatcher:
     def depth(self) -> int:
         """Requests waiting now."""
         return len(self._queue)
-
-    @property
-    def started(self) -> bool:
-        """True once :meth:`start` ran."""
-        return self._task is not None
 
     @property
     def closing(self) -> bool:
@@ -258,9 +254,16 @@ class DynamicBatcher:
         return self._slots - self._free
 
     def start(self) -> None:
-        """Start the dispatcher task on the running loop."""
+        """Start the dispatcher task on the running loop (again, if an earlier loop has ended)."""
+        loop = asyncio.get_running_loop()
+        if self._task is not None and self._loop is loop and not self._task.done():
+            return
+        self._queue.clear()  # requests of an ended loop cannot be answered any more
+        self._running.clear()
+        self._free = self._slots
+        self._loop = loop
         self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._dispatch_loop(), name=f"batcher:{self.model}")
+        self._task = loop.create_task(self._dispatch_loop(), name=f"batcher:{self.model}")
 
     async def submit(self, request: Request) -> Any:
         """Queue ``request`` and wait for its outputs.
@@ -271,10 +274,11 @@ class DynamicBatcher:
             Cancelled: the client went away before its batch ran.
             ModelExecutionError: the batch failed.
         """
-        if self._closing or self._wake is None:
-            reason = "shutting_down" if self._closing else "not_ready"
-            self._observer.rejected(self.model, reason)
-            raise NotReady(self.model, reason)
+        if self._closing:
+            self._observer.rejected(self.model, "shutting_down")
+            raise NotReady(self.model, "shutting_down")
+        self.start()
+        assert self._wake is not None
         if self.max_queue_size and len(self._queue) >= self.max_queue_size:
             self._observer.rejected(self.model, "queue_full")
             raise QueueFull(self.model, self.max_queue_size)
@@ -375,9 +379,10 @@ class DynamicBatcher:
                 self._observer.request_dequeued(self.model)
                 if not req.future.done():
                     req.future.set_exception(NotReady(self.model, "shutting_down"))
-        if self._wake is not None:
-            self._wake.set()
-        if self._task is not None:
-            await self._task
+        if self._task is None or self._loop is not asyncio.get_running_loop() or self._task.done():
+            return  # never started, or started on a loop that has ended: nothing runs
+        assert self._wake is not None
+        self._wake.set()
+        await self._task
         while self._running:
             await asyncio.gather(*list(self._running), return_exceptions=True)

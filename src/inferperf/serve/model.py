@@ -143,7 +143,7 @@ class ServedModel:
     (:class:`ModelMetadata`), ``max_batch_size`` (Triton's meaning; 0 = no batch dim), ``options``,
     ``ready`` (loaded and warmed up, not closing), ``notes`` (warnings for the banner/Result),
     ``effective`` (session settings as the runtime resolved them).
-    One event loop per instance: the batcher starts on the first :meth:`infer`.
+    The batcher starts on the first :meth:`infer`, in that event loop.
     """
 
     def __init__(self, name: str, version: str, metadata: ModelMetadata, max_batch_size: int, options: ServeOptions,
@@ -267,8 +267,6 @@ class ServedModel:
         if not self.ready:
             self._observer.rejected(self.name, "shutting_down" if self.batcher.closing else "not_ready")
             raise NotReady(self.name, "shutting_down" if self.batcher.closing else "not_ready")
-        if not self.batcher.started:
-            self.batcher.start()
         if self.max_batch_size > 0:
             key: Any = tuple((n, inputs[n].dtype.str, inputs[n].shape[1:]) for n in self._input_names)
         else:
