@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,11 @@ def test_three_runtimes_on_the_seeded_model_agree(tmp_path: Path) -> None:
     assert len(pids) == 3  # each runtime in its own process
     assert (out / "comparison.json").is_file() and len(list(out.glob("*-*.json"))) == 3
     assert "round 2/2" in p.stderr and "agrees with onnxruntime" in p.stderr
+    # figures in significant digits, not raw floats such as 1.1492520570755005e-06 (issue 11)
+    assert "max abs err" in p.stderr and not re.search(r"\d{7,}", p.stderr.replace(str(out), "")), p.stderr
+    for name in ("openvino", "torch"):  # 2 runs: decided only if the intervals separate, else "too few runs"
+        s = doc["vs_reference"][name]
+        assert s["runs"] == 2 and (s["significant"] or s["too_few_runs"])
 
 
 @NEEDS_TORCH

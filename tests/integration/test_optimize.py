@@ -98,8 +98,10 @@ def assert_verdict_matches_figures(row) -> None:
         assert s["significant"] and s["ratio"] < 1
     elif row.verdict == "FASTER":
         assert s["significant"] and s["ratio"] >= 1
+    elif row.verdict == "UNDECIDED":
+        assert not s["significant"] and s["too_few_runs"] and s["runs"] < 3
     else:
-        assert row.verdict == "NO GAIN" and not s["significant"]
+        assert row.verdict == "NO GAIN" and not s["significant"] and not s["too_few_runs"]
 
 
 def test_every_variant_loads_and_runs_or_fails_named(tmp_path):

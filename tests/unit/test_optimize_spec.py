@@ -107,8 +107,8 @@ def test_relative_gate_in_percent_of_reference():
 
 
 def test_speedup_wording_and_verdicts():
-    assert format_speedup({"ratio": 0.66, "significant": True}) == "0.66x (slower)"
-    assert format_speedup({"ratio": 1.42, "significant": True}) == "1.42x"
+    assert format_speedup({"ratio": 0.66, "significant": True, "direction": "slower"}) == "0.66x slower"
+    assert format_speedup({"ratio": 1.42, "significant": True, "direction": "faster"}) == "1.42x faster"
     assert format_speedup({"ratio": 0.98, "significant": False}) == "0.98x (within noise)"
     slow = {"ratio": 0.5, "significant": True, "basis": "x"}
     word, reasons = verdict("int8-dynamic", slow, {"passed": True, "predictive": True}, ["avx2", "fma"])

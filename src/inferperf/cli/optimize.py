@@ -67,6 +67,7 @@ def _accuracy_cell(acc: dict[str, Any] | None) -> str:
 
 def report_table(report: Any) -> Table:
     """variant, size, cold start, p50/p99, throughput with CI, speed-up vs fp32, accuracy, verdict."""
+    from ..measure.speedup import format_ci
     from ..optimize.verdict import format_speedup
 
     t = Table(title=f"inferperf optimize: {report.model}", title_justify="left", show_lines=True)
@@ -77,7 +78,8 @@ def report_table(report: Any) -> Table:
         res = r.result
         if res is not None:
             tp = res.metrics.throughput
-            ci = f" [{tp.queries_per_s_ci95[0]:.1f}, {tp.queries_per_s_ci95[1]:.1f}]" if tp.queries_per_s_ci95 else ""
+            ci = format_ci(tp.per_run)  # raw, never clipped: "interval too wide (n=2)" when it reaches below 0
+            ci = f" {ci}" if ci else ""
             cs = res.metrics.cold_start
             cold = f"{_ms(cs.session_create_ms)} + {_ms(cs.first_inference_ms)}" if cs else "-"
             lat = f"{_ms(res.metrics.latency_ms.p50)} / {_ms(res.metrics.latency_ms.p99)}"
@@ -86,7 +88,7 @@ def report_table(report: Any) -> Table:
             size = r.path.stat().st_size if r.path and r.path.exists() else None
             cells = [_mib(size), "-", "-", "-"]
         speed = format_speedup(r.speed) if r.speed else ("1.00x" if r.name == "fp32" else "-")
-        colour = {"FAILED": "red", "REJECT": "red", "SLOWER": "yellow", "FASTER": "green"}.get(r.verdict, "")
+        colour = {"FAILED": "red", "REJECT": "red", "SLOWER": "yellow", "FASTER": "green", "UNDECIDED": "yellow"}.get(r.verdict, "")
         word = f"[{colour}]{r.verdict}[/{colour}]" if colour else r.verdict
         t.add_row(r.name, *cells, speed, _accuracy_cell(r.accuracy), word)
     return t

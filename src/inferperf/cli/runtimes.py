@@ -19,6 +19,7 @@ from rich.table import Table
 from ..config import BenchConfig
 from ..errors import GateFailed
 from ..fsutil import atomic_write_text
+from ..measure.speedup import format_ci, sig
 from ..results.io import save
 from ..results.model import Result
 
@@ -30,18 +31,14 @@ def _ms(x: float | None) -> str:
 
 
 def verdict(r: Result, ref: Result) -> str:
-    """Throughput ratio to the reference, called faster/slower only when the 95 % CIs over runs are apart."""
-    a, b = r.metrics.throughput, ref.metrics.throughput
+    """Throughput ratio to the reference: faster/slower only when the 95 % intervals over runs separate;
+    otherwise "within noise" or, under 3 runs, "too few runs to decide" with the rounds paired
+    (``0.16x (too few runs to decide: slower in 2 of 2 rounds; use --repeat >= 3)``)."""
+    from ..measure.speedup import describe, speedup_of
+
     if r is ref:
         return "reference"
-    ratio = a.queries_per_s / b.queries_per_s if b.queries_per_s else float("nan")
-    if not a.queries_per_s_ci95 or not b.queries_per_s_ci95:
-        return f"{ratio:.2f}x (1 run: no CI)"
-    if a.queries_per_s_ci95[0] > b.queries_per_s_ci95[1]:
-        return f"{ratio:.2f}x faster"
-    if a.queries_per_s_ci95[1] < b.queries_per_s_ci95[0]:
-        return f"{ratio:.2f}x slower"
-    return f"{ratio:.2f}x (CIs overlap)"
+    return describe(speedup_of(ref, r))
 
 
 def comparison_table(comp: Any) -> Table:
@@ -65,8 +62,7 @@ def comparison_table(comp: Any) -> Table:
         rss = r.metrics.resources.rss_peak_bytes if r.metrics.resources else None
         a = comp.agreement.get(b, {})
         rows["queries/s"].append(f"{tp.queries_per_s:.1f}")
-        rows["95 % CI"].append(f"[{tp.queries_per_s_ci95[0]:.1f}, {tp.queries_per_s_ci95[1]:.1f}]"
-                               if tp.queries_per_s_ci95 else "-")
+        rows["95 % CI"].append(format_ci(tp.per_run) or "-")  # raw: never an interval clipped at 0
         rows["vs reference"].append(verdict(r, ref))
         rows["p50 ms"].append(_ms(lat.p50))
         rows["p99 ms"].append(_ms(lat.p99))
@@ -75,7 +71,7 @@ def comparison_table(comp: Any) -> Table:
         rows["first inference ms"].append(_ms(cs.first_inference_ms) if cs else "-")
         rows["runtime import ms"].append(_ms(imp))
         rows["peak RSS MiB"].append(f"{rss / 2**20:.0f}" if rss else "-")
-        rows["max abs error"].append("-" if a.get("max_abs_error") is None else f"{a['max_abs_error']:.3g}")
+        rows["max abs error"].append(sig(a.get("max_abs_error"), 3))
         rows["cosine (min)"].append("-" if a.get("cosine_min") is None else f"{a['cosine_min']:.6f}")
         rows["outputs"].append("reference" if b == comp.backends[0] else (
             "[green]agree[/green]" if a.get("agrees") else f"[red]DIFFER[/red] {a.get('mismatch') or ''}".rstrip()))
@@ -99,8 +95,9 @@ def compare_command(model: str, backends: str, cfg: BenchConfig, output: Path | 
     def on_agreement(name: str, a: dict[str, Any]) -> None:
         if a.get("reference_backend") != name:
             ok = "agrees" if a.get("agrees") else "DIFFERS"
-            err.print(f"outputs: {name} {ok} with {a.get('reference_backend')} (max abs err {a.get('max_abs_error')},"
-                      f" cosine {a.get('cosine_min')})", highlight=False)
+            cos = a.get("cosine_min")
+            err.print(f"outputs: {name} {ok} with {a.get('reference_backend')} (max abs err {sig(a.get('max_abs_error'), 3)},"
+                      f" cosine {'-' if cos is None else f'{cos:.6f}'})", highlight=False)
 
     def on_result(name: str, round_: int, run: Result) -> None:
         err.print(f"round {round_ + 1}/{cfg.repeat}: {name} {run.metrics.throughput.queries_per_s:.1f} queries/s"

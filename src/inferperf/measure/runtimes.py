@@ -34,6 +34,7 @@ from ..results.model import Result
 from .agreement import agreement
 from .outputs import outputs_in_worker
 from .runner import aggregate, run_rounds
+from .speedup import speedup_of
 
 #: runtimes that read ONNX files
 ONNX_RUNTIMES = ("onnxruntime", "openvino")
@@ -70,6 +71,8 @@ class RuntimeComparison:
             "repeat": self.repeat,
             "shuffle_seed": self.shuffle_seed,
             "agreement": {k: {kk: vv for kk, vv in v.items() if kk != "per_output"} for k, v in self.agreement.items()},
+            "vs_reference": {k: speedup_of(self.results[self.backends[0]], r)
+                             for k, r in self.results.items() if k != self.backends[0]},
             "results": {k: r.model_dump(mode="json") for k, r in self.results.items()},
         }
 

@@ -1,11 +1,12 @@
 """One honest verdict per variant: from its measured speed against fp32, its accuracy, and the CPU.
 
-Speed: the speed-up is throughput(variant) / throughput(fp32). A difference counts only when
-the 95 % intervals are separated (throughput over runs with ``repeat`` >= 2, else the
-distribution-free interval of the median latency); otherwise it is "within noise". A slower
-variant is named slower ("0.66x (slower)") with the likely reason read from the CPU's ISA flags
-and the variant kind. Accuracy: a failed gate or non-finite outputs reject the variant whatever
-its speed; figures from synthetic data are flagged as not predictive.
+Speed: the speed-up is mean throughput(variant) / mean throughput(fp32) over the interleaved rounds
+(:func:`inferperf.measure.speedup.compare_throughput`). A difference counts only when the 95 %
+intervals over runs separate; with fewer than 3 runs an undecided comparison is UNDECIDED ("too
+few runs to decide: slower in 2 of 2 rounds; use --repeat >= 3"), with more it is "within noise".
+A slower variant is named slower ("0.66x slower") with the likely reason read from the CPU's ISA
+flags and the variant kind. Accuracy: a failed gate or non-finite outputs reject the variant
+whatever its speed; figures from synthetic data are flagged as not predictive.
 """
 
 from __future__ import annotations
@@ -13,35 +14,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..measure.speedup import MIN_RUNS, describe, rounds_text, speedup_of
 from ..results.model import Result
-from ..stats import intervals_separate
 from .convert import has_vnni
 
 
 def speedup(ref: Result, var: Result) -> dict[str, Any]:
-    """Speed-up of ``var`` over ``ref``: ratio of throughputs and whether the intervals separate.
+    """Speed-up of ``var`` over ``ref``: ratio of mean throughputs, whether the intervals over runs separate,
+    and how the rounds went (run *i* of each is from interleaved round *i*).
 
     Returns:
-        ``{"ratio", "significant", "basis"}``: ratio > 1 = faster; ``basis`` says which intervals decided.
+        :func:`~inferperf.measure.speedup.compare_throughput`'s dict: ``ratio`` > 1 = faster,
+        ``significant``, ``direction``, ``runs``, ``slower_rounds``, ``faster_rounds``, ``too_few_runs``,
+        the raw intervals and ``basis`` (which intervals decided).
     """
-    rt, vt = ref.metrics.throughput, var.metrics.throughput
-    ratio = vt.queries_per_s / rt.queries_per_s if rt.queries_per_s > 0 else float("nan")
-    if rt.queries_per_s_ci95 and vt.queries_per_s_ci95:
-        significant = intervals_separate(rt.queries_per_s_ci95, vt.queries_per_s_ci95)
-        return {"ratio": ratio, "significant": significant, "basis": "throughput 95% CI over runs"}
-    # one run each: no run-level interval exists; the within-run median CI is no basis for a throughput
-    # claim (it can have zero width on timer ties), so no difference is called
-    return {"ratio": ratio, "significant": False, "basis": "one run per variant: no CI (use --repeat >= 2)"}
+    return speedup_of(ref, var)
 
 
 def format_speedup(s: dict[str, Any]) -> str:
-    """``1.42x``, ``0.66x (slower)``, ``0.98x (within noise)``."""
-    r = s["ratio"]
-    if r != r:
-        return "-"
-    if not s["significant"]:
-        return f"{r:.2f}x (within noise)"
-    return f"{r:.2f}x (slower)" if r < 1 else f"{r:.2f}x"
+    """``1.42x faster``, ``0.66x slower``, ``0.98x (within noise; slower in 2 of 3 rounds)``,
+    ``0.16x (too few runs to decide: slower in 2 of 2 rounds; use --repeat >= 3)``; ``-`` without a ratio."""
+    return describe(s)
 
 
 def why_slower(variant: str, isa_flags: Sequence[str], settings: dict[str, Any] | None = None) -> list[str]:
@@ -81,9 +74,10 @@ def verdict(
     """The verdict word and its reasons.
 
     Returns:
-        (``FAILED`` | ``REJECT`` | ``SLOWER`` | ``FASTER`` | ``NO GAIN`` | ``NOT MEASURED`` | ``REFERENCE``, reasons).
-        FAILED: it could not be built, loaded or run; REJECT: accuracy gate or non-finite outputs;
-        the rest are speed verdicts of an accurate variant.
+        (``FAILED`` | ``REJECT`` | ``SLOWER`` | ``FASTER`` | ``NO GAIN`` | ``UNDECIDED`` | ``NOT MEASURED`` |
+        ``REFERENCE``, reasons). FAILED: it could not be built, loaded or run; REJECT: accuracy gate or
+        non-finite outputs; the rest are speed verdicts of an accurate variant (UNDECIDED: the intervals
+        overlap and the runs are too few for them to decide).
     """
     if variant == "fp32":
         return "REFERENCE", []
@@ -93,7 +87,7 @@ def verdict(
     if accuracy is not None and not accuracy.get("passed", True):
         reasons = list(accuracy.get("reasons", []))
         if speed is not None and speed["significant"] and speed["ratio"] < 1:
-            reasons.append(f"also slower ({format_speedup(speed)})")
+            reasons.append(f"also slower ({speed['ratio']:.2f}x fp32's throughput, intervals separate)")
         return "REJECT", reasons
     if accuracy is not None and not accuracy.get("predictive", True):
         reasons.append("accuracy from synthetic data: not predictive of real inputs (pass --eval-data)")
@@ -103,4 +97,9 @@ def verdict(
         return "SLOWER", why_slower(variant, isa_flags, settings) + reasons
     if speed["significant"]:
         return "FASTER", reasons
-    return "NO GAIN", [f"speed within noise ({speed['basis']})"] + reasons
+    if speed.get("too_few_runs"):
+        n = speed.get("runs", 0)
+        said = f"{rounds_text(speed)}, " if n >= 2 else ""
+        return "UNDECIDED", [f"too few runs to decide ({said}{n} run(s) per variant): rerun with"
+                             f" --repeat >= {MIN_RUNS}"] + reasons
+    return "NO GAIN", [f"speed within noise ({speed['basis']}; {rounds_text(speed)})"] + reasons
