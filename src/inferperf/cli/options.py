@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,9 @@ def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Read a BenchConfig layer from a ``.json`` or ``.toml`` file.
+    """Read a BenchConfig layer from a ``.json``, ``.toml`` or ``.yaml``/``.yml`` file.
+
+    The same file may hold a ``serve:`` section (ServeOptions, read by ``inferperf serve``).
 
     Raises:
         UsageError: missing file, unknown suffix, unparsable content.
@@ -76,25 +79,45 @@ def read_config_file(path: Path) -> dict[str, Any]:
             doc = json.loads(path.read_text())
         elif suffix == ".toml":
             doc = tomllib.loads(path.read_text())
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            doc = yaml.safe_load(path.read_text())
         else:
-            raise UsageError(f"--config '{path}' must be .json or .toml")
-    except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise UsageError(f"--config '{path}' must be .json, .toml or .yaml")
+    except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError, _yaml_error()) as e:
         raise UsageError(f"--config '{path}' does not parse: {e}") from e
     if not isinstance(doc, dict):
         raise UsageError(f"--config '{path}' must hold an object of settings (BenchConfig fields), not a {type(doc).__name__}")
     return doc
 
 
-def build_config(flags: dict[str, Any], config_file: Path | None = None) -> BenchConfig:
+def _yaml_error() -> type[Exception]:
+    import yaml
+
+    return yaml.YAMLError
+
+
+def build_config(
+    flags: dict[str, Any], config_file: Path | None = None, serve_section: dict[str, Any] | None = None
+) -> BenchConfig:
     """Merge a config file (if any) and the flags given (None = not given) into a BenchConfig.
 
     ``flags`` maps dotted config paths (``stop.min_iterations``) to values;
     list-valued flags (``workload.shapes`` as raw ``--shape`` strings) are parsed here.
+    The file's ``serve:`` section goes into ``serve_section`` when given (``inferperf serve``);
+    otherwise it is ignored with a note on stderr.
 
     Raises:
         UsageError: malformed flag values or settings out of range (names the flag).
     """
     doc: dict[str, Any] = read_config_file(config_file) if config_file else {}
+    if "serve" in doc:
+        section = doc.pop("serve") or {}
+        if serve_section is not None:
+            serve_section.update(section)
+        else:
+            print(f"note: --config {config_file}: the serve: section is for `inferperf serve`; ignored here", file=sys.stderr)
     raw_shapes = flags.pop("workload.shapes", None)
     if raw_shapes:
         shapes: dict[str, list[int]] = {}

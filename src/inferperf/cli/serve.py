@@ -1,0 +1,129 @@
+"""``inferperf serve``: a KServe v2 REST server (Triton's binary, config and statistics extensions) for one model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from pydantic import ValidationError
+
+from ..errors import UsageError
+from . import app
+from .bench import check_writable
+from .options import build_config
+
+Opt = typer.Option
+
+
+def serve_options(flags: dict[str, Any], section: dict[str, Any], config_file: Path | None) -> Any:
+    """ServeOptions from the settings file's ``serve:`` section overlaid with the flags given (None = not given).
+
+    Raises:
+        UsageError: an unknown or out-of-range setting (names the flag or the file).
+    """
+    from ..serve.options import ServeOptions
+
+    if not isinstance(section, dict):
+        raise UsageError(f"--config {config_file}: the serve: section must be a mapping of ServeOptions fields")
+    doc = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    try:
+        return ServeOptions.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].replace("Value error, ", "")
+        if err["type"] == "extra_forbidden":
+            raise UsageError(f"--config {config_file}: unknown serve setting '{where}': see inferperf serve --help") from None
+        flag = f"--{where.replace('_', '-')}" if where in flags and flags[where] is not None else f"serve.{where}"
+        raise UsageError(f"{flag}: {msg}" if where else msg) from None
+
+
+@app.command("serve")
+def serve_command(
+    model: Annotated[str, typer.Argument(help="ONNX file or zoo:NAME")],
+    host: Annotated[str, Opt(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, Opt(help="TCP port (0 = any free port)")] = 8000,
+    model_name: Annotated[Optional[str], Opt(help="name in the URLs (default: file stem or zoo name)")] = None,
+    max_batch_size: Annotated[Optional[int], Opt(help="most rows one model call takes (Triton's meaning); 0 = no batch"
+                                                      " dim; default: 4 when the leading dim is free, else 0")] = None,
+    dynamic_batching: Annotated[bool, Opt("--dynamic-batching", help="Triton's dynamic_batching {}: off unless given"
+                                                                      " or implied by the next three flags")] = False,
+    max_queue_delay_us: Annotated[Optional[int], Opt(help="most us the oldest request waits for more rows (default 0)")] = None,
+    preferred_batch_size: Annotated[Optional[list[int]], Opt(help="rows that dispatch at once; repeatable")] = None,
+    max_queue_size: Annotated[Optional[int], Opt(help="waiting requests beyond which 503 (default 0 = unbounded)")] = None,
+    instance_count: Annotated[Optional[int], Opt(help="model instances running batches in parallel (default 1)")] = None,
+    max_body_bytes: Annotated[Optional[int], Opt(help="request bodies over this get 413 (default 64 MiB)")] = None,
+    cpus: Annotated[Optional[str], Opt(help="pin the instances to these CPUs, e.g. 0-3")] = None,
+    backend: Annotated[Optional[str], Opt(help="onnxruntime | openvino | torch")] = None,
+    intra_op_num_threads: Annotated[Optional[int], Opt(help="threads per instance; default effective CPUs / instances")] = None,
+    inter_op_num_threads: Annotated[Optional[int], Opt(help="ORT inter-op threads (parallel mode)")] = None,
+    execution_mode: Annotated[Optional[str], Opt(help="sequential | parallel")] = None,
+    graph_optimization_level: Annotated[Optional[str], Opt(help="disable | basic | extended | all")] = None,
+    providers: Annotated[Optional[str], Opt(help="comma list, e.g. CPUExecutionProvider")] = None,
+    session_config: Annotated[Optional[list[str]], Opt(help="KEY=VALUE (repeatable): runtime session entries")] = None,
+    shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640 fixes free dims and shapes warm-up; repeatable")] = None,
+    dim: Annotated[Optional[list[str]], Opt(help="symbolic dims everywhere they appear: h=640,w=640")] = None,
+    seed: Annotated[Optional[int], Opt(help="seed of the warm-up inputs (default 0)")] = None,
+    warmup: Annotated[Optional[int], Opt(help="warm-up runs per shape and instance (default 10)")] = None,
+    grace_s: Annotated[float, Opt(help="on SIGTERM/SIGINT, seconds readiness is 503 before the server stops"
+                                       " accepting (then every accepted request is answered)")] = 0.0,
+    config: Annotated[Optional[Path], Opt(help="settings file (.yaml/.json/.toml): BenchConfig fields + serve:")] = None,
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="write a Result (kind serve) here when the server stops")] = None,
+    debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
+) -> int:
+    """Serve MODEL over KServe v2 REST (gRPC is out of scope) with Triton's extensions, dynamic batching,
+    model instances and Prometheus metrics at /metrics. Stops gracefully on SIGTERM/SIGINT."""
+    flags = {
+        "backend": backend,
+        "session.intra_op_num_threads": intra_op_num_threads,
+        "session.inter_op_num_threads": inter_op_num_threads,
+        "session.execution_mode": execution_mode,
+        "session.graph_optimization_level": graph_optimization_level,
+        "session.providers": providers,
+        "session.session_config": session_config,
+        "workload.shapes": shape,
+        "workload.dims": dim,
+        "workload.seed": seed,
+        "warmup.iterations": warmup,
+    }
+    section: dict[str, Any] = {}
+    cfg = build_config(flags, config, serve_section=section)
+    serve_flags: dict[str, Any] = {
+        "max_batch_size": max_batch_size,
+        "dynamic_batching": True if dynamic_batching else None,
+        "max_queue_delay_us": max_queue_delay_us,
+        "preferred_batch_size": preferred_batch_size or None,
+        "max_queue_size": max_queue_size,
+        "instance_count": instance_count,
+        "max_body_bytes": max_body_bytes,
+    }
+    if cpus is not None:
+        from ..measure.placement import parse_cpus
+
+        serve_flags["cpus"] = parse_cpus(cpus)
+    opts = serve_options(serve_flags, section, config)
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a TCP port: use 0..65535")
+    if grace_s < 0:
+        raise UsageError(f"--grace-s {grace_s}: use seconds >= 0")
+    if output is not None:
+        check_writable(output)
+    from ..serve.server import banner, prepare, run_server
+
+    served = prepare(model, cfg, opts, name=model_name)  # loads and warms up before the port is bound
+    host_url = f"[{host}]" if ":" in host else host
+
+    def on_started(port_bound: int) -> None:
+        print(banner(served, f"http://{host_url}:{port_bound}"), flush=True)
+
+    run_server(served, host, port, grace_s=grace_s, on_started=on_started)
+    if output is not None:
+        from ..results.io import save
+        from ..serve.result import serve_result
+        from .bench import output_path
+
+        result = serve_result(served, model, cfg, command=["inferperf", *sys.argv[1:]])
+        print(f"result written to {save(result, output_path(output, result))}", file=sys.stderr)
+    return 0

@@ -1,0 +1,241 @@
+"""The KServe v2 REST app (Starlette, orjson) with Triton's binary, model-configuration and statistics extensions.
+
+Routes: ``GET /v2``, ``/v2/health/live``, ``/v2/health/ready``,
+``/v2/models/{name}[/versions/{v}]`` (metadata), ``.../ready``, ``.../config``,
+``.../stats``, ``GET /v2/models/stats``, ``POST .../infer``, ``GET /metrics``,
+``GET /openapi.json``. Every response carries ``X-Request-Id`` (echoed when the
+client sent one). Errors are ``{"error": "..."}``: 400 bad tensor, 404 unknown
+model/version/route, 405 wrong method, 413 body over ``max_body_bytes``, 500
+the model failed (the server keeps serving), 503 queue full / not ready /
+shutting down with ``Retry-After``.
+
+The app talks only to ``ServedModel`` objects (``name``, ``version``,
+``metadata``, ``max_batch_size``, ``options``, ``ready``, ``infer``, ``stats``,
+``close``) and to :class:`~inferperf.serve.metrics.ServerMetrics`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import RuntimeFailure
+from .errors import ServeError
+from .metrics import CONTENT_TYPE, ServerMetrics
+from .protocol import HEADER_LENGTH, ProtocolError, decode_request, encode_response
+from .triton import model_config, model_metadata, openapi, server_metadata
+
+_JSON = "application/json"
+
+
+def _json(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(doc), status_code=status, media_type=_JSON, headers=headers)
+
+
+def _error(message: str, status: int, retry_after_s: int | None = None) -> Response:
+    headers = {"retry-after": str(retry_after_s)} if retry_after_s is not None else None
+    return _json({"error": message}, status, headers)
+
+
+class RequestIdMiddleware:
+    """Pure-ASGI middleware: every response gets ``X-Request-Id`` (the client's, or a fresh one)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._prefix = os.urandom(4).hex()
+        self._counter = itertools.count(1)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
+        if rid is None:
+            rid = f"{self._prefix}-{next(self._counter):x}".encode()
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid)]
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+class ServeApp:
+    """Holds the models, metrics and shutdown state; builds the ASGI app (:attr:`asgi`).
+
+    Args:
+        models: served models (``ServedModel``), by their ``name``.
+        metrics: this server's metrics (None = a fresh :class:`ServerMetrics`).
+        clock: times decode/encode (``now_ns``).
+        close_models_on_shutdown: ``await model.close(drain=True)`` in the ASGI lifespan shutdown.
+    """
+
+    def __init__(
+        self,
+        models: Sequence[Any],
+        metrics: ServerMetrics | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        close_models_on_shutdown: bool = True,
+    ) -> None:
+        self.models = {m.name: m for m in models}
+        self.metrics = metrics or ServerMetrics(clock=clock)
+        self.clock = clock
+        self.shutting_down = False
+        self._close_models = close_models_on_shutdown
+        self._openapi = orjson.dumps(openapi(list(self.models)))
+        self._server_meta = orjson.dumps(server_metadata())
+        self.asgi: ASGIApp = RequestIdMiddleware(self._starlette())
+
+    def _starlette(self) -> Starlette:
+        m, v = "/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"
+        routes = [
+            Route("/v2", lambda r: Response(self._server_meta, media_type=_JSON)),
+            Route("/v2/health/live", lambda r: Response(b"", 200)),
+            Route("/v2/health/ready", self._ready),
+            Route("/v2/models/stats", self._all_stats),
+            Route("/metrics", lambda r: Response(self.metrics.exposition(), media_type=CONTENT_TYPE)),
+            Route("/openapi.json", lambda r: Response(self._openapi, media_type=_JSON)),
+        ]
+        for base in (m, v):
+            routes += [
+                Route(base, self._metadata),
+                Route(base + "/ready", self._model_ready),
+                Route(base + "/config", self._config),
+                Route(base + "/stats", self._stats),
+                Route(base + "/infer", self._infer, methods=["POST"]),
+            ]
+        handlers = {HTTPException: self._http_error}
+        return Starlette(routes=routes, exception_handlers=handlers, lifespan=self._lifespan)  # type: ignore[arg-type]
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Starlette):  # type: ignore[no-untyped-def]
+        yield
+        self.shutting_down = True
+        if self._close_models:
+            for model in self.models.values():
+                await model.close(drain=True)
+
+    async def _http_error(self, request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 404:
+            return _error(f"no route {request.method} {request.url.path}: see /openapi.json", 404)
+        if exc.status_code == 405:
+            return _error(f"{request.method} is not allowed on {request.url.path}", 405)
+        return _error(str(exc.detail), exc.status_code)
+
+    @property
+    def ready(self) -> bool:
+        """True once every model is loaded and warmed up, until shutdown begins."""
+        return not self.shutting_down and all(m.ready for m in self.models.values())
+
+    def _model(self, request: Request) -> Any:
+        name = request.path_params["model_name"]
+        model = self.models.get(name)
+        if model is None:
+            raise _NotFound(f"unknown model '{name}': this server serves {sorted(self.models)}")
+        version = request.path_params.get("model_version")
+        if version is not None and version not in model.metadata.versions:
+            raise _NotFound(f"model '{name}' has no version '{version}': versions {list(model.metadata.versions)}")
+        return model
+
+    async def _ready(self, request: Request) -> Response:
+        if self.ready:
+            return Response(b"", 200)
+        what = "shutting down" if self.shutting_down else "not ready"
+        return _error(f"server is {what}", 503, retry_after_s=1)
+
+    async def _model_ready(self, request: Request) -> Response:
+        try:
+            model = self._model(request)
+        except _NotFound as e:
+            return _error(str(e), 404)
+        if model.ready and not self.shutting_down:
+            return Response(b"", 200)
+        return _error(f"model '{model.name}' is not ready", 503, retry_after_s=1)
+
+    async def _metadata(self, request: Request) -> Response:
+        return self._model_doc(request, model_metadata)
+
+    async def _config(self, request: Request) -> Response:
+        return self._model_doc(request, model_config)
+
+    async def _stats(self, request: Request) -> Response:
+        return self._model_doc(request, lambda m: {"model_stats": [m.stats()]})
+
+    async def _all_stats(self, request: Request) -> Response:
+        return _json({"model_stats": [m.stats() for m in self.models.values()]})
+
+    def _model_doc(self, request: Request, build: Any) -> Response:
+        try:
+            return _json(build(self._model(request)))
+        except _NotFound as e:
+            return _error(str(e), 404)
+
+    async def _infer(self, request: Request) -> Response:
+        try:
+            model = self._model(request)
+        except _NotFound as e:
+            return _error(str(e), 404)
+        metrics, name = self.metrics, model.name
+        t0 = metrics.request_started(name)
+        status = 500
+        try:
+            response = await self._infer_model(request, model)
+            status = response.status_code
+            return response
+        finally:
+            metrics.request_finished(name, status, t0)
+
+    async def _infer_model(self, request: Request, model: Any) -> Response:
+        clock, metrics, name = self.clock, self.metrics, model.name
+        try:
+            body = await _read_body(request, model.options.max_body_bytes)
+            t = clock.now_ns()
+            md = model.metadata
+            req = decode_request(body, request.headers.get(HEADER_LENGTH), md.inputs, md.outputs, model.max_batch_size)
+            metrics.decoded(name, clock.now_ns() - t)
+            outputs = await model.infer(req.inputs, req.rows, req.outputs, request.is_disconnected)
+            t = clock.now_ns()
+            data, headers = encode_response(name, model.version, req, outputs)
+            metrics.encoded(name, clock.now_ns() - t)
+            return Response(data, headers=headers)
+        except ProtocolError as e:
+            return _error(str(e), e.status)
+        except ServeError as e:
+            return _error(str(e), e.status, getattr(e, "retry_after_s", None) if e.status == 503 else None)
+        except RuntimeFailure as e:
+            return _error(str(e), 500)
+        except Exception as e:  # a bug must not take the server down: answer 500 and keep serving
+            return _error(f"internal error: {type(e).__name__}: {e}", 500)
+
+
+class _NotFound(Exception):
+    pass
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing (413) one over ``limit`` bytes by Content-Length or while streaming."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise ProtocolError(f"request body of {length} bytes is over the limit ({limit}): raise --max-body-bytes", 413)
+    if length is not None:
+        return await request.body()
+    chunks, total = [], 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise ProtocolError(f"request body is over the limit ({limit} bytes): raise --max-body-bytes", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)

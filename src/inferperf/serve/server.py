@@ -1,0 +1,305 @@
+"""Run the serving app on uvicorn: the library entry point ``serving(...)`` and the CLI's blocking ``run_server``.
+
+uvicorn uses uvloop and httptools when installed (they come with
+``uvicorn[standard]``), else asyncio and h11. The socket is bound here, before
+uvicorn starts, so a port in use is one :class:`~inferperf.errors.UsageError`
+line and port 0 gives an ephemeral port. Shutdown is graceful: readiness turns
+503 at once (liveness stays 200), for ``grace_s`` seconds the server keeps
+serving (so a load balancer can stop sending), then it stops accepting
+connections, answers every request already accepted, drains the batcher
+(``ServedModel.close(drain=True)``) and returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib.util
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..config import BenchConfig
+from ..errors import UsageError
+from .app import ServeApp
+from .metrics import ServerMetrics
+from .options import ServeOptions
+
+
+def uvicorn_stack() -> tuple[str, str]:
+    """(loop, http) implementations uvicorn will use: uvloop/httptools when installed."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return loop, http
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (0 = an ephemeral port).
+
+    Raises:
+        UsageError: the port is in use or the address cannot be bound (one line naming the fix).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} on {host} is already in use: pass --port N (0 = any free port)") from None
+        raise UsageError(f"cannot listen on {host}:{port} ({e.strerror}): check --host and --port") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server with inferperf's shutdown: readiness 503 first, a grace period, then uvicorn's drain.
+
+    Signals (main thread only): the first SIGTERM/SIGINT begins the graceful shutdown; a second SIGINT
+    forces exit. Unlike uvicorn's default, the signal is not re-raised afterwards, so the CLI exits 0.
+    """
+
+    def __init__(self, config: uvicorn.Config, app: ServeApp, grace_s: float,
+                 on_started: Callable[[int], None] | None = None) -> None:  # fmt: skip
+        super().__init__(config)
+        self.serve_app = app
+        self.grace_s = grace_s
+        self.on_started = on_started
+        self._exit_at: float | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.on_started is not None and sockets and not self.should_exit:
+            self.on_started(sockets[0].getsockname()[1])
+
+    def begin_shutdown(self) -> None:
+        """Turn readiness 503 now; stop after ``grace_s`` (checked on uvicorn's 0.1 s tick)."""
+        self.serve_app.shutting_down = True
+        if self._exit_at is None:
+            self._exit_at = time.monotonic() + self.grace_s
+            if self.grace_s <= 0:
+                self.should_exit = True
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._exit_at is not None and sig == signal.SIGINT:
+            self.force_exit = True
+        self.begin_shutdown()
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._exit_at is not None and time.monotonic() >= self._exit_at:
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        sigs = (signal.SIGINT, signal.SIGTERM)
+        original = {s: signal.signal(s, self.handle_exit) for s in sigs}
+        try:
+            yield
+        finally:
+            for s, handler in original.items():
+                signal.signal(s, handler)
+
+
+@dataclass
+class ServerHandle:
+    """A running server: ``url`` (``http://host:port``), ``port``, ``app`` (:class:`ServeApp`), ``metrics``.
+
+    ``stop()`` shuts down gracefully (idempotent); ``begin_shutdown()`` only turns readiness 503 and
+    starts the grace period.
+    """
+
+    host: str
+    port: int
+    app: ServeApp
+    server: _Server
+    thread: threading.Thread | None = None
+    errors: list[BaseException] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:8000``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def metrics(self) -> ServerMetrics:
+        """This server's metrics."""
+        return self.app.metrics
+
+    def begin_shutdown(self) -> None:
+        """Readiness 503 now; the server stops after its grace period."""
+        self.server.begin_shutdown()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Graceful shutdown; waits up to ``timeout_s`` for every accepted request and the drain.
+
+        Raises:
+            RuntimeError: the server thread did not end within ``timeout_s``.
+        """
+        self.server.begin_shutdown()
+        if self.thread is not None:
+            self.thread.join(timeout_s)
+            if self.thread.is_alive():
+                self.server.force_exit = True
+                self.thread.join(5.0)
+                raise RuntimeError(f"server at {self.url} did not stop within {timeout_s} s")
+
+
+def _uvicorn_config(app: ServeApp) -> uvicorn.Config:
+    loop, http = uvicorn_stack()
+    return uvicorn.Config(
+        app.asgi, loop=loop, http=http, lifespan="on", log_level="warning", access_log=False,
+        server_header=False, date_header=False, timeout_keep_alive=30, backlog=2048,
+    )  # fmt: skip
+
+
+def prepare(
+    model: Any,
+    config: BenchConfig,
+    serve: ServeOptions,
+    name: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    metrics: ServerMetrics | None = None,
+) -> ServeApp:
+    """Load ``model`` (a path / ``zoo:NAME``, or an already built ``ServedModel``) and build the app.
+
+    Raises:
+        UsageError / ModelError: bad flags or an unloadable model (nothing is bound yet).
+    """
+    metrics = metrics or ServerMetrics(clock=clock)
+    if isinstance(model, str):
+        from .model import ServedModel
+
+        model = ServedModel.load(model, config, serve, name=name, observer=metrics, clock=clock)
+    return ServeApp([model], metrics=metrics, clock=clock)
+
+
+def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float = 0.0,
+          ready_timeout_s: float = 30.0) -> ServerHandle:  # fmt: skip
+    """Bind, start uvicorn in a thread and wait until it serves (deadline ``ready_timeout_s``).
+
+    Raises:
+        UsageError: the port is in use. RuntimeError: the server did not come up in time.
+    """
+    sock = bind_socket(host, port)
+    server = _Server(_uvicorn_config(app), app, grace_s)
+    handle = ServerHandle(host=host, port=sock.getsockname()[1], app=app, server=server)
+
+    def run() -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as e:  # noqa: BLE001 - reported to the waiting thread
+            handle.errors.append(e)
+        finally:
+            sock.close()
+
+    handle.thread = threading.Thread(target=run, name=f"inferperf-serve-{handle.port}", daemon=True)
+    handle.thread.start()
+    deadline = time.monotonic() + ready_timeout_s
+    while not server.started:
+        if not handle.thread.is_alive() or time.monotonic() > deadline:
+            handle.stop(5.0)
+            why = f": {handle.errors[0]!r}" if handle.errors else ""
+            raise RuntimeError(f"server on {handle.url} did not start within {ready_timeout_s} s{why}")
+        time.sleep(0.01)
+    return handle
+
+
+@contextlib.contextmanager
+def serving(
+    model: Any,
+    config: BenchConfig | None = None,
+    serve: ServeOptions | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    name: str | None = None,
+    grace_s: float = 0.0,
+    clock: Clock = SYSTEM_CLOCK,
+    ready_timeout_s: float = 60.0,
+) -> Iterator[ServerHandle]:
+    """Serve ``model`` in this process for the duration of the ``with`` block.
+
+    Args:
+        model: ONNX path or ``zoo:NAME`` (loaded with ``ServedModel.load``), or a built ``ServedModel``.
+        config: backend, session and workload settings (default BenchConfig()).
+        serve: batching, instances and limits (default ServeOptions()).
+        host, port: where to listen (port 0 = ephemeral; read ``handle.port``).
+        name: model name (default: file stem or zoo name).
+        grace_s: seconds readiness is 503 before the server stops accepting, on stop.
+        clock: for metrics and the batcher.
+        ready_timeout_s: deadline for the server to come up.
+
+    Yields:
+        ServerHandle with ``.url``, ``.port``, ``.stop()``; stopped gracefully on exit.
+
+    Raises:
+        UsageError / ModelError: bad settings, unloadable model or port in use (before serving).
+    """
+    app = prepare(model, config or BenchConfig(), serve or ServeOptions(), name=name, clock=clock)
+    try:
+        handle = start(app, host, port, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
+    except BaseException:
+        _close_models(app)
+        raise
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def _close_models(app: ServeApp) -> None:
+    import asyncio
+
+    for m in app.models.values():
+        with contextlib.suppress(Exception):
+            asyncio.run(m.close(drain=False))
+
+
+def run_server(app: ServeApp, host: str, port: int, grace_s: float = 0.0,
+               on_started: Callable[[int], None] | None = None) -> None:  # fmt: skip
+    """Serve in the calling (main) thread until SIGTERM/SIGINT, then shut down gracefully and return.
+
+    ``on_started(port)`` is called once the server accepts connections (e.g. to print the banner).
+
+    Raises:
+        UsageError: the port is in use.
+    """
+    sock = bind_socket(host, port)
+    server = _Server(_uvicorn_config(app), app, grace_s, on_started)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def banner(app: ServeApp, url: str) -> str:
+    """The one-line startup banner: URL, model, batching and instance settings, notes."""
+    parts = [f"inferperf serve: {url}"]
+    for m in app.models.values():
+        o = m.options
+        batching = "off"
+        if o.dynamic_batching and m.max_batch_size > 0:
+            batching = f"on (max_queue_delay_us={o.max_queue_delay_us}"
+            if o.preferred_batch_size:
+                batching += f", preferred={o.preferred_batch_size}"
+            batching += f", max_queue_size={o.max_queue_size or 'unbounded'})"
+        threads = (getattr(m, "effective", None) or {}).get("intra_op_num_threads")
+        inst = f"instances={o.instance_count}" + (f" x {threads} threads" if threads else "")
+        parts.append(f"model '{m.name}' max_batch_size={m.max_batch_size} dynamic_batching={batching} {inst}")
+        parts += list(getattr(m, "notes", []) or [])
+    return " | ".join(parts)

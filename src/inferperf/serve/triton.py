@@ -1,0 +1,149 @@
+"""Triton's JSON documents: server metadata, model metadata, the model-configuration extension.
+
+Field names and layout follow Triton's HTTP server (``GET /v2``, ``GET
+/v2/models/{name}``, ``GET /v2/models/{name}/config``, the JSON form of
+``ModelConfig`` in model_config.proto) so tritonclient and perf_analyzer read
+them unchanged. perf_analyzer reads ``max_batch_size``, ``input``/``output``
+(``dims`` without the batch dim), and ``dynamic_batching``'s presence for the
+scheduler type. Sources: triton-inference-server/server
+docs/protocol/extension_model_configuration.md, extension_statistics.md;
+perf_analyzer src/model_parser.cc.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+from .protocol import TRITON_DATA_TYPE
+
+#: Extensions listed by ``GET /v2``.
+EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics"]
+
+
+def server_metadata() -> dict[str, Any]:
+    """``GET /v2``: name, version and the protocol extensions served."""
+    return {"name": "inferperf", "version": __version__, "extensions": list(EXTENSIONS)}
+
+
+def _tensors(tensors: Any) -> list[dict[str, Any]]:
+    return [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)} for t in tensors]
+
+
+def model_metadata(model: Any) -> dict[str, Any]:
+    """``GET /v2/models/{name}``: KServe v2 model metadata (shapes with -1 for free dims, batch dim included)."""
+    md = model.metadata
+    return {
+        "name": model.name,
+        "versions": list(md.versions),
+        "platform": md.platform,
+        "inputs": _tensors(md.inputs),
+        "outputs": _tensors(md.outputs),
+    }
+
+
+def _config_tensor(t: Any, batched: bool, is_input: bool) -> dict[str, Any]:
+    dims = list(t.shape[1:] if batched else t.shape)
+    doc: dict[str, Any] = {"name": t.name, "data_type": TRITON_DATA_TYPE.get(t.datatype, f"TYPE_{t.datatype}")}
+    if is_input:
+        doc.update(format="FORMAT_NONE", dims=dims, is_shape_tensor=False, allow_ragged_batch=False, optional=False)
+    else:
+        doc.update(dims=dims, label_filename="", is_shape_tensor=False)
+    return doc
+
+
+def model_config(model: Any) -> dict[str, Any]:
+    """``GET /v2/models/{name}/config``: the JSON form of Triton's ``ModelConfig`` for this model.
+
+    ``dims`` leave out the batch dim when ``max_batch_size`` > 0 (Triton's rule); ``dynamic_batching``
+    is present only when dynamic batching is on; ``instance_group`` is one CPU group of ``instance_count``.
+    """
+    opts = model.options
+    batched = model.max_batch_size > 0
+    platform = model.metadata.platform
+    doc: dict[str, Any] = {
+        "name": model.name,
+        "platform": platform,
+        "backend": platform.rsplit("_", 1)[0],
+        "version_policy": {"latest": {"num_versions": 1}},
+        "max_batch_size": model.max_batch_size,
+        "input": [_config_tensor(t, batched, True) for t in model.metadata.inputs],
+        "output": [_config_tensor(t, batched, False) for t in model.metadata.outputs],
+        "batch_input": [],
+        "batch_output": [],
+        "instance_group": [
+            {
+                "name": f"{model.name}_0",
+                "kind": "KIND_CPU",
+                "count": opts.instance_count,
+                "gpus": [],
+                "secondary_devices": [],
+                "profile": [],
+                "passive": False,
+                "host_policy": "",
+            }
+        ],
+        "default_model_filename": "model.onnx",
+        "parameters": {},
+        "model_warmup": [],
+        "model_transaction_policy": {"decoupled": False},
+    }
+    if opts.dynamic_batching and batched:
+        doc["dynamic_batching"] = {
+            "preferred_batch_size": list(opts.preferred_batch_size),
+            "max_queue_delay_microseconds": opts.max_queue_delay_us,
+            "preserve_ordering": False,
+            "priority_levels": 0,
+            "default_priority_level": 0,
+            "default_queue_policy": {
+                "timeout_action": "REJECT",
+                "default_timeout_microseconds": 0,
+                "allow_timeout_override": False,
+                "max_queue_size": opts.max_queue_size,
+            },
+        }
+    return doc
+
+
+def openapi(model_names: list[str]) -> dict[str, Any]:
+    """``GET /openapi.json``: an OpenAPI 3.1 description of exactly the routes served."""
+    err = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    ok_json = {"description": "OK", "content": {"application/json": {}}}
+
+    def get(summary: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"get": {"summary": summary, "responses": {"200": ok_json, **(extra or {})}}}
+
+    model = "/v2/models/{model_name}"
+    versioned = "/v2/models/{model_name}/versions/{model_version}"
+    paths: dict[str, Any] = {
+        "/v2": get("Server metadata and extensions"),
+        "/v2/health/live": get("Liveness (200 while the process serves)"),
+        "/v2/health/ready": get("Readiness (200 once every model is loaded and warmed up)", {"503": err}),
+        "/v2/models/stats": get("Triton statistics extension, all models"),
+        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition"}}}},
+        "/openapi.json": get("This document"),
+    }
+    infer = {
+        "post": {
+            "summary": "Inference (KServe v2 JSON, or Triton binary tensors with Inference-Header-Content-Length)",
+            "requestBody": {"content": {"application/json": {}, "application/octet-stream": {}}},
+            "responses": {
+                "200": {"description": "OK", "content": {"application/json": {}, "application/octet-stream": {}}},
+                **{code: err for code in ("400", "404", "413", "500", "503")},
+            },
+        }
+    }
+    for base in (model, versioned):
+        paths[base] = get("Model metadata", {"404": err})
+        paths[f"{base}/ready"] = get("Model readiness", {"404": err, "503": err})
+        paths[f"{base}/config"] = get("Triton model configuration extension", {"404": err})
+        paths[f"{base}/stats"] = get("Triton statistics extension", {"404": err})
+        paths[f"{base}/infer"] = infer
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "inferperf serve (KServe v2 REST)", "version": __version__, "x-models": model_names},
+        "paths": paths,
+        "components": {
+            "schemas": {"Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}
+        },
+    }
