@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 from .config import BenchConfig, SessionOptions, StopOptions, WarmupOptions, WorkloadOptions  # noqa: E402
 from .errors import (  # noqa: E402

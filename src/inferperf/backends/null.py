@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SessionOptions
+from ..errors import ModelError
 from ..results.model import TensorInfo
 
 
@@ -48,13 +49,18 @@ class NullBackend:
         self._outputs: list[TensorInfo] = [TensorInfo(name="y", dtype="float32", shape=[1])]
 
     def load(self, model_path: Path | None) -> None:
-        """Read the signature from the model file when there is one (no runtime involved)."""
+        """Read the signature from the model file when there is one (no runtime involved).
+
+        Raises:
+            ModelError: an ``.onnx`` path that is missing, a folder or empty.
+        """
         if self._inputs is None and model_path is not None and Path(model_path).suffix == ".onnx":
             import onnx
 
-            from ..workload.signature import check_model_file
-
-            m = onnx.load(str(check_model_file(model_path)), load_external_data=False)
+            path = Path(model_path).expanduser()
+            if not path.is_file() or path.stat().st_size == 0:
+                raise ModelError(f"model file '{model_path}' not found, not a file or empty: check the path")
+            m = onnx.load(str(path), load_external_data=False)
             init = {t.name for t in m.graph.initializer}
             self._inputs = [_vi(v) for v in m.graph.input if v.name not in init]
             self._outputs = [_vi(v) for v in m.graph.output]

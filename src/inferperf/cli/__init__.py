@@ -64,7 +64,7 @@ def _error(message: str) -> None:
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from .._version import __version__
 
         print(f"inferperf {__version__}")
         raise typer.Exit(0)

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from .. import __version__
+from .._version import __version__
 from ..backends.base import create_backend
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import BenchConfig

@@ -9,7 +9,7 @@ Results, resources only when the sampler ran, and so on.
 from __future__ import annotations
 
 import datetime as _dt
-import math
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.capacity import CapacityPlan, label_of, plan
-from ..analysis.findings import Finding, findings
-from ..analysis.points import Point, as_points, group_by_axis
+from ..analysis.capacity import CapacityPlan, plan
+from ..analysis.findings import Finding, batch_vs_one_findings, findings
+from ..analysis.points import as_points, by_workload, case_label, group_by_axis, point, workload_label
 from ..analysis.spikes import find_spikes
 from ..analysis.steady import memory_growth, steady_state
 from ..results.model import Result
@@ -39,7 +39,7 @@ class ReportOptions:
 
     Attributes:
         title: page title.
-        target_qps: rate to plan capacity for (queries/s); None: 10x the best measured, rounded.
+        target_qps: rate to plan capacity for (queries/s); None: no capacity plan (the report says how to ask).
         slo_p99_ms: p99 objective (ms) for recommendations and capacity; None: no SLO.
         headroom: share of each instance's measured throughput kept free in capacity plans (0..1).
         max_timelines: latency-over-time charts at most (spiky cases first, then the fastest).
@@ -74,6 +74,7 @@ class Report:
     precision: list[dict[str, Any]]
     runtimes: list[dict[str, Any]]
     sections: list[str] = field(default_factory=list)
+    rebuild: str = ""
 
     def charts_in(self, group: str) -> list[ch.Chart]:
         """Charts of one subsection (distribution, timeline, threads, batch, size, concurrency, resources, ...)."""
@@ -81,8 +82,8 @@ class Report:
 
 
 def unique_labels(entries: list[Entry]) -> list[str]:
-    """A readable label per entry (sweep label, else model/variant/backend/shape/threads), made unique."""
-    base = [e.result.run.get("label") or label_of(e.result) for e in entries]
+    """A readable label per entry (:func:`~inferperf.analysis.points.case_label`), made unique."""
+    base = [case_label(point(e.result)) for e in entries]
     seen: dict[str, int] = {}
     for b in base:
         seen[b] = seen.get(b, 0) + 1
@@ -96,17 +97,20 @@ def unique_labels(entries: list[Entry]) -> list[str]:
     return out
 
 
-def _group_name(p: Point, axis: str) -> str:
-    parts = [p.model.split(":", 1)[1]]
-    if p.variant != "fp32":
-        parts.append(p.variant)
-    if axis != "size":
-        parts.append("/".join("x".join(map(str, s)) for s in p.shapes.values()))
-    if axis != "concurrency" and p.concurrency > 1:
-        parts.append(f"{p.concurrency} streams")
-    if axis != "threads" and p.threads:
-        parts.append(f"{p.threads}t")
-    return " ".join(parts)
+def rebuild_command(inputs: list[str], opts: ReportOptions, fmt: str = "html") -> str:
+    """The ``inferperf report`` command line that rebuilds this report, every planning option included."""
+    argv = ["inferperf", "report", *inputs]
+    if opts.title != ReportOptions.title:
+        argv += ["--title", opts.title]
+    if opts.target_qps is not None:
+        argv += ["--target-qps", f"{opts.target_qps:g}"]
+    if opts.slo_p99_ms is not None:
+        argv += ["--slo-p99-ms", f"{opts.slo_p99_ms:g}"]
+    if opts.headroom != ReportOptions.headroom:
+        argv += ["--headroom", f"{opts.headroom:g}"]
+    if fmt != "html":
+        argv += ["--format", fmt]
+    return " ".join(shlex.quote(a) for a in argv)
 
 
 def analyse_case(label: str, e: Entry) -> CaseAnalysis:
@@ -137,49 +141,50 @@ def analyse_case(label: str, e: Entry) -> CaseAnalysis:
     return c
 
 
-def _nice_target(q: float) -> float:
-    """10x ``q`` rounded up to 1, 2 or 5 x a power of ten."""
-    x = 10 * q
-    mag = 10 ** math.floor(math.log10(x))
-    return float(next(m * mag for m in (1, 2, 5, 10) if x <= m * mag))
-
-
 def _capacity(entries: list[Entry], labels: list[str], opts: ReportOptions) -> list[tuple[str, CapacityPlan]]:
-    """One plan per model signature, over batch-1 Results (a query = one request) when there are any."""
-    fams: dict[tuple, list[Result]] = {}
+    """One plan per workload (model, variant, backend, shapes) for ``opts.target_qps``; none without a target.
+
+    Only measured Results (sweep, bench) plan: a configuration is compared only with others of its workload.
+    """
+    if opts.target_qps is None:
+        return []
     by_key = {e.result.case_key: lab for e, lab in zip(entries, labels)}
-    for e in entries:
-        r = e.result
-        key = (tuple(i.name for i in r.model.inputs), tuple(o.name for o in r.model.outputs))
-        fams.setdefault(key, []).append(r)
+    measured = [e.result for e in entries if e.kind in ("sweep", "bench")]
+    pts = {id(r): point(r) for r in measured}
     out = []
-    for rs in fams.values():
-        ones = [r for r in rs if r.config.workload.batch_size == 1] or rs
-        best = max(r.metrics.throughput.queries_per_s for r in ones)
-        if best <= 0:
+    for group in by_workload(pts[id(r)] for r in measured).values():
+        keys = {p.case_key for p in group}
+        rs = [r for r in measured if r.case_key in keys]
+        if max(r.metrics.throughput.queries_per_s for r in rs) <= 0:
             continue
-        target = opts.target_qps or _nice_target(best)
-        name = next((r.model.zoo_name for r in rs if r.model.zoo_name), None)
-        name = name or min((Path(r.model.path).stem for r in rs), key=len)
-        p = plan(ones, target, opts.slo_p99_ms, opts.headroom)
+        p = plan(rs, opts.target_qps, opts.slo_p99_ms, opts.headroom)
         for o in p.options:
             o.label = by_key.get(o.case_key, o.label)
-        out.append((name, p))
+        out.append((workload_label(group[0]), p))
     return out
 
 
 def _scaling(sources: dict[str, list[Entry]]) -> tuple[list[Finding], list[ch.Chart]]:
-    """Findings and scaling charts per sweep/bench invocation (never mixing two invocations' cases)."""
+    """Findings and scaling charts per sweep/bench invocation (never mixing two invocations' cases), one chart
+    panel per workload; plus batch-vs-batch-1 findings across invocations of one machine."""
     found: list[Finding] = []
     charts: list[ch.Chart] = []
     for k, es in enumerate(sources.values()):
         rs = [e.result for e in es]
         found += findings(rs)
         pts = as_points(rs)
-        named = {axis: [(_group_name(g[0], axis), g) for g in group_by_axis(pts, axis)]
-                 for axis in ("threads", "batch", "size", "concurrency")}
-        charts += ch.thread_scaling(named["threads"], str(k)) + ch.batch_scaling(named["batch"], str(k))
+        named = {axis: [(case_label(g[0], (axis, "workload")), g) for g in group_by_axis(pts, axis)]
+                 for axis in ("batch", "size", "concurrency")}
+        charts += ch.thread_scaling(group_by_axis(pts, "threads"), str(k)) + ch.batch_scaling(named["batch"], str(k))
         charts += ch.size_scaling(named["size"], str(k)) + ch.concurrency_scaling(named["concurrency"], str(k))
+    machines: dict[tuple, dict[str, Result]] = {}
+    for es in sources.values():
+        for e in es:
+            s = e.result.system
+            machines.setdefault((s.cpu_model, s.logical_cores, s.os), {}).setdefault(e.result.case_key, e.result)
+    seen = {tuple(sorted(f.case_keys)) for f in found if f.kind == "batch-per-sample"}
+    for rs in machines.values():
+        found += [f for f in batch_vs_one_findings(as_points(rs.values())) if tuple(sorted(f.case_keys)) not in seen]
     return found, charts
 
 
@@ -189,13 +194,14 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     Raises:
         UsageError: a path is missing or holds no Results (see :func:`~.collect.collect`).
     """
-    from .. import __version__
+    from .._version import __version__
 
     opts = options or ReportOptions()
     given = [str(p) for p in paths]
     coll = collect(given)
     kinds = ("sweep", "bench", "runtimes", "optimize")
-    coll.entries.sort(key=lambda e: (kinds.index(e.kind), e.source, -e.result.metrics.throughput.samples_per_s))
+    coll.entries.sort(key=lambda e: (kinds.index(e.kind) if e.kind in kinds else len(kinds), e.kind, e.source,
+                                     -e.result.metrics.throughput.samples_per_s))
     entries = coll.entries
     labels = unique_labels(entries)
     rows = [case_row(lab, e) for lab, e in zip(labels, entries)]
@@ -228,15 +234,15 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
 
     plans = _capacity(entries, labels, opts)
     issues = bottlenecks(cases, found)
-    recs = recommendations(cases, plans, opts.slo_p99_ms, prec, rts)
+    recs = recommendations(cases, plans, opts.slo_p99_ms, prec, rts, opts.target_qps)
     summ = summary(cases, recs, issues, prec, rts)
-    capacity = [{"model": name, **p.as_dict()} for name, p in plans]
+    capacity = [{"model": name, "workload": name, **p.as_dict()} for name, p in plans]
     rep = Report(
         title=opts.title, generated_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tool_version=__version__, inputs=given, notes=coll.notes, summary=summ,
         environment=environment(entries), method=method(coll.sources("sweep", "bench", "optimize", "runtimes")),
         columns=COLUMNS, rows=rows, csv=csv_text(rows), charts=charts, bottlenecks=issues, recommendations=recs,
-        capacity=capacity, precision=prec, runtimes=rts,
+        capacity=capacity, precision=prec, runtimes=rts, rebuild=rebuild_command(given, opts),
     )  # fmt: skip
     present = {"summary": bool(summ), "environment": bool(rep.environment), "method": bool(rep.method),
                "raw-data": bool(rows), "charts": bool(charts), "bottlenecks": bool(issues),

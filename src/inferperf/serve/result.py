@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..config import BenchConfig
 from ..results.io import case_key
 from ..results.model import (

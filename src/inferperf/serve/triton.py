@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from .protocol import TRITON_DATA_TYPE
 
 #: Extensions listed by ``GET /v2``.
