@@ -8,7 +8,11 @@ Sources:
       and ``inverted_cdf`` (definition 1, the nearest-rank method).
     * Median CI: distribution-free order-statistic interval from the binomial
       distribution (Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2).
+    * Quantile CI: the same order-statistic interval for any percentile (``scipy.stats.quantile_test``).
     * Mean CI over runs: Student's t interval.
+
+Two-sample comparisons (bootstrap ratio and difference intervals, between-run tests,
+multiple-comparison corrections) live in :mod:`inferperf.significance`.
 """
 
 from __future__ import annotations
@@ -87,6 +91,35 @@ def median_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) ->
     if r < 1:
         return float(arr[0]), float(arr[-1])
     return float(arr[r - 1]), float(arr[n - r])
+
+
+def quantile_ci(values: Sequence[float] | np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free interval of the ``q``-th percentile from order statistics: :func:`median_ci` for any level.
+
+    Through :func:`scipy.stats.quantile_test`'s ``confidence_interval`` (Conover 1999, §3.2).
+
+    Args:
+        values: 1-D samples (any unit; the interval has the same unit).
+        q: percentile level, strictly inside (0, 100).
+        confidence: coverage in (0, 1).
+
+    Returns:
+        ``(low, high)``; an end the sample cannot give (too few values beyond the percentile,
+        e.g. the upper end of p99 from 50 samples) is NaN, which :func:`intervals_separate`
+        treats as overlapping: no claim.
+
+    Raises:
+        ValueError: empty input, NaN/inf values, or ``q``/``confidence`` out of range.
+    """
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    if arr.size == 0 or not np.all(np.isfinite(arr)):
+        raise ValueError("quantile CI needs at least one sample and no NaN or infinite values")
+    if not 0.0 < q < 100.0 or not 0.0 < confidence < 1.0:
+        raise ValueError(f"quantile CI needs q in (0, 100) and confidence in (0, 1): got q={q}, {confidence}")
+    from scipy.stats import quantile_test
+
+    ci = quantile_test(arr, q=float(np.percentile(arr, q)), p=q / 100.0).confidence_interval(confidence)
+    return float(ci.low), float(ci.high)
 
 
 def mean_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> tuple[float, float]:

@@ -53,6 +53,26 @@ def test_median_ci_order_statistics():
     assert 0.93 <= hits / 400 <= 0.995
 
 
+def test_quantile_ci_order_statistics():
+    # at q = 50 it is the median interval: X(40)..X(61) for n = 100 (Conover, table A3)
+    assert stats.quantile_ci(list(range(1, 101)), 50) == (40, 61)
+    # p99 from 50 samples: no order statistic lies far enough beyond it for an upper end
+    lo, hi = stats.quantile_ci(list(range(1, 51)), 99)
+    assert lo <= 50 and math.isnan(hi)
+    assert not stats.intervals_separate([lo, hi], [1000.0, 2000.0])  # NaN end: no claim
+    # coverage of the true p90 of N(0, 1) (1.2816) over seeded samples
+    rng = np.random.default_rng(2)
+    hits = 0
+    for _ in range(200):
+        lo, hi = stats.quantile_ci(rng.standard_normal(300), 90)
+        hits += lo <= 1.2815515655446004 <= hi
+    assert 0.92 <= hits / 200 <= 0.995
+    with pytest.raises(ValueError, match="at least one sample"):
+        stats.quantile_ci([], 50)
+    with pytest.raises(ValueError, match=r"q in \(0, 100\)"):
+        stats.quantile_ci([1.0], 100)
+
+
 def test_mean_ci_and_cv():
     lo, hi = stats.mean_ci([10.0, 12.0, 14.0])
     assert lo < 12.0 < hi
