@@ -14,6 +14,8 @@ def test_dry_run_lists_cases_and_measures_nothing(tmp_path):
             "--concurrency", "1,2", "--dry-run", "-o", str(tmp_path / "s"))
     assert p.returncode == 0, p.stderr
     assert "12 cases" in p.stdout and "oversubscribed" in p.stdout
+    out = " ".join(p.stdout.split())  # rich wraps lines at the terminal width
+    assert "BOTH >= 2 s AND >= 100 queries" in out and "estimate: 12 cases x 1 round(s) = 12 runs" in out
     assert not (tmp_path / "s").exists()
 
 
@@ -25,6 +27,9 @@ def test_small_sweep_end_to_end(tmp_path):
     rows = list(csv.DictReader(open(out / "sweep.csv")))
     assert len(rows) == 2 and {r["intra_op_num_threads"] for r in rows} == {"1", "2"}
     assert "sweep results" in p.stdout and str(out) in p.stdout
+    # stderr is a pipe, not a terminal: no progress bar, so one line per finished run (issue 10 item 8)
+    runs = [x for x in p.stderr.splitlines() if x.startswith("run ")]
+    assert [x.split(":")[0] for x in runs] == ["run 1/2", "run 2/2"] and all("queries/s" in x for x in runs)
     p = cli("sweep", "zoo:tiny-cnn", "--intra-op-num-threads", "1,2", "--warmup", "2", "--iterations", "10",
             "--duration-s", "0.1", "-o", str(out), "--resume")
     assert p.returncode == 0 and "0 runs measured, 2 reused" in p.stdout

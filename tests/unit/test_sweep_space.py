@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from inferperf.errors import UsageError
@@ -87,3 +89,49 @@ def test_yaml_matrix(tmp_path):
     bad.write_text("models: [\n")
     with pytest.raises(UsageError, match="YAML"):
         load_matrix(bad)
+
+
+@pytest.mark.parametrize("doc, key, fix", [
+    ("models: zoo:x\n", "models:", "path: zoo:ppocr-det"),
+    ("models: [{file: a.onnx}]\n", "unknown key 'file' in models[0]", "path, shapes, dims"),
+    ("models: [{path: a.onnx, shapes: {x: [1, 3]}}]\n", "models[0].shapes:", "shapes: [{x: [1, 3, 224, 224]}"),
+    ("models: [a.onnx]\nintra_op_num_threads: [1]\n", "unknown key 'intra_op_num_threads'", "put it under axes:"),
+    ("models: [a.onnx]\naxes: {concurrency: 2}\n", "axes.concurrency:", "concurrency: [1, 2]"),
+    ("- a.onnx\n", "must be a mapping with a models: key", "path: zoo:ppocr-det"),
+    ("axes: {}\n", "models: missing", "path: zoo:ppocr-det"),
+])
+def test_matrix_errors_name_the_key_and_the_fix(tmp_path, doc, key, fix):
+    """Issue 10 item 8: a raw pydantic message that never said what to write instead."""
+    p = tmp_path / "m.yaml"
+    p.write_text(doc)
+    with pytest.raises(UsageError) as e:
+        load_matrix(p)
+    msg = str(e.value)
+    assert "\n" not in msg and key in msg and fix in msg and "docs/sweep-matrix.md" in msg, msg
+
+
+def test_bare_model_names_are_paths(tmp_path):
+    p = tmp_path / "m.yaml"
+    p.write_text("models: [zoo:tiny-cnn, {path: m.onnx, shapes: [{x: [1, 3, 32, 32]}]}]\n")
+    m = load_matrix(p)
+    assert [e.path for e in m.models] == ["zoo:tiny-cnn", "m.onnx"] and m.models[1].shapes == [{"x": [1, 3, 32, 32]}]
+
+
+def test_documented_example_matrix_loads_and_expands():
+    root = Path(__file__).resolve().parents[2]
+    m = load_matrix(root / "examples" / "sweep.yaml")
+    cases, _ = expand(m, info(2, 2, False))
+    assert cases and all(c.config.stop.min_duration_s > 0 for c in cases)
+
+
+def test_plan_states_both_stop_bounds_and_an_estimate():
+    from inferperf.sweep.plan import ISOLATION_S, plan_lines
+
+    m = Matrix(models=[ModelEntry(path="m.onnx", shapes=[{"x": [1, 3, 640, 640]}])],
+               axes=Axes(intra_op_num_threads=[1, 2]), settings={"stop": {"min_duration_s": 1.0}})
+    cases, _ = expand(m, info(2, 2, False))
+    lines = plan_lines(cases, 3)
+    assert any("BOTH >= 1 s AND >= 100 queries" in x and "capped at 60 s" in x and "--iterations" in x for x in lines)
+    est = lines[-1]
+    assert est.startswith("estimate: 2 cases x 3 round(s) = 6 runs")
+    assert f"at least {6 * (1.0 + ISOLATION_S):.0f} s" in est and "at most 6.1 min" in est and "BENCHMARKS.md" in est

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -176,7 +177,7 @@ def sweep_command(
 
         check_resumable(cases, output)
     for w in warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     table = Table(title=f"sweep: {len(cases)} cases x {reps} round(s) = {len(cases) * reps} runs")
     table.add_column("#")
     table.add_column("case")
@@ -184,6 +185,10 @@ def sweep_command(
     for i, c in enumerate(cases):
         table.add_row(str(i), c.label, ", ".join(c.marks))
     console.print(table)
+    from ..sweep.plan import plan_lines
+
+    for line in plan_lines(cases, reps):
+        console.print(line, highlight=False, markup=False)
     if dry_run:
         return 0
     if output is None:
@@ -205,10 +210,18 @@ def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Conso
                         console=err, transient=True, disable=not err.is_terminal)
     task = progress.add_task("sweep", total=total)
 
+    done = [0]
+
     def on_run(case, round_, result, error) -> None:
         progress.advance(task)
+        done[0] += 1
         if error:
-            err.print(f"[red]failed[/red] {case.label} (round {round_}): {error}", highlight=False)
+            err.print(f"[red]failed[/red] {escape(case.label)} (round {round_ + 1}): {escape(str(error))}", highlight=False)
+        elif not err.is_terminal:  # no progress bar in a pipe or a log file: one line per finished run
+            lat = result.metrics.latency_ms
+            err.print(f"run {done[0]}/{total}: {case.label} round {round_ + 1}/{reps}:"
+                      f" {result.metrics.throughput.queries_per_s:.4g} queries/s, p50 {lat.p50:.4g} ms,"
+                      f" p99 {lat.p99:.4g} ms", highlight=False, markup=False)
 
     try:
         with progress:

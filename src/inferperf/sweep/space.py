@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..config import BenchConfig
 from ..errors import UsageError
@@ -61,12 +61,20 @@ def thread_ladder(info: SystemInfo, beyond: bool = False) -> list[tuple[int, lis
 
 
 class ModelEntry(BaseModel):
-    """One model of a matrix and its own shape/dim sets (each a dict: input -> shape, symbol -> size)."""
+    """One model of a matrix and its own shape/dim sets (each a dict: input -> shape, symbol -> size).
+
+    A bare string (``models: [zoo:ppocr-det]``) is read as ``{path: zoo:ppocr-det}``.
+    """
 
     model_config = ConfigDict(extra="forbid")
     path: str
     shapes: list[dict[str, list[int]]] = Field(default_factory=list)
     dims: list[dict[str, int]] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_path(cls, data: Any) -> Any:
+        return {"path": data} if isinstance(data, str) else data
 
 
 class Axes(BaseModel):
@@ -104,24 +112,98 @@ class Case:
     label: str = ""
 
 
+#: where the matrix format is documented (named in every matrix error)
+MATRIX_DOC = "docs/sweep-matrix.md"
+
+#: what each matrix key takes, as a one-line YAML example (used in error messages)
+_EXAMPLES: dict[str, str] = {
+    "models": "models: [{path: zoo:ppocr-det, shapes: [{x: [1, 3, 224, 224]}]}]",
+    "path": "- path: zoo:ppocr-det  (an ONNX file or zoo:NAME)",
+    "shapes": "shapes: [{x: [1, 3, 224, 224]}, {x: [1, 3, 640, 640]}]  (one {input: shape} per set)",
+    "dims": "dims: [{seq: 64}, {seq: 128}]  (one {symbol: size} per set)",
+    "axes": "axes: {intra_op_num_threads: [1, 2], concurrency: [1, 2]}",
+    "backend": "backend: [onnxruntime, openvino]",
+    "intra_op_num_threads": "intra_op_num_threads: [1, 2, 4]",
+    "inter_op_num_threads": "inter_op_num_threads: [1, 2]  (parallel mode only)",
+    "execution_mode": "execution_mode: [sequential, parallel]",
+    "batch_size": "batch_size: [1, 4, 8]",
+    "concurrency": "concurrency: [1, 2]",
+    "session_mode": "session_mode: [shared, per-stream]",
+    "env": "env: [{OMP_WAIT_POLICY: PASSIVE}, {OMP_WAIT_POLICY: ACTIVE}]",
+    "settings": "settings: {stop: {min_duration_s: 2, min_iterations: 50}, warmup: {iterations: 5}}",
+    "repeat": "repeat: 3  (an integer >= 1)",
+    "seed": "seed: 0",
+}
+
+_KEYS: dict[str, type[BaseModel]] = {"": Matrix, "models": ModelEntry, "axes": Axes}
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "the top level"
+
+
+def matrix_error(source: str, err: dict[str, Any]) -> str:
+    """One line for the first pydantic error of a matrix: where (``models[0].shapes``), what is wrong, the fix.
+
+    Args:
+        source: how to name the matrix (``--matrix 'sweep.yaml'``).
+        err: one entry of ``ValidationError.errors()``.
+    """
+    loc = tuple(p for p in err.get("loc", ()) if not str(p).startswith("function-"))
+    where = _where(loc)
+    names = [p for p in loc if isinstance(p, str)]
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        parent = names[-2] if len(names) >= 2 else ""
+        model = _KEYS.get(parent, Matrix)
+        allowed = ", ".join(model.model_fields)
+        what = f"unknown key '{names[-1]}'" + (f" in {_where(loc[:-1])}" if len(loc) > 1 else "")
+        fix = f"use one of: {allowed}"
+        if parent == "" and names[-1] in Axes.model_fields:
+            fix = f"put it under axes: ({_EXAMPLES.get(names[-1], '')})"
+    elif kind == "missing":
+        what = f"{where}: missing"
+        fix = f"e.g. {_EXAMPLES.get(names[-1], names[-1] + ': ...')}" if names else ""
+    else:
+        key = next((n for n in reversed(names) if n in _EXAMPLES), "")
+        got = err.get("input")
+        shown = repr(got) if not isinstance(got, dict | list) or len(repr(got)) < 60 else type(got).__name__
+        what = f"{where}: {err.get('msg', 'invalid')} (got {shown})"
+        fix = f"e.g. {_EXAMPLES[key]}" if key else ""
+    return f"{source}: {what}" + (f": {fix}" if fix else "") + f" (format: {MATRIX_DOC})"
+
+
 def load_matrix(path: Path) -> Matrix:
-    """Read a YAML (or JSON) matrix file.
+    """Read a YAML (or JSON) matrix file; the format is documented in ``docs/sweep-matrix.md``.
 
     Raises:
-        UsageError: missing file, unparsable YAML, unknown keys (named).
+        UsageError: missing file, unparsable YAML, not a mapping, unknown keys or wrong types: one line naming
+            the key (``models[0].shapes``) and the fix.
     """
     import yaml
 
     if not path.is_file():
         raise UsageError(f"--matrix file '{path}' not found (or not a file): check the path")
+    source = f"--matrix '{path}'"
     try:
         doc = yaml.safe_load(path.read_text())
-        return Matrix.model_validate(doc)
     except yaml.YAMLError as e:
-        raise UsageError(f"--matrix '{path}' is not valid YAML: {str(e).splitlines()[0]}") from e
+        raise UsageError(f"{source} is not valid YAML: {str(e).splitlines()[0]} (format: {MATRIX_DOC})") from e
+    if not isinstance(doc, dict):
+        raise UsageError(f"{source}: the file must be a mapping with a models: key, e.g. {_EXAMPLES['models']}"
+                         f" (format: {MATRIX_DOC})")
+    try:
+        return Matrix.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise UsageError(f"--matrix '{path}': {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        errs = e.errors()  # a misspelt key also leaves the right one missing: name the misspelling first
+        first = next((x for x in errs if x.get("type") == "extra_forbidden"), errs[0])
+        raise UsageError(matrix_error(source, first)) from None
 
 
 def _label(model: str, cfg: BenchConfig) -> str:
@@ -210,7 +292,8 @@ def expand(matrix: Matrix, info: SystemInfo, beyond: bool = False) -> tuple[list
                 cfg = BenchConfig.model_validate(doc)
             except ValidationError as e:
                 err = e.errors()[0]
-                raise UsageError(f"sweep case {entry.path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+                raise UsageError(f"sweep case {entry.path}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                 f" (matrix settings take bench's config keys: {MATRIX_DOC})") from None
             ident = entry.path + "|" + cfg.model_dump_json()
             if ident in seen:
                 collapsed += 1
