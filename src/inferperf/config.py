@@ -95,6 +95,17 @@ class ValidityOptions(_Config):
     n_windows: int = Field(default=10, ge=2)
 
 
+#: short names accepted wherever a backend is named; configs store the canonical name
+BACKEND_ALIASES = {"ort": "onnxruntime", "ov": "openvino", "pytorch": "torch"}
+
+
+def canonical_backend(name: str) -> str:
+    """``onnxruntime``, ``openvino`` or ``torch`` for a name or alias (``ort``, ``ov``, ``pytorch``; any case);
+    other names lower-cased and otherwise unchanged (the registry rejects unknown ones)."""
+    key = name.strip().lower()
+    return BACKEND_ALIASES.get(key, key)
+
+
 class BenchConfig(_Config):
     """One bench case: backend, session, workload, scenario and measurement rules.
 
@@ -134,8 +145,8 @@ class BenchConfig(_Config):
 
     @field_validator("backend")
     @classmethod
-    def _lower(cls, v: str) -> str:
-        return v.strip().lower()
+    def _canonical(cls, v: str) -> str:
+        return canonical_backend(v)  # `ov` and `openvino` are one case: one case_key, one code path
 
     @model_validator(mode="after")
     def _scenario_rules(self) -> BenchConfig:

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..config import SessionOptions
+from ..config import SessionOptions, canonical_backend
 from ..errors import BackendUnavailable, UsageError
 from ..results.model import TensorInfo
+from . import install_hint
 
 Feed = dict[str, Any]
 
@@ -84,13 +85,7 @@ _REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "torch": ("inferperf.backends.torch_backend", "TorchBackend", "torch"),
 }
 
-_ALIASES = {"ort": "onnxruntime", "ov": "openvino", "pytorch": "torch"}
-
-
-def canonical_name(name: str) -> str:
-    """The registered name for ``name`` or an alias (``ort``, ``ov``, ``pytorch``); unknown names unchanged."""
-    key = name.strip().lower()
-    return _ALIASES.get(key, key)
+canonical_name = canonical_backend  # the registered name for a name or alias (one table: config.BACKEND_ALIASES)
 
 
 def backend_names() -> list[str]:
@@ -110,13 +105,13 @@ def create_backend(name: str, session: SessionOptions, **kwargs: Any) -> Backend
         UsageError: unknown backend name.
         BackendUnavailable: the runtime is not installed (names the pip command).
     """
-    key = _ALIASES.get(name, name)
+    key = canonical_name(name)
     if key not in _REGISTRY:
         raise UsageError(f"unknown backend {name!r}: choose one of {', '.join(backend_names())}")
     module_name, cls_name, extra = _REGISTRY[key]
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        fix = f"pip install 'inferperf[{extra}]'" if extra else "pip install --force-reinstall inferperf"
+        fix = install_hint(extra)
         raise BackendUnavailable(f"backend {key!r} cannot be imported ({e}): {fix}") from e
     return getattr(module, cls_name)(session, **kwargs)

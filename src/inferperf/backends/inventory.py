@@ -11,6 +11,7 @@ import importlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import install_hint
 from .base import _REGISTRY
 
 
@@ -63,7 +64,7 @@ def backend_report() -> list[BackendStatus]:
     out = []
     for name in sorted(_REGISTRY):
         module, _cls, extra = _REGISTRY[name]
-        fix = f"pip install 'inferperf[{extra}]'" if extra else "pip install --force-reinstall inferperf"
+        fix = install_hint(extra)
         try:
             importlib.import_module(module)
             version, devices = _probe(name)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import app
@@ -29,8 +30,8 @@ def backends_command(
         t.add_column(col)
     for s in report:
         if s.available:
-            t.add_row(s.name, "[green]available[/green]", s.version or "-", ", ".join(s.devices) or "-")
-        else:
-            t.add_row(s.name, "[red]missing[/red]", "-", f"{s.reason}: {s.install}")
+            t.add_row(s.name, "[green]available[/green]", escape(s.version or "-"), escape(", ".join(s.devices) or "-"))
+        else:  # escaped: rich would read the [openvino] of "pip install 'inferperf[openvino]'" as markup
+            t.add_row(s.name, "[red]missing[/red]", "-", escape(f"{s.reason}: {s.install}"))
     Console().print(t)
     return 0

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import GateFailed, UsageError
@@ -101,7 +102,7 @@ def print_report(report: Any, console: Console) -> None:
     for r in report.variants:
         for why in r.reasons:
             if why != synthetic:
-                console.print(f"{r.name} {r.verdict}: {why}", highlight=False)
+                console.print(f"{r.name} {r.verdict}: {escape(str(why))}", highlight=False)
     if report.sensitivity:
         st = Table(title="sensitivity: quantization error added per tensor (lowest SQNR first)", title_justify="left")
         for col in ("rank", "node", "op", "tensor", "kind", "local SQNR dB", "accumulated SQNR dB"):
@@ -119,7 +120,7 @@ def print_report(report: Any, console: Console) -> None:
     for note in report.notes + [n for r in report.variants for n in r.build.notes]:
         if note not in seen:
             seen.add(note)
-            console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+            console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
     console.print(f"variants and results: {report.output}", highlight=False)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..config import BenchConfig
@@ -124,7 +125,7 @@ def compare_command(model: str, backends: str, cfg: BenchConfig, output: Path | 
                 notes.setdefault(note, []).append(b)
         for note, who in notes.items():
             whom = "" if len(who) == len(comp.backends) else f" ({', '.join(who)})"
-            console.print(f"[yellow]note{whom}:[/yellow] {note}", highlight=False)
+            console.print(f"[yellow]note{whom}:[/yellow] {escape(note)}", highlight=False)
         for b in comp.backends:
             if not comp.results[b].validity.valid:
                 console.print(f"[red]{b} INVALID:[/red] {'; '.join(comp.results[b].validity.reasons)}", highlight=False)

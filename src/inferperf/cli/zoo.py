@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..zoo import list_models
@@ -17,5 +18,5 @@ def zoo_command() -> None:
         table.add_column(col, overflow="fold")
     for entry, available, path in list_models():
         avail = "yes" if available else f"no: {entry.extra}"
-        table.add_row(entry.name, entry.kind, avail, entry.description, entry.note)
+        table.add_row(*(escape(cell) for cell in (entry.name, entry.kind, avail, entry.description, entry.note)))
     Console().print(table)

@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 
 from .._version import __version__
+from ..backends import check_available
 from ..backends.base import create_backend
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import BenchConfig
@@ -107,6 +108,7 @@ def bench(
         RuntimeFailure / MeasurementError: the runtime or a worker failed (exit 1).
     """
     cfg = config or BenchConfig()
+    check_available([cfg.backend], str(model))  # a missing extra or a module:function off torch: one line
     in_worker = os.environ.get("INFERPERF_WORKER") == "1"
     if cfg.repeat > 1 or (not in_worker and (cfg.placement.numa_node is not None or cfg.env)):
         from .runner import run_repeats

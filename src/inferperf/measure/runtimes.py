@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..backends import check_available
 from ..backends.base import backend_names, canonical_name
 from ..backends.torch_spec import is_callable_spec, spec_sha256
 from ..config import BenchConfig
@@ -168,6 +169,7 @@ def compare_runtimes(
     """
     entries = parse_backends(backends)
     names = [n for n, _ in entries]
+    check_available(names, model)  # a missing extra: one line naming it, before any export or worker
     models = resolve_models(model, entries)
     rounds = repeat or cfg.repeat
     seed = cfg.workload.seed
