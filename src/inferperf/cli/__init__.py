@@ -21,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: every flag name in full at any width (rich's table cut them at 80)
 )
 
 from . import bench as _bench  # noqa: E402,F401  (registers the command)
