@@ -76,6 +76,10 @@ def test_instances_answer_like_the_direct_session(mlp: Path, shared: bool) -> No
     pool = InstancePool("onnxruntime", SessionOptions(), mlp, 2, shared=shared, cpus=allowed, effective_cpus=len(allowed))
     try:
         assert pool.effective["intra_op_num_threads"] == max(1, len(allowed) // 2)  # effective CPUs / instances
+        masks = [pool._threads[i].submit(lambda: sorted(os.sched_getaffinity(threading.get_native_id()))).result()
+                 for i in range(2)]
+        assert masks == ([allowed, allowed] if shared else split_cpus(allowed, 2))  # each instance thread pinned
+        assert sorted(os.sched_getaffinity(0)) == allowed  # the caller's thread is not
         direct = ort.InferenceSession(str(mlp), providers=["CPUExecutionProvider"])
         rng = np.random.default_rng(1)
         xs = [rng.standard_normal((r, 32)).astype(np.float32) for r in (1, 3, 2)]
