@@ -74,3 +74,28 @@ def test_32_concurrent_clients_get_exactly_their_own_rows(mlp: Path) -> None:
     assert max(b["batch_size"] for b in stats["batch_stats"]) > 1  # batches really formed
     assert max(b["batch_size"] for b in stats["batch_stats"]) <= 8
     assert stats["execution_count"] < n
+
+
+def test_a_request_whose_client_left_never_reaches_the_runtime(mlp: Path) -> None:
+    from inferperf.serve.errors import Cancelled
+
+    served = ServedModel.load(str(mlp), BenchConfig(session=SessionOptions(intra_op_num_threads=1)),
+                              ServeOptions(max_batch_size=8, max_queue_delay_us=20_000))
+    seen: list[int] = []
+    call = served._pool._calls[0]
+    served._pool._calls[0] = lambda feed: (seen.append(int(feed["x"].shape[0])), call(feed))[1]
+
+    async def gone() -> bool:
+        return True
+
+    async def main() -> tuple[object, dict[str, np.ndarray]]:
+        x = np.ones((2, 32), np.float32)
+        left, stays = await asyncio.wait_for(asyncio.gather(
+            served.infer({"x": x}, 2, None, gone), served.infer({"x": x[:1]}, 1), return_exceptions=True), 30)
+        await served.close()
+        return left, stays
+
+    left, stays = asyncio.run(main())
+    assert isinstance(left, Cancelled) and stays["y"].shape == (1, 16)
+    assert seen == [1]  # only the staying request's row was run
+    assert served.batcher.depth == 0

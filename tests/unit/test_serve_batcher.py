@@ -326,3 +326,21 @@ def test_two_instances_run_two_batches_in_parallel() -> None:
 
     run_fake(clock, main)
     assert [t for t, _, _, _ in rec.calls] == [0, 0, 10 * MS, 10 * MS]
+
+
+def test_close_without_drain_fails_what_waits_and_finishes_what_runs() -> None:
+    clock = FakeClock(0)
+    rec = Recorder(clock, compute_s=0.010)
+    obs = CountingObserver()
+
+    async def main() -> list[Any]:
+        b = make(clock, rec, observer=obs, max_batch_size=1, dynamic=False)
+        tasks = [asyncio.ensure_future(b.submit(req(clock, i))) for i in range(3)]
+        await asyncio.sleep(0.001)  # request 0 runs, 1 and 2 wait
+        await b.close(drain=False)
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    out = run_fake(clock, main)
+    assert out[0]["id"] == 0
+    assert all(isinstance(o, NotReady) and o.reason == "shutting_down" for o in out[1:])
+    assert [ids for _, _, _, ids in rec.calls] == [[0]] and obs.depth == 0
