@@ -215,3 +215,25 @@ def test_sigterm_during_warmup_ends_promptly(extra):
         p.communicate()
         pytest.fail("still running 5 s after SIGTERM")
     assert p.returncode == 143 and "interrupted" in err
+
+
+def test_worker_bug_is_an_internal_error_with_its_traceback_under_debug(tmp_path):
+    """A bug inside a worker (planted through sitecustomize) is an internal error, not a runtime failure; --debug
+    prints the worker's own traceback (issue 10 item 6)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os\n"
+        "if os.environ.get('INFERPERF_WORKER') == '1':\n"
+        "    import inferperf.measure.assemble as a\n"
+        "    def planted_bug(*args, **kwargs):\n"
+        "        raise KeyError('planted bug')\n"
+        "    a.summarize = planted_bug\n"
+    )
+    env = {"PYTHONPATH": str(site)}
+    p = cli("bench", "zoo:tiny-cnn", *FAST, "--repeat", "2", env=env)
+    assert p.returncode == 1
+    assert p.stderr.strip() == "error: internal error KeyError: 'planted bug' (rerun with --debug and report it)"
+    p = cli("bench", "zoo:tiny-cnn", *FAST, "--repeat", "2", "--debug", env=env)
+    assert p.returncode == 1 and "internal error KeyError" in p.stderr
+    assert "WorkerTraceback" in p.stderr and "in planted_bug" in p.stderr and "in run_once" in p.stderr

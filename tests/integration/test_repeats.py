@@ -64,3 +64,63 @@ def test_numa_node_binding_recorded():
         assert r.config.placement.memory_bound is False and any("numactl not found" in n for n in r.notes)
     with pytest.raises(UsageError, match="NUMA node"):
         bench("zoo:tiny-cnn", BenchConfig(placement=Placement(numa_node=99), **QUICK))
+
+
+def _planted_bug(folder):
+    """A sitecustomize that plants a bug (KeyError) in every worker process's measurement code."""
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import os\n"
+        "if os.environ.get('INFERPERF_WORKER') == '1':\n"
+        "    import inferperf.measure.assemble as a\n"
+        "    def planted_bug(*args, **kwargs):\n"
+        "        raise KeyError('planted bug')\n"
+        "    a.summarize = planted_bug\n"
+    )
+    return {"PYTHONPATH": str(folder)}
+
+
+def test_worker_bug_is_internal_with_its_traceback(tmp_path):
+    """A bug in the worker (not an InferperfError) comes back as an internal error under its own name, with the
+    worker's traceback chained, instead of a MeasurementError without one (issue 10 item 6)."""
+    from inferperf.measure.jobs import WorkerInternalError, WorkerTraceback
+
+    cfg = BenchConfig(repeat=2, env=_planted_bug(tmp_path / "site"), **QUICK)
+    with pytest.raises(WorkerInternalError) as info:
+        bench("zoo:tiny-cnn", cfg)
+    assert type(info.value).__name__ == "KeyError" and "planted bug" in str(info.value)
+    cause = info.value.__cause__
+    assert isinstance(cause, WorkerTraceback)
+    assert "planted_bug" in str(cause) and "sitecustomize.py" in str(cause) and "run_once" in str(cause)
+
+
+def test_worker_errors_carry_the_worker_traceback():
+    from inferperf.measure.jobs import WorkerTraceback
+
+    with pytest.raises(UsageError) as info:
+        bench("no-such-model.onnx", BenchConfig(repeat=2, **QUICK))
+    assert isinstance(info.value.__cause__, WorkerTraceback) and "Traceback" in str(info.value.__cause__)
+
+
+def test_worker_jobs_leave_no_temp_folders(tmp_path, monkeypatch):
+    """Runs and output-agreement jobs remove their temporary folders (issue 11: outputs.py left one per call)."""
+    import tempfile
+
+    from inferperf.measure.outputs import outputs_in_worker
+    from inferperf.measure.runner import run_in_worker
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    cfg = BenchConfig(**QUICK)
+    run_in_worker("zoo:tiny-cnn", cfg)
+    doc, kept = outputs_in_worker("zoo:tiny-cnn", cfg, 2)
+    assert len(doc["outputs"]) == 2 and kept is None
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    _, kept = outputs_in_worker("zoo:tiny-cnn", cfg, 2, keep_in=keep)
+    assert kept is not None and kept.parent == keep
+    again, _ = outputs_in_worker("zoo:tiny-cnn", cfg.model_copy(update={"workload": cfg.workload.model_copy(
+        update={"seed": 99})}), 2, feeds_from=kept)
+    assert all((a == b).all() for a, b in zip(doc["feeds"][0].values(), again["feeds"][0].values()))
+    assert list(scratch.iterdir()) == []

@@ -4,29 +4,25 @@
 builds the seeded input pool from the case's workload settings (or reads the
 reference's feeds, so every runtime sees the very same arrays), runs
 ``backend.fetch`` on each feed (never timed) and writes inputs, outputs and a
-JSON header to ``OUT.npz``; errors go to ``OUT.npz.error.json`` as the measure
-worker writes them, so the parent raises the same class with the same line.
+JSON header to ``OUT.npz``; errors go back as the measure worker's do
+(:mod:`inferperf.measure.jobs`), so the parent raises the same class with the same line.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
+import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..config import BenchConfig
-from ..errors import BackendUnavailable, InferperfError, MeasurementError, ModelError, RuntimeFailure, UsageError
-from ..fsutil import atomic_open, atomic_write_text
-
-_ERRORS: dict[str, type[InferperfError]] = {
-    c.__name__: c for c in (UsageError, ModelError, BackendUnavailable, RuntimeFailure, MeasurementError)
-}
+from ..errors import UsageError
+from ..fsutil import atomic_open
+from .jobs import run_job, serve_job
 
 
 def fetch_outputs(model: str, cfg: BenchConfig, n_feeds: int,
@@ -85,37 +81,31 @@ def fetch_outputs(model: str, cfg: BenchConfig, n_feeds: int,
 
 
 def outputs_in_worker(model: str, cfg: BenchConfig, n_feeds: int, feeds_from: Path | None = None,
-                      timeout_s: float = 600.0) -> tuple[dict[str, Any], Path]:
-    """:func:`fetch_outputs` in a fresh process; returns its result and the ``.npz`` it wrote (kept for reuse).
+                      timeout_s: float = 600.0, keep_in: Path | None = None) -> tuple[dict[str, Any], Path | None]:
+    """:func:`fetch_outputs` in a fresh process; returns its result and, with ``keep_in``, the ``.npz`` it wrote.
+
+    Args:
+        model, cfg, n_feeds: as :func:`fetch_outputs`.
+        feeds_from: an ``.npz`` another runtime's call kept: run its very feeds.
+        timeout_s: seconds before the worker is killed.
+        keep_in: a folder (the caller's, which the caller removes) to keep the ``.npz`` in, for
+            ``feeds_from`` of later calls; without it nothing is left on disk.
 
     Raises:
-        the worker's own error class with its one-line message; MeasurementError on a crash or timeout.
+        the worker's own error class with its one-line message (traceback chained, see
+        :mod:`inferperf.measure.jobs`); MeasurementError on a crash or timeout.
     """
-    tmp = Path(tempfile.mkdtemp(prefix="inferperf-outputs-"))
-    job, out = tmp / "job.json", tmp / "out.npz"
-    job.write_text(json.dumps({"model": str(model), "config": cfg.model_dump(mode="json"), "n_feeds": n_feeds,
-                               "feeds_from": str(feeds_from) if feeds_from else None}))
+    job = {"model": str(model), "config": cfg.model_dump(mode="json"), "n_feeds": n_feeds,
+           "feeds_from": str(feeds_from) if feeds_from else None}
     env = {**os.environ, **cfg.env, "INFERPERF_WORKER": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "inferperf.measure.outputs", str(job), str(out)], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise MeasurementError(f"{cfg.backend}: computing outputs timed out after {timeout_s:.0f} s") from None
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    err = out.with_name(out.name + ".error.json")
-    if err.exists():
-        e = json.loads(err.read_text())
-        raise _ERRORS.get(e["type"], MeasurementError)(e["message"])
-    if not out.exists():
-        tail = (stderr or "").strip().splitlines()[-1:] or [""]
-        raise MeasurementError(f"{cfg.backend}: the outputs worker exited {proc.returncode} without a result {tail[0][:200]}")
-    return read_npz(out), out
+    with run_job("inferperf.measure.outputs", job, "out.npz", what=f"{cfg.backend}: computing outputs",
+                 timeout_s=timeout_s, env=env) as out:
+        doc = read_npz(out)
+        kept = None
+        if keep_in is not None:
+            kept = Path(keep_in) / f"outputs-{cfg.backend}.npz"
+            shutil.move(str(out), kept)
+    return doc, kept
 
 
 def write_npz(path: Path, doc: dict[str, Any]) -> None:
@@ -143,20 +133,15 @@ def read_npz(path: Path) -> dict[str, Any]:
     return {"feeds": feeds, "outputs": outputs, "int_ranges": header["int_ranges"], "shapes": header["shapes"]}
 
 
+def _fetch_job(job: dict[str, Any], out: Path) -> None:
+    cfg = BenchConfig.model_validate(job["config"])
+    feeds = read_npz(Path(job["feeds_from"]))["feeds"] if job.get("feeds_from") else None
+    write_npz(out, fetch_outputs(job["model"], cfg, int(job["n_feeds"]), feeds))
+
+
 def main(argv: list[str]) -> int:
     """Worker entry: run one outputs job; returns the exit code."""
-    job, out = json.loads(Path(argv[0]).read_text()), Path(argv[1])
-    try:
-        cfg = BenchConfig.model_validate(job["config"])
-        feeds = read_npz(Path(job["feeds_from"]))["feeds"] if job.get("feeds_from") else None
-        write_npz(out, fetch_outputs(job["model"], cfg, int(job["n_feeds"]), feeds))
-        return 0
-    except Exception as e:  # reported to the parent as data
-        code = e.exit_code if isinstance(e, InferperfError) else 1
-        msg = str(e) if isinstance(e, InferperfError) else f"{type(e).__name__}: {e}"
-        atomic_write_text(out.with_name(out.name + ".error.json"),
-            json.dumps({"type": type(e).__name__, "message": msg, "exit_code": code}))
-        return code
+    return serve_job(argv, _fetch_job)
 
 
 if __name__ == "__main__":

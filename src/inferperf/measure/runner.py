@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,14 +24,10 @@ from typing import Any
 import numpy as np
 
 from ..config import BenchConfig
-from ..errors import BackendUnavailable, InferperfError, MeasurementError, ModelError, RuntimeFailure, UsageError
 from ..results.model import ColdStart, LatencySummary, Result, Throughput, Validity
 from ..stats import latency_summary, mean_ci, percentile_notes
+from .jobs import run_job
 from .placement import numactl_prefix
-
-_ERRORS: dict[str, type[InferperfError]] = {
-    c.__name__: c for c in (UsageError, ModelError, BackendUnavailable, RuntimeFailure, MeasurementError)
-}
 
 
 def worker_timeout_s(cfg: BenchConfig) -> float:
@@ -47,51 +41,22 @@ def run_in_worker(model: str, cfg: BenchConfig, repeat_index: int = 0, command: 
     """Measure one run of ``model`` in a fresh worker process and return its Result.
 
     Raises:
-        the worker's own error class (UsageError, ModelError, ...) with its one-line message;
-        MeasurementError when the worker times out, is killed (e.g. out of memory) or writes nothing.
+        the worker's own error class (UsageError, ModelError, ...) with its one-line message, the worker's
+        traceback chained for ``--debug`` (see :mod:`inferperf.measure.jobs`); MeasurementError when the
+        worker times out, is killed (e.g. out of memory) or writes nothing.
     """
     if command is None:
         command = list(sys.argv)  # the invocation that asked for the run, not the worker's own argv
-    with tempfile.TemporaryDirectory(prefix="inferperf-") as tmp:
-        job, out = Path(tmp) / "job.json", Path(tmp) / "out.json"
-        job.write_text(
-            json.dumps(
-                {"model": str(model), "config": cfg.model_dump(mode="json"), "repeat_index": repeat_index,
-                 "command": command}
-            )
-        )
-        argv = [sys.executable, "-m", "inferperf.measure.worker", str(job), str(out)]
-        env = {**os.environ, **cfg.env, "INFERPERF_WORKER": "1"}
-        if cfg.placement.numa_node is not None:
-            prefix = numactl_prefix(cfg.placement.numa_node)
-            if prefix:
-                argv = prefix + argv
-                env["INFERPERF_NUMACTL"] = "1"
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            _, stderr = proc.communicate(timeout=worker_timeout_s(cfg))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise MeasurementError(
-                f"run {repeat_index} timed out after {worker_timeout_s(cfg):.0f} s and was killed:"
-                " lower --max-duration-s or check the model loads"
-            ) from None
-        except BaseException:  # Ctrl-C: reap the worker, then let the interrupt through
-            proc.kill()
-            proc.wait()
-            raise
-        if out.exists():
-            doc = json.loads(out.read_text())
-            if "error" in doc:
-                err = doc["error"]
-                raise _ERRORS.get(err["type"], MeasurementError)(err["message"])
-            return Result.model_validate(doc)
-        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
-        oom = " (out of memory?)" if proc.returncode == -9 else ""
-        tail = (stderr or "").strip().splitlines()[-1:] or [""]
-        raise MeasurementError(f"run {repeat_index} worker {how}{oom} without a result {tail[0][:200]}".rstrip())
+    job = {"model": str(model), "config": cfg.model_dump(mode="json"), "repeat_index": repeat_index,
+           "command": command}
+    env = {**os.environ, **cfg.env, "INFERPERF_WORKER": "1"}
+    prefix = numactl_prefix(cfg.placement.numa_node) if cfg.placement.numa_node is not None else None
+    if prefix:
+        env["INFERPERF_NUMACTL"] = "1"
+    with run_job("inferperf.measure.worker", job, "out.json", what=f"run {repeat_index}",
+                 timeout_s=worker_timeout_s(cfg), timeout_fix="lower --max-duration-s or check the model loads",
+                 env=env, argv_prefix=prefix) as out:
+        return Result.model_validate(json.loads(out.read_text()))
 
 
 def run_rounds(

@@ -21,6 +21,7 @@ runs as is in torch and is exported to ONNX (``torch.onnx.export``,
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,12 +178,12 @@ def compare_runtimes(
 
     ref_name = names[0]
     ref_cfg = cfg.model_copy(update={"backend": ref_name, "repeat": 1})
-    ref, ref_file = outputs_in_worker(models[ref_name], ref_cfg, agreement_feeds)
-    outputs = {ref_name: ref}
-    for name in names[1:]:
-        outputs[name], _ = outputs_in_worker(models[name], cfg.model_copy(update={"backend": name, "repeat": 1}),
-                                             agreement_feeds, feeds_from=ref_file)
-    ref_file.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="inferperf-agreement-") as keep:  # the reference's feeds, then removed
+        ref, ref_file = outputs_in_worker(models[ref_name], ref_cfg, agreement_feeds, keep_in=Path(keep))
+        outputs = {ref_name: ref}
+        for name in names[1:]:
+            outputs[name], _ = outputs_in_worker(models[name], cfg.model_copy(update={"backend": name, "repeat": 1}),
+                                                 agreement_feeds, feeds_from=ref_file)
     for name in names:
         a = agreement(ref["outputs"], outputs[name]["outputs"])
         a["reference_backend"] = ref_name
