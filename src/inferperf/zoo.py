@@ -89,9 +89,15 @@ for _name in _LIGHT_FILES:
         _name, "onnx-light", f"{_name} image classifier from onnx's light test models, input [1,3,224,224]",
         _LIGHT_NOTE, _ONNX_PIP,
     )
-for _name, _what in (("ppocr-det", "PP-OCRv4 text detector, input x [batch,3,H,W]"),
-                     ("ppocr-rec", "PP-OCRv4 text recognizer, input x [batch,3,H,W] (H=48 in use)"),
-                     ("ppocr-cls", "PP-OCR v2.0 text direction classifier, x [batch,3,H,W] (48x192 in use)")):
+#: zoo name -> input shapes used when neither --shape, --dim nor --input-data sets one: the sizes RapidOCR
+#: feeds these models (rec_img_shape 3x48x320, cls_image_shape 3x48x192); None is the batch dim (--batch-size, or 1)
+_DEFAULT_SHAPES: dict[str, dict[str, tuple[int | None, ...]]] = {
+    "ppocr-rec": {"x": (None, 3, 48, 320)},
+    "ppocr-cls": {"x": (None, 3, 48, 192)},
+}
+for _name, _what in (("ppocr-det", "PP-OCRv4 text detector, input x [batch,3,H,W]: pass --shape"),
+                     ("ppocr-rec", "PP-OCRv4 text recognizer, input x [batch,3,H,W] (default 48x320)"),
+                     ("ppocr-cls", "PP-OCR v2.0 text direction classifier, x [batch,3,H,W] (default 48x192)")):
     _ENTRIES[_name] = ZooEntry(_name, "package", _what, "real weights", _RAPIDOCR_PIP)
 _GEN_NOTE = "generated, seeded weights"
 _ENTRIES["tiny-cnn"] = ZooEntry(
@@ -133,6 +139,34 @@ def zoo_name(name_or_path: str) -> str | None:
     if text.lower().startswith(ZOO_PREFIX):
         return text[len(ZOO_PREFIX):].strip().lower()
     return None
+
+
+def default_shapes(name_or_path: str, batch_size: int | None = None) -> dict[str, list[int]]:
+    """The input shapes a zoo model is measured at when none are given (``{}``: none, or not a zoo name).
+
+    Args:
+        name_or_path: ``zoo:NAME`` or a path.
+        batch_size: rows per query, the leading dim (default 1).
+    """
+    name = zoo_name(name_or_path)
+    shapes = _DEFAULT_SHAPES.get(name or "", {})
+    return {k: [batch_size or 1 if d is None else d for d in dims] for k, dims in shapes.items()}
+
+
+def with_default_shapes(model: str | Path, cfg: Any) -> Any:
+    """``cfg`` (a :class:`~inferperf.config.BenchConfig`) with the zoo model's default shapes filled in.
+
+    Unchanged when the model has none, or when ``--shape``, ``--dim`` or ``--input-data`` already
+    say what the inputs are (the user's choice wins whole). Filled shapes are recorded like given
+    ones, so ``bench zoo:ppocr-cls`` and ``bench zoo:ppocr-cls --shape x:1x3x48x192`` are one case.
+    """
+    w = cfg.workload
+    if w.shapes or w.dims or w.input_data is not None:
+        return cfg
+    shapes = default_shapes(str(model), w.batch_size)
+    if not shapes:
+        return cfg
+    return cfg.model_copy(update={"workload": w.model_copy(update={"shapes": shapes})})
 
 
 def _package_dir(package: str) -> Path | None:

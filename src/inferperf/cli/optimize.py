@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import GateFailed, UsageError
+from ..zoo import with_default_shapes
 from . import app
 from .options import build_config
 
@@ -177,7 +178,7 @@ def optimize_command(
         "stop.min_iterations": iterations, "stop.min_duration_s": duration_s, "stop.max_duration_s": max_duration_s,
         "repeat": repeat,
     }
-    bench_cfg = build_config(flags)
+    bench_cfg = with_default_shapes(model, build_config(flags))  # zoo:ppocr-cls at 48x192 unless --shape
     gates = [parse_accuracy_drop(t) for t in max_accuracy_drop or []]
     img: dict[str, Any] = {"resize": image_resize, "scale": scale, "layout": layout,
                            "channel_order": "bgr" if bgr else "rgb"}

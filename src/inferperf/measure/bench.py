@@ -52,6 +52,7 @@ from ..workload.data import build_workload
 from ..workload.signature import ModelFacts, check_model_file, inspect_model
 from ..zoo import entries as zoo_entries
 from ..zoo import resolve as zoo_resolve
+from ..zoo import with_default_shapes
 from ..zoo import zoo_name
 from .assemble import summarize
 from .facts import static_shapes, torch_facts
@@ -107,7 +108,7 @@ def bench(
         UsageError / ModelError: bad model, flags, shapes or data (exit 2).
         RuntimeFailure / MeasurementError: the runtime or a worker failed (exit 1).
     """
-    cfg = config or BenchConfig()
+    cfg = with_default_shapes(model, config or BenchConfig())  # zoo:ppocr-cls runs at 48x192 unless told
     check_available([cfg.backend], str(model))  # a missing extra or a module:function off torch: one line
     in_worker = os.environ.get("INFERPERF_WORKER") == "1"
     if cfg.repeat > 1 or (not in_worker and (cfg.placement.numa_node is not None or cfg.env)):

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..config import BenchConfig
 from ..errors import UsageError
 from ..results.model import SystemInfo
+from ..zoo import with_default_shapes
 
 
 def thread_ladder(info: SystemInfo, beyond: bool = False) -> list[tuple[int, list[str]]]:
@@ -289,7 +290,7 @@ def expand(matrix: Matrix, info: SystemInfo, beyond: bool = False) -> tuple[list
                 doc["env"] = env
             doc["repeat"] = 1
             try:
-                cfg = BenchConfig.model_validate(doc)
+                cfg = with_default_shapes(entry.path, BenchConfig.model_validate(doc))  # zoo defaults, as bench
             except ValidationError as e:
                 err = e.errors()[0]
                 raise UsageError(f"sweep case {entry.path}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
