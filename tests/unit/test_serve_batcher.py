@@ -344,3 +344,25 @@ def test_close_without_drain_fails_what_waits_and_finishes_what_runs() -> None:
     assert out[0]["id"] == 0
     assert all(isinstance(o, NotReady) and o.reason == "shutting_down" for o in out[1:])
     assert [ids for _, _, _, ids in rec.calls] == [[0]] and obs.depth == 0
+
+
+def test_an_execute_that_raises_answers_its_requests_and_the_batcher_keeps_going() -> None:
+    clock = FakeClock(0)
+    rec = Recorder(clock)
+    failed = [False]
+
+    async def execute(batch: list[Request]) -> None:
+        if not failed[0]:
+            failed[0] = True
+            raise ValueError("bug")
+        await rec.execute(batch)
+
+    async def main() -> tuple[Any, Any]:
+        b = DynamicBatcher("m", BatchPolicy(max_batch_size=1), execute, 1, 0, clock, None)
+        first = await asyncio.gather(b.submit(req(clock, 0)), return_exceptions=True)
+        second = await b.submit(req(clock, 1))
+        await b.close()
+        return first[0], second
+
+    first, second = run_fake(clock, main)
+    assert isinstance(first, ValueError) and second["id"] == 1

@@ -264,6 +264,18 @@ class DynamicBatcher:
         self._loop = loop
         self._wake = asyncio.Event()
         self._task = loop.create_task(self._dispatch_loop(), name=f"batcher:{self.model}")
+        self._task.add_done_callback(self._dispatcher_ended)
+
+    def _dispatcher_ended(self, task: asyncio.Task[None]) -> None:
+        """A dispatcher that died of a bug fails what waits (the next submit starts a new one)."""
+        if task.cancelled() or task.exception() is None:
+            return
+        err = task.exception()
+        while self._queue:
+            req = self._queue.popleft()
+            self._observer.request_dequeued(self.model)
+            if not req.future.done():
+                req.future.set_exception(RuntimeError(f"model '{self.model}': the batcher failed: {err!r}"))
 
     async def submit(self, request: Request) -> Any:
         """Queue ``request`` and wait for its outputs.
@@ -364,7 +376,14 @@ class DynamicBatcher:
     async def _run(self, batch: list[Request]) -> None:
         try:
             await self._execute(batch)
+        except Exception as e:  # execute should answer every request itself; never leave one hanging
+            for r in batch:
+                if not r.future.done():
+                    r.future.set_exception(e)
         finally:
+            for r in batch:
+                if not r.future.done():
+                    r.future.set_exception(RuntimeError(f"model '{self.model}': the batch ended without an answer"))
             self._free += 1
             assert self._wake is not None
             self._wake.set()
