@@ -33,6 +33,7 @@ from ..backends.torch_spec import is_callable_spec, spec_sha256
 from ..config import BenchConfig
 from ..errors import UsageError
 from ..results.model import Result
+from ..zoo import with_default_shapes
 from .agreement import agreement
 from .outputs import outputs_in_worker
 from .runner import aggregate, run_rounds
@@ -171,6 +172,7 @@ def compare_runtimes(
     entries = parse_backends(backends)
     names = [n for n, _ in entries]
     check_available(names, model)  # a missing extra: one line naming it, before any export or worker
+    cfg = with_default_shapes(model, cfg)
     models = resolve_models(model, entries)
     rounds = repeat or cfg.repeat
     seed = cfg.workload.seed
