@@ -7,7 +7,7 @@ import types
 import numpy as np
 import pytest
 
-from inferperf.clock import SYSTEM_CLOCK
+from inferperf.clock import FakeClock
 from inferperf.errors import UsageError
 from inferperf.measure.agreement import agreement, compare_arrays
 from inferperf.measure.async_exec import measure_async
@@ -52,14 +52,15 @@ def test_resolve_models_refuses_mismatched_formats() -> None:
 
 
 class FakeExecutor:
-    """Completes each request at once on the caller's thread (the callback still runs per request)."""
+    """Completes each request on the caller's thread, ``step_ns`` of fake time after it starts."""
 
     description = "fake"
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, clock: FakeClock, step_ns: int = 1_000_000) -> None:
         self.jobs = jobs
         self.next = 0
         self.started: list[int] = []
+        self.clock, self.step_ns = clock, step_ns
 
     def set_callback(self, fn):
         self.fn = fn
@@ -71,6 +72,7 @@ class FakeExecutor:
 
     def start(self, feed, userdata) -> None:
         self.started.append(feed["i"])
+        self.clock.advance_ns(self.step_ns)
         self.fn(None, userdata)
 
     def wait_all(self) -> None:
@@ -78,16 +80,27 @@ class FakeExecutor:
 
 
 def test_measure_async_closed_loop_counts_streams_and_warmup() -> None:
-    ex = FakeExecutor(3)
+    clock = FakeClock()
+    ex = FakeExecutor(3, clock)
     pools = [[{"i": 10 * k + j} for j in range(2)] for k in range(3)]
     starts = []
-    s = measure_async(ex, pools, SYSTEM_CLOCK, 2, 0.0, 30, 0.0, 5.0, on_start=lambda: starts.append(1))
+    s = measure_async(ex, pools, clock, 2, 0.0, 30, 0.0, 5.0, on_start=lambda: starts.append(1))
     assert starts == [1]
-    assert [len(w) for w in s.warmup_latency_ns] == [2, 2, 2]
-    assert len(s.latency_ns) >= 30 and set(s.stream_ids) == {0, 1, 2}
-    assert sum(s.per_stream_counts) == len(s.latency_ns) and s.stopped_by == "rule"
-    assert all(x >= 0 for x in s.latency_ns) and s.duration_ns > 0
-    assert set(ex.started) == {0, 1, 10, 11, 20, 21}  # each request cycles its own pool
+    assert s.warmup_latency_ns == [[1_000_000] * 2] * 3  # 2 warm-up calls per request, 1 ms each
+    # 30 queries of 1 ms back to back, round robin over 3 requests: exactly the minimum, no more
+    assert s.latency_ns == [1_000_000] * 30 and s.per_stream_counts == [10, 10, 10]
+    assert s.stream_ids == [0] * 10 + [1] * 10 + [2] * 10
+    assert s.start_offsets_ns[:10] == [3_000_000 * j for j in range(10)]
+    assert s.duration_ns == 30_000_000 and s.stopped_by == "rule" and s.errors == {}
+    assert ex.started[:6] == [0, 10, 20, 1, 11, 21]  # each request cycles its own pool
+
+
+def test_measure_async_cap_on_the_fake_clock() -> None:
+    clock = FakeClock()
+    ex = FakeExecutor(2, clock, step_ns=400_000_000)
+    s = measure_async(ex, [[{"i": 0}]], clock, 1, 0.0, 100, 0.0, 1.0)
+    # 0.4 s per query: the 1 s cap ends it after 3 queries (at 1.2 s), far short of 100
+    assert s.stopped_by == "cap" and len(s.latency_ns) == 3 and s.duration_ns == 1_200_000_000
 
 
 def fake_nvml(n: int = 1, power_fails: bool = False) -> types.SimpleNamespace:
