@@ -271,11 +271,11 @@ class InstancePool:
             self._free.append(index)
 
     def warm_up(self, feeds: Sequence[dict[str, Any]], iterations: int) -> None:
-        """Run ``iterations`` x each feed on every instance, in its own thread (all instances at once)."""
+        """Run ``max(iterations, len(feeds))`` calls on every instance, cycling ``feeds``, each instance in
+        its own thread (all at once)."""
         def work(i: int) -> None:
-            for _ in range(iterations):
-                for f in feeds:
-                    self._calls[i](f)
+            for k in range(max(iterations, len(feeds))):
+                self._calls[i](feeds[k % len(feeds)])
 
         futures = [self._threads[i].submit(work, i) for i in range(self.count)]
         for f in futures:

@@ -188,7 +188,7 @@ class ServedModel:
         Args:
             model: ONNX file path or ``zoo:NAME`` (a PyTorch ``.pt``/``module:function`` with ``backend=torch``).
             config: backend, session settings and workload (``shapes``/``dims`` fix dims and shape the
-                warm-up; ``warmup.iterations`` runs per warm-up shape and instance).
+                warm-up; ``warmup.iterations`` calls per instance, alternating 1 and ``max_batch_size`` rows).
             options: serving settings.
             name: model name (default: the zoo name or the file stem).
             observer: metrics callbacks.
@@ -376,7 +376,8 @@ def _max_batch_size(inputs: list[TensorInfo], options: ServeOptions) -> int:
 
 def _warm_up(pool: InstancePool, inputs: list[TensorInfo], metadata: ModelMetadata, mbs: int, config: BenchConfig,
              index_ranges: dict[str, tuple[int, int]], notes: list[str]) -> None:
-    """Warm every instance at 1 row and at ``mbs`` rows, or note why warm-up was skipped (free dims)."""
+    """Warm every instance (``warmup.iterations`` calls alternating 1 row and ``mbs`` rows), or note why
+    warm-up was skipped (free dims)."""
     free = [f"{t.name}{list(t.shape)}" for t in metadata.inputs if -1 in (t.shape[1:] if mbs > 0 else t.shape)]
     if free:
         notes.append(f"warm-up skipped: input(s) {', '.join(free)} have free dims; pass --shape or --dim to warm up")
