@@ -24,6 +24,7 @@ from typing import Any
 from ..config import BenchConfig
 from ..errors import InferperfError, UsageError
 from ..fsutil import atomic_write_text
+from ..measure.speedup import raw_ci
 from ..results.io import save
 from ..results.model import Result
 from ..system import collect_system
@@ -127,6 +128,238 @@ def _measure(cases: Sequence[tuple[str, BenchConfig]], command: list[str] | None
         return out
 
 
+@dataclass
+class _Job:
+    """What every step of :func:`optimize` shares: the options, the fp32 source and its eval/calibration inputs."""
+
+    opts: OptimizeOptions
+    say: Callable[[str], None]
+    src: Path
+    out: Path
+    isa: list[str]
+    threads: int
+    eval_in: Inputs
+    calib: Inputs | None
+    ref_outs: Any
+    notes: list[str] = field(default_factory=list)
+    pre: Path | None = None  # the quantization pre-processed model (int8 variants only)
+    quant: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> its quantization settings
+
+    @property
+    def stem(self) -> str:
+        return self.src.stem
+
+    def accuracy(self, path: Path) -> dict[str, Any]:
+        return _accuracy(self.ref_outs, path, self.eval_in, self.opts, self.threads)
+
+    def calib_feeds(self) -> list[Any]:
+        return self.calib.feeds if self.calib else []
+
+
+def _check_gate_metrics(opts: OptimizeOptions) -> None:
+    task = opts.metric.split(":")[-1] if opts.metric else None
+    for gate in opts.gates:
+        if gate.metric not in ("*", *AGREEMENT_METRICS) and gate.metric != task:
+            raise UsageError(
+                f"--max-accuracy-drop names metric {gate.metric!r}, which no check computes: use"
+                f" {', '.join(AGREEMENT_METRICS)}" + (f" or {task}" if task else " (or a --metric module:function)")
+            )
+
+
+def _prepare(model: str | Path, opts: OptimizeOptions, output: Path, say: Callable[[str], None]) -> _Job:
+    """Resolve the fp32 model, load the eval (and calibration) inputs, and run fp32 on the eval inputs."""
+    src = check_model_file(zoo_resolve(str(model)))
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    system = collect_system()
+    w = opts.bench.workload
+    inputs = _inputs_of(src)
+    notes: list[str] = []
+    load_kw = dict(shapes=w.shapes, dims=w.dims, batch_size=w.batch_size, prep=opts.image)
+    eval_in = load_inputs(opts.eval_data, inputs, n=opts.eval_samples, seed=w.seed, flag="--eval-data", **load_kw)
+    if not eval_in.predictive:
+        notes.append("accuracy measured on synthetic inputs: NOT predictive of real data (on noise a detector's"
+                     " output is nearly all zeros and every variant looks alike); pass --eval-data")
+    calib = None
+    if "int8-static" in opts.variants:
+        calib = load_inputs(opts.calibration_data, inputs, n=opts.calibration_samples, seed=w.seed + 1,
+                            flag="--calibration-data", **load_kw)
+        if not calib.predictive:
+            notes.append("int8-static calibrated on synthetic inputs: real-data calibration usually gives other"
+                         " scales (pass --calibration-data)")
+    say(f"eval inputs: {len(eval_in.feeds)} from {eval_in.source}")
+    threads = max(1, system.effective_cpus)
+    return _Job(opts=opts, say=say, src=src, out=out, isa=list(system.isa_flags), threads=threads, eval_in=eval_in,
+                calib=calib, ref_outs=run_outputs(src, eval_in.feeds, threads), notes=notes)
+
+
+def _build_int8(job: _Job, name: str, dst: Path, pre_error: str | None, pre_notes: list[str]) -> Built:
+    static = name == "int8-static"
+    opts = job.opts
+    s, qnotes = recommended_quant(opts.quant, job.isa, static)
+    job.quant[name] = s
+    if job.pre is None:
+        b = Built(name, None, error=pre_error or "pre-processing failed")
+    elif static:
+        b = timed_build(name, quantize_int8_static, job.pre, dst, s, opts.quant, job.calib_feeds())
+    else:
+        b = timed_build(name, quantize_int8_dynamic, job.pre, dst, s, opts.quant)
+    b.settings = {**s, "exclude_op_types": opts.quant.exclude_op_types, "exclude_nodes": opts.quant.exclude_nodes,
+                  **b.settings}
+    if static:
+        b.settings["calibration_source"] = job.calib.source if job.calib else None
+        b.settings["calibration_samples"] = len(job.calib_feeds())
+    b.notes += pre_notes + qnotes
+    return b
+
+
+def _build_variants(job: _Job, work: Path) -> list[VariantReport]:
+    """fp32 (the file as given) and one row per variant asked for; a failed build is a row with its error."""
+    opts = job.opts
+    # converters read a normalized copy; the fp32 reference is measured from the file as given
+    conv_src, norm_notes = normalize_source(job.src, work / f"{job.stem}.normalized.onnx")
+    job.notes.extend(norm_notes)
+    pre_error: str | None = None
+    pre_notes: list[str] = []
+    if any(v.startswith("int8") for v in opts.variants):
+        job.say("quantization pre-processing (shape inference, basic graph optimization)")
+        try:
+            job.pre, pre_notes = preprocess(conv_src, work / f"{job.stem}.pre.onnx")
+        except ConversionFailed as e:
+            pre_error = str(e)
+    rows = [VariantReport(REFERENCE, job.src, Built(REFERENCE, job.src))]
+    for name in opts.variants:
+        dst = job.out / f"{job.stem}.{name}.onnx"
+        job.say(f"building {name}")
+        if name == "fp16":
+            b = timed_build(name, convert_fp16, conv_src, dst, opts.keep_fp32)
+        elif name.startswith("int8"):
+            b = _build_int8(job, name, dst, pre_error, pre_notes)
+        else:
+            level = name.split("-", 1)[1]
+            b = timed_build(name, optimize_offline, job.src, dst, level)
+            b.settings = {"graph_optimization_level": level, "measured_with_online_optimization": "disable"}
+            if level == "all":
+                b.notes.append("ort-all includes layout transforms for this CPU: the file may not suit another")
+        rows.append(VariantReport(name, b.path, b))
+    return rows
+
+
+def _check_accuracy(job: _Job, rows: Sequence[VariantReport]) -> None:
+    """Each built variant against fp32 on the eval inputs; one that fails to run becomes FAILED (file renamed)."""
+    for row in rows[1:]:
+        if row.path is None:
+            continue
+        job.say(f"accuracy of {row.name} on {len(job.eval_in.feeds)} inputs")
+        try:
+            row.accuracy = job.accuracy(row.path)
+        except InferperfError as e:
+            if isinstance(e, UsageError):
+                raise
+            row.build.error = str(e)
+            failed = row.path.with_name(row.path.name.replace(".onnx", ".failed.onnx"))
+            os.replace(row.path, failed)
+            row.path = None
+
+
+def _sensitivity(job: _Job, rows: list[VariantReport]) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+    """Rank int8-static's tensors (``sensitivity.json``) and, with auto-exclude, rebuild until the gates pass.
+
+    Returns:
+        (the ranking or None, the auto-exclusion record or None); a rescued model is appended to ``rows``.
+    """
+    opts = job.opts
+    if not (opts.sensitivity or opts.auto_exclude):
+        return None, None
+    static_row = next((r for r in rows if r.name == "int8-static" and r.path is not None), None)
+    if static_row is None or static_row.path is None or job.pre is None:
+        job.notes.append("sensitivity needs a working int8-static variant: add it to --variants")
+        return None, None
+    from .sensitivity import auto_exclude, rank_nodes
+
+    job.say("sensitivity: comparing fp32 and int8 activations per tensor")
+    ranking = rank_nodes(job.pre, static_row.path, job.eval_in.feeds[:4])
+    atomic_write_text(job.out / "sensitivity.json", json.dumps(ranking, indent=1))
+    if not (opts.auto_exclude and static_row.accuracy):
+        return ranking, None
+    if static_row.accuracy["passed"]:
+        job.notes.append("auto-exclude: int8-static already passes the gates; nothing excluded")
+        return ranking, None
+    dst = job.out / f"{job.stem}.int8-static-auto.onnx"
+    pre, s = job.pre, job.quant["int8-static"]
+
+    def build(excluded: list[str]) -> Path | None:
+        job.say(f"auto-exclude: keeping {len(excluded)} node(s) in fp32")
+        try:
+            return quantize_int8_static(pre, dst, s, opts.quant, job.calib_feeds(), excluded)
+        except ConversionFailed:
+            return None
+
+    path, excluded, attempts = auto_exclude(ranking, build, lambda p: bool(job.accuracy(p)["passed"]),
+                                            opts.max_auto_exclude)
+    auto = {"passed": path is not None, "excluded_nodes": excluded, "attempts": attempts}
+    if path is None:
+        dst.unlink(missing_ok=True)
+        job.notes.append(f"auto-exclude: no passing model with up to {opts.max_auto_exclude} node(s) in fp32")
+    else:
+        b = Built("int8-static-auto", path, settings={**static_row.build.settings, "auto_excluded_nodes": excluded})
+        row = VariantReport("int8-static-auto", path, b)
+        row.accuracy = job.accuracy(path)
+        rows.append(row)
+    return ranking, auto
+
+
+def _measure_rows(job: _Job, rows: Sequence[VariantReport], command: list[str] | None) -> Result | None:
+    """Measure fp32 and every variant that runs, interleaved; set each row's ``result`` (or its error).
+
+    Returns:
+        fp32's pooled Result (None when not measured or it failed).
+    """
+    opts = job.opts
+    measured = [r for r in rows if r.path is not None] if opts.measure else []
+    cases = []
+    for r in measured:
+        cfg = opts.bench
+        if r.name.startswith("ort-"):
+            cfg = cfg.model_copy(update={"session": cfg.session.model_copy(update={"graph_optimization_level": "disable"})})
+        cases.append((str(r.path), cfg))
+    if not opts.measure:
+        job.notes.append("speed not measured (--no-measure)")
+    else:
+        job.say(f"measuring {len(cases)} model(s), {opts.bench.repeat} interleaved round(s), each run in a fresh"
+                " process")
+    ref_result: Result | None = None
+    for r, res in zip(measured, _measure(cases, command, job.say), strict=True):
+        if isinstance(res, str):
+            r.build.error = res
+            continue
+        r.result = res
+        if r.name == REFERENCE:
+            ref_result = res
+    return ref_result
+
+
+def _judge_and_save(job: _Job, rows: Sequence[VariantReport], ref_result: Result | None) -> None:
+    """Fill each measured Result (variant, accuracy, build), give every row its verdict, write the Results."""
+    ev = job.eval_in
+    for r in rows:
+        if r.result is not None:
+            r.result.model.variant = r.name
+            r.result.model.zoo_name = r.result.model.zoo_name if r.name == REFERENCE else None
+            block = r.accuracy if r.name != REFERENCE else {"reference": True, "n_inputs": len(ev.feeds),
+                                                             "data_source": ev.source, "predictive": ev.predictive}
+            r.result.metrics.accuracy = {**(block or {}), "build": {"settings": r.build.settings,
+                                                                    "build_s": r.build.build_s}}
+            r.result.notes = list(dict.fromkeys(r.result.notes + r.build.notes))
+            if ref_result is not None and r.name != REFERENCE:
+                r.speed = speedup(ref_result, r.result)
+        r.verdict, r.reasons = verdict(r.name, r.speed, r.accuracy, job.isa, r.build.error, r.build.settings)
+        if r.result is not None:
+            r.result.kind = "optimize"
+            r.result.run["optimize"] = {"verdict": r.verdict, "reasons": r.reasons, "speedup": r.speed}
+            r.result_path = save(r.result, job.out / f"{job.stem}.{r.name}.result.json")
+
+
 def optimize(
     model: str | Path,
     options: OptimizeOptions | None = None,
@@ -136,6 +369,9 @@ def optimize(
     progress: Callable[[str], None] | None = None,
 ) -> OptimizeReport:
     """Build, check and measure the variants of ``model`` against fp32.
+
+    Steps: prepare (model, inputs, fp32 outputs) -> build variants -> check accuracy -> sensitivity and
+    auto-exclusion (when asked) -> measure (interleaved rounds) -> verdicts and Results -> summary.
 
     Args:
         model: an ONNX file or ``zoo:NAME`` (fp32).
@@ -153,180 +389,20 @@ def optimize(
         A variant that fails to build, load or run does not raise: its row says FAILED and why.
     """
     opts = options or OptimizeOptions()
-    say = progress or (lambda _m: None)
-    task = opts.metric.split(":")[-1] if opts.metric else None
-    for gate in opts.gates:
-        if gate.metric not in ("*", *AGREEMENT_METRICS) and gate.metric != task:
-            raise UsageError(
-                f"--max-accuracy-drop names metric {gate.metric!r}, which no check computes: use"
-                f" {', '.join(AGREEMENT_METRICS)}" + (f" or {task}" if task else " (or a --metric module:function)")
-            )
-    src = check_model_file(zoo_resolve(str(model)))
-    stem = src.stem
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    system = collect_system()
-    isa = list(system.isa_flags)
-    threads = max(1, system.effective_cpus)
-    w = opts.bench.workload
-    inputs = _inputs_of(src)
-    notes: list[str] = []
-    load_kw = dict(shapes=w.shapes, dims=w.dims, batch_size=w.batch_size, prep=opts.image)
-    eval_in = load_inputs(opts.eval_data, inputs, n=opts.eval_samples, seed=w.seed, flag="--eval-data", **load_kw)
-    if not eval_in.predictive:
-        notes.append("accuracy measured on synthetic inputs: NOT predictive of real data (on noise a detector's"
-                     " output is nearly all zeros and every variant looks alike); pass --eval-data")
-    static_wanted = "int8-static" in opts.variants
-    calib = None
-    if static_wanted:
-        calib = load_inputs(opts.calibration_data, inputs, n=opts.calibration_samples, seed=w.seed + 1,
-                            flag="--calibration-data", **load_kw)
-        if not calib.predictive:
-            notes.append("int8-static calibrated on synthetic inputs: real-data calibration usually gives other"
-                         " scales (pass --calibration-data)")
-    say(f"eval inputs: {len(eval_in.feeds)} from {eval_in.source}")
-    ref_outs = run_outputs(src, eval_in.feeds, threads)
-
-    rows: list[VariantReport] = [VariantReport(REFERENCE, src, Built(REFERENCE, src))]
+    _check_gate_metrics(opts)
+    job = _prepare(model, opts, output, progress or (lambda _m: None))
     with tempfile.TemporaryDirectory(prefix="inferperf-opt-") as work:
-        # converters read a normalized copy; the fp32 reference is measured from the file as given
-        conv_src, norm_notes = normalize_source(src, Path(work) / f"{stem}.normalized.onnx")
-        notes.extend(norm_notes)
-        pre: Path | None = None
-        pre_error: str | None = None
-        pre_notes: list[str] = []
-        if any(v.startswith("int8") for v in opts.variants):
-            say("quantization pre-processing (shape inference, basic graph optimization)")
-            try:
-                pre, pre_notes = preprocess(conv_src, Path(work) / f"{stem}.pre.onnx")
-            except ConversionFailed as e:
-                pre_error = str(e)
-        qs: dict[str, Any] = {}
-        for name in opts.variants:
-            dst = out / f"{stem}.{name}.onnx"
-            say(f"building {name}")
-            if name == "fp16":
-                b = timed_build(name, convert_fp16, conv_src, dst, opts.keep_fp32)
-            elif name.startswith("int8"):
-                static = name == "int8-static"
-                s, qnotes = recommended_quant(opts.quant, isa, static)
-                qs[name] = s
-                if pre is None:
-                    b = Built(name, None, error=pre_error or "pre-processing failed")
-                elif static:
-                    b = timed_build(name, quantize_int8_static, pre, dst, s, opts.quant, calib.feeds if calib else [])
-                else:
-                    b = timed_build(name, quantize_int8_dynamic, pre, dst, s, opts.quant)
-                b.settings = {**s, "exclude_op_types": opts.quant.exclude_op_types,
-                              "exclude_nodes": opts.quant.exclude_nodes, **b.settings}
-                if static:
-                    b.settings["calibration_source"] = calib.source if calib else None
-                    b.settings["calibration_samples"] = len(calib.feeds) if calib else 0
-                b.notes += pre_notes + qnotes
-            else:
-                level = name.split("-", 1)[1]
-                b = timed_build(name, optimize_offline, src, dst, level)
-                b.settings = {"graph_optimization_level": level, "measured_with_online_optimization": "disable"}
-                if level == "all":
-                    b.notes.append("ort-all includes layout transforms for this CPU: the file may not suit another")
-            rows.append(VariantReport(name, b.path, b))
-
-        for row in rows[1:]:
-            if row.path is None:
-                continue
-            say(f"accuracy of {row.name} on {len(eval_in.feeds)} inputs")
-            try:
-                row.accuracy = _accuracy(ref_outs, row.path, eval_in, opts, threads)
-            except InferperfError as e:
-                if isinstance(e, UsageError):
-                    raise
-                row.build.error = str(e)
-                failed = row.path.with_name(row.path.name.replace(".onnx", ".failed.onnx"))
-                os.replace(row.path, failed)
-                row.path = None
-
-        sens = auto = None
-        static_row = next((r for r in rows if r.name == "int8-static" and r.path is not None), None)
-        if (opts.sensitivity or opts.auto_exclude) and static_row is None:
-            notes.append("sensitivity needs a working int8-static variant: add it to --variants")
-        if (opts.sensitivity or opts.auto_exclude) and static_row is not None and pre is not None:
-            from .sensitivity import auto_exclude, rank_nodes
-
-            say("sensitivity: comparing fp32 and int8 activations per tensor")
-            ranking = rank_nodes(pre, static_row.path, eval_in.feeds[:4])
-            sens = ranking
-            atomic_write_text(out / "sensitivity.json", json.dumps(ranking, indent=1))
-            if opts.auto_exclude and static_row.accuracy and not static_row.accuracy["passed"]:
-                dst = out / f"{stem}.int8-static-auto.onnx"
-                s = qs["int8-static"]
-
-                def build(excluded: list[str]) -> Path | None:
-                    say(f"auto-exclude: keeping {len(excluded)} node(s) in fp32")
-                    try:
-                        return quantize_int8_static(pre, dst, s, opts.quant, calib.feeds if calib else [], excluded)
-                    except ConversionFailed:
-                        return None
-
-                def passes(path: Path) -> bool:
-                    return bool(_accuracy(ref_outs, path, eval_in, opts, threads)["passed"])
-
-                path, excluded, attempts = auto_exclude(ranking, build, passes, opts.max_auto_exclude)
-                auto = {"passed": path is not None, "excluded_nodes": excluded, "attempts": attempts}
-                if path is None:
-                    dst.unlink(missing_ok=True)
-                    notes.append(f"auto-exclude: no passing model with up to {opts.max_auto_exclude} node(s) in fp32")
-                else:
-                    b = Built("int8-static-auto", path, settings={**static_row.build.settings,
-                                                                  "auto_excluded_nodes": excluded})
-                    row = VariantReport("int8-static-auto", path, b)
-                    row.accuracy = _accuracy(ref_outs, path, eval_in, opts, threads)
-                    rows.append(row)
-            elif opts.auto_exclude and static_row.accuracy:
-                notes.append("auto-exclude: int8-static already passes the gates; nothing excluded")
-
-    cases = []
-    measured = [r for r in rows if r.path is not None] if opts.measure else []
-    for r in measured:
-        cfg = opts.bench
-        if r.name.startswith("ort-"):
-            cfg = cfg.model_copy(update={"session": cfg.session.model_copy(update={"graph_optimization_level": "disable"})})
-        cases.append((str(r.path), cfg))
-    if not opts.measure:
-        notes.append("speed not measured (--no-measure)")
-    else:
-        say(f"measuring {len(cases)} model(s), {opts.bench.repeat} interleaved round(s), each run in a fresh process")
-    results = _measure(cases, command, say)
-    ref_result: Result | None = None
-    for r, res in zip(measured, results, strict=True):
-        if isinstance(res, str):
-            r.build.error = res
-            continue
-        r.result = res
-        if r.name == REFERENCE:
-            ref_result = res
-    for r in rows:
-        if r.result is not None:
-            r.result.model.variant = r.name
-            r.result.model.zoo_name = r.result.model.zoo_name if r.name == REFERENCE else None
-            block = r.accuracy if r.name != REFERENCE else {"reference": True, "n_inputs": len(eval_in.feeds),
-                                                             "data_source": eval_in.source,
-                                                             "predictive": eval_in.predictive}
-            r.result.metrics.accuracy = {**(block or {}), "build": {"settings": r.build.settings,
-                                                                    "build_s": r.build.build_s}}
-            r.result.notes = list(dict.fromkeys(r.result.notes + r.build.notes))
-            if ref_result is not None and r.name != REFERENCE:
-                r.speed = speedup(ref_result, r.result)
-        r.verdict, r.reasons = verdict(r.name, r.speed, r.accuracy, isa, r.build.error, r.build.settings)
-        if r.result is not None:
-            r.result.run["optimize"] = {"verdict": r.verdict, "reasons": r.reasons, "speedup": r.speed}
-            r.result.kind = "optimize"
-            r.result_path = save(r.result, out / f"{stem}.{r.name}.result.json")
+        rows = _build_variants(job, Path(work))
+        _check_accuracy(job, rows)
+        sens, auto = _sensitivity(job, rows)
+    ref_result = _measure_rows(job, rows, command)
+    _judge_and_save(job, rows, ref_result)
     rescued = auto is not None and auto["passed"]
     gate_failed = any(r.verdict == "REJECT" and not (rescued and r.name == "int8-static") for r in rows)
-    report = OptimizeReport(model=str(model), output=out, variants=rows, notes=notes, sensitivity=sens,
+    report = OptimizeReport(model=str(model), output=job.out, variants=rows, notes=job.notes, sensitivity=sens,
                             auto_exclude=auto, gate_failed=gate_failed,
-                            gates_explicit=bool(opts.gates) or opts.fail_on_gate, isa_flags=isa)
-    atomic_write_text(out / "optimize-summary.json", json.dumps(summary_doc(report), indent=1))
+                            gates_explicit=bool(opts.gates) or opts.fail_on_gate, isa_flags=job.isa)
+    atomic_write_text(job.out / "optimize-summary.json", json.dumps(summary_doc(report), indent=1))
     return report
 
 
@@ -342,7 +418,7 @@ def summary_doc(report: OptimizeReport) -> dict[str, Any]:
             "p50_ms": res.metrics.latency_ms.p50 if res else None,
             "p99_ms": res.metrics.latency_ms.p99 if res else None,
             "queries_per_s": res.metrics.throughput.queries_per_s if res else None,
-            "queries_per_s_ci95": res.metrics.throughput.queries_per_s_ci95 if res else None,
+            "queries_per_s_ci95": raw_ci(res.metrics.throughput.per_run) if res else None,  # raw, not clipped at 0
             "speedup": r.speed, "verdict": r.verdict, "reasons": r.reasons,
             "accuracy_passed": r.accuracy.get("passed") if r.accuracy else None,
             "result": str(r.result_path) if r.result_path else None,
