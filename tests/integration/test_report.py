@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 
 from inferperf.cli import main
-from inferperf.report import build
+from inferperf.report import ReportOptions, build
 from inferperf.report.collect import collect
 from inferperf.report.downsample import MAX_POINTS_PER_CHART
 from inferperf.report.render import render_html, render_markdown
 from inferperf.results.io import load
+from inferperf.stats import intervals_separate
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "report"
-SWEEP, OPT, RT = FIX / "sweep", FIX / "opt", FIX / "rt"
+SWEEP, OPT, RT, SWEEP2 = FIX / "sweep", FIX / "opt", FIX / "rt", FIX / "sweep2"
 
 
 @pytest.fixture(scope="module")
@@ -62,22 +63,45 @@ def test_sections_follow_the_data():
     assert "## Precision comparison" in md and "## Runtime comparison" not in md
 
 
-def test_summary_numbers_match_the_results(full):
+def test_summary_names_no_best_from_two_runs(full):
+    # the fixtures ran --repeat 2: the t interval over 2 runs cannot decide, so no "best" is named
     c = collect([SWEEP, OPT, RT])
-    measured = [e.result for e in c.entries if e.kind in ("sweep", "bench")]
-    best = max(measured, key=lambda r: r.metrics.throughput.samples_per_s)
+    sweep_cases = [e for e in c.entries if e.kind == "sweep"]
     item = next(s for s in full.summary if s["kind"] == "best-throughput")
-    assert item["values"]["case_key"] == best.case_key
-    assert item["values"]["samples_per_s"] == best.metrics.throughput.samples_per_s
-    assert f"{best.metrics.throughput.samples_per_s:.1f} samples/s" in item["text"]
-    quick = min(measured, key=lambda r: r.metrics.latency_ms.p99)
-    lat = next(s for s in full.summary if s["kind"] == "best-latency")
-    assert lat["values"]["p99_ms"] == quick.metrics.latency_ms.p99
-    assert 3 <= len(full.summary) <= 5
+    assert item["values"]["status"] == "too few runs" and item["values"]["case_key"] is None
+    assert "too few runs (2)" in item["text"] and "--repeat 3" in item["text"]
+    assert sorted(item["values"]["candidates"]) == sorted(e.result.case_key for e in sweep_cases if e.result.validity.valid)
+    assert not any("ship" in r["text"] for r in full.recommendations if r["kind"] in ("latency", "throughput"))
     rt = next(s for s in full.summary if s["kind"] == "runtime")
     by = {e.result.config.backend: e.result for e in c.entries if e.kind == "runtimes"}
     ratio = by["openvino"].metrics.throughput.queries_per_s / by["onnxruntime"].metrics.throughput.queries_per_s
     assert f"{ratio:.2f}x" in rt["text"]
+
+
+def test_real_two_size_sweep_never_compares_workloads():
+    # PP-OCRv4 det at 224x224 and 640x640 x 1-3 threads, 3 rounds (fixtures/report/sweep2, see the README)
+    rep = build([SWEEP2], ReportOptions(target_qps=5000))
+    said = [*rep.summary, *rep.recommendations, *rep.bottlenecks]
+    for s in said:
+        assert not ("224x224" in s["text"] and "640x640" in s["text"]), s["text"]
+    best = [s for s in rep.summary if s["kind"] == "best-throughput"]
+    assert sorted(b["values"]["workload"] for b in best) == ["ppocr-det 1x3x224x224", "ppocr-det 1x3x640x640"]
+    results = {e.result.case_key: e.result for e in collect([SWEEP2]).entries}
+    for b in best:  # a named winner separates from every other case of its workload, from >= 3 runs each
+        if b["values"]["case_key"] is not None:
+            w = results[b["values"]["case_key"]].metrics.throughput
+            for k in b["values"]["candidates"]:
+                if k != b["values"]["case_key"]:
+                    assert intervals_separate(w.samples_per_s_ci95, results[k].metrics.throughput.samples_per_s_ci95)
+    assert [c["workload"] for c in rep.capacity] == ["ppocr-det 1x3x224x224", "ppocr-det 1x3x640x640"]
+    for c in rep.capacity:
+        assert {str(results[o["case_key"]].config.workload.shapes) for o in c["options"]} == {
+            str(results[c["options"][0]["case_key"]].config.workload.shapes)}
+    md = render_markdown(rep)
+    assert "Capacity for workload ppocr-det 1x3x224x224" in md and "--target-qps 5000" in md
+    without = build([SWEEP2])
+    assert without.capacity == [] and any("pass --target-qps" in r["text"].lower() or "--target-qps" in r["text"]
+                                          for r in without.recommendations if r["kind"] == "capacity")
 
 
 def test_html_is_self_contained(full):

@@ -10,7 +10,7 @@ from inferperf.measure.bench import bench
 _BASE = None
 
 
-def synthetic(threads=1, qps=100.0, ci=None, concurrency=1, batch=1, p50=10.0, shape=(1, 3, 8, 8), key=None):
+def synthetic(threads=1, qps=100.0, ci=None, concurrency=1, batch=1, p50=10.0, shape=(1, 3, 8, 8), key=None, runs=3):
     """A real Result (null backend, fake clock) with the figures an axis point needs set by hand."""
     global _BASE
     if _BASE is None:
@@ -27,6 +27,8 @@ def synthetic(threads=1, qps=100.0, ci=None, concurrency=1, batch=1, p50=10.0, s
     r.metrics.throughput.queries_per_s_ci95 = list(ci) if ci else []
     r.metrics.throughput.samples_per_s_ci95 = [c * batch for c in ci] if ci else []
     r.metrics.latency_ms.p50 = p50
+    r.metrics.throughput.per_run = [qps] * runs
+    r.config.repeat = runs
     r.case_key = key or f"k{threads}-{concurrency}-{batch}-{shape}"
     return r
 
@@ -108,6 +110,9 @@ def test_tradeoff_finding_when_cis_separate():
     assert f.values["throughput_ratio"] == pytest.approx(1.3) and f.values["p50_ratio"] == pytest.approx(1.9)
     assert "2 streams (shared) x 1 thread reach 1.30x the throughput of 1 stream x 2 threads" in f.text
     assert "p50 is 1.90x worse" in f.text
+    rs = [synthetic(threads=2, concurrency=1, qps=100, ci=[98, 102], p50=10.0, runs=2),
+          synthetic(threads=1, concurrency=2, qps=130, ci=[127, 133], p50=19.0, runs=2)]
+    assert not [f for f in findings(rs) if f.kind == "tradeoff"]  # 2 runs: too few to call a trade-off
 
 
 def test_batch_finding_knee():
@@ -115,3 +120,33 @@ def test_batch_finding_knee():
     rs = [synthetic(batch=b, qps=v / b, p50=b * 2.0) for b, v in sps.items()]
     f = next(f for f in findings(rs) if f.kind == "batch-scaling")
     assert f.values["knee"] == 4 and f.values["falls_at"] == 16
+
+
+def test_batch_slower_per_sample_than_batch_one_is_said_when_intervals_separate():
+    # issue 10 item 10: 586 samples/s at batch 8 against 955 at batch 1
+    rs = [synthetic(batch=1, qps=955, ci=[930, 980]), synthetic(batch=8, qps=586 / 8, ci=[570 / 8, 600 / 8])]
+    f = next(f for f in findings(rs) if f.kind == "batch-per-sample")
+    assert "batch 8 is slower per sample than batch 1 (586.0 vs 955.0 samples/s, 0.61x, CIs separate)" in f.text
+    assert f.values["slower"] is True
+    overlap = [synthetic(batch=1, qps=955, ci=[600, 1300]), synthetic(batch=8, qps=586 / 8, ci=[400 / 8, 800 / 8])]
+    fs = findings(overlap)
+    assert not [f for f in fs if f.kind == "batch-per-sample"]
+    assert "within noise" in next(f for f in fs if f.kind == "batch-scaling").text
+    few = [synthetic(batch=1, qps=955, ci=[930, 980], runs=2), synthetic(batch=8, qps=586 / 8, ci=[570 / 8, 600 / 8], runs=2)]
+    fs = findings(few)
+    assert not [f for f in fs if f.kind == "batch-per-sample"]
+    assert "too few runs (2)" in next(f for f in fs if f.kind == "batch-scaling").text
+    faster = [synthetic(batch=1, qps=500, ci=[490, 510]), synthetic(batch=8, qps=900 / 8, ci=[880 / 8, 920 / 8])]
+    assert not [f for f in findings(faster) if f.kind == "batch-per-sample"]
+
+
+def test_report_says_batch_is_slower_across_two_bench_runs(tmp_path):
+    from inferperf.report import build
+    from inferperf.results.io import save
+
+    one, eight = synthetic(batch=1, qps=955, ci=[930, 980]), synthetic(batch=8, qps=586 / 8, ci=[570 / 8, 600 / 8])
+    one.command, eight.command = ["inferperf", "bench", "b1"], ["inferperf", "bench", "--batch-size", "8"]
+    save(one, tmp_path / "one.json")
+    save(eight, tmp_path / "eight.json")
+    rep = build([tmp_path])
+    assert any(b["kind"] == "batch-per-sample" and "batch 8 is slower per sample" in b["text"] for b in rep.bottlenecks)

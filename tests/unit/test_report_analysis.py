@@ -1,4 +1,5 @@
-"""Spike detection, steady-state detection, memory growth and capacity planning (pure functions)."""
+"""Spike detection, steady-state detection, memory growth and capacity planning (pure functions); the report's
+choices (no winner inside the noise or from too few runs, never across workloads) and its chart specs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ import numpy as np
 import pytest
 
 from inferperf.analysis.capacity import instances_for
+from inferperf.analysis.choose import choose
 from inferperf.analysis.spikes import find_spikes, spike_threshold_ns
 from inferperf.analysis.steady import memory_growth, steady_state
+from inferperf.report import charts as ch
+from inferperf.report.insights import CaseAnalysis, bottlenecks, recommendations, summary
+from tests.unit.test_analysis import synthetic
 
 
 def _clean(n: int = 2000, seed: int = 0) -> np.ndarray:
@@ -94,3 +99,159 @@ def test_instances_for_rounds_up_with_headroom():
         instances_for(1000, 0)
     with pytest.raises(ValueError):
         instances_for(1000, 10, headroom=1.0)
+
+
+# --- issue 10 items 3, 4, 10, 11: no cross-workload comparison, no winner inside the noise, honest charts ---
+
+
+
+def case(threads=1, qps=100.0, ci=(95.0, 105.0), runs=3, side=224, valid=True, marks=(), p99=10.0,
+         p99_runs=(9.0, 11.0), cpus=2):
+    """A CaseAnalysis over a real Result (null backend, fake clock) with its figures set by hand."""
+    r = synthetic(threads=threads, qps=qps, ci=ci, p50=p99 / 2, shape=(1, 3, side, side), key=f"k{side}-{threads}",
+                  runs=runs)
+    r.kind = "sweep"
+    r.system.effective_cpus = cpus
+    r.metrics.latency_ms.p99 = p99
+    n = 100 * runs  # per-run samples (runs of 100 queries) whose p99s span p99_runs
+    lat = []
+    lo, hi = p99_runs
+    for k in range(runs):
+        v = lo + (hi - lo) * k / max(1, runs - 1)
+        lat += [int(v / 2 * 1e6)] * 99 + [int(v * 1e6)]
+    r.samples.latency_ns = lat
+    r.samples.run_ids = [k for k in range(runs) for _ in range(100)]
+    r.samples.start_offsets_ns = list(range(n))
+    r.samples.stream_ids = [0] * n
+    r.validity.valid = valid
+    r.validity.reasons = [] if valid else ["window medians vary"]
+    r.run = {"marks": list(marks), "pids": list(range(runs))}
+    return CaseAnalysis(f"det {side} t{threads}", "sweep", r)
+
+
+def _kinds(items, kind):
+    return [i for i in items if i["kind"] == kind]
+
+
+def test_choose_names_a_winner_only_on_separate_intervals_from_three_runs():
+    f = dict(value=lambda x: x[0], interval=lambda x: x[1], runs=lambda x: x[2], valid=lambda x: x[3])
+    a, b = (100.0, [98, 102], 3, True), (90.0, [88, 92], 3, True)
+    assert choose([a, b], **f).winner is a
+    b2 = (99.0, [97, 101], 3, True)
+    ch_ = choose([a, b2], **f)
+    assert ch_.status == "within noise" and ch_.winner is None and ch_.tied == [a, b2]
+    a2 = (100.0, [98, 102], 2, True)
+    ch_ = choose([a2, b], **f)
+    assert ch_.status == "too few runs" and ch_.min_runs == 2 and ch_.winner is None
+    bad = (500.0, [499, 501], 3, False)
+    ch_ = choose([bad, a, b], **f)
+    assert ch_.winner is a and ch_.invalid == [bad]
+    assert choose([bad], **f).status == "none valid"
+    low = choose([a, b], **{**f, "valid": lambda x: True}, higher_is_better=False)
+    assert low.winner is b
+
+
+def test_overlapping_intervals_name_no_best_throughput():
+    cs = [case(1, qps=100, ci=(90, 110)), case(2, qps=104, ci=(95, 113))]
+    s = _kinds(summary(cs, [], [], [], []), "best-throughput")
+    assert len(s) == 1 and s[0]["values"]["status"] == "within noise"
+    assert s[0]["values"]["case_key"] is None and "no single winner" in s[0]["text"]
+    assert "2 threads" in s[0]["text"] and "1 thread" in s[0]["text"]
+    recs = recommendations(cs, [], None, [], [])
+    assert not any("ship" in r["text"] for r in recs if r["kind"] == "throughput")
+
+
+def test_two_runs_are_too_few_to_name_a_best():
+    cs = [case(1, qps=100, ci=(99, 101), runs=2), case(2, qps=150, ci=(149, 151), runs=2)]
+    s = _kinds(summary(cs, [], [], [], []), "best-throughput")[0]
+    assert s["values"]["status"] == "too few runs" and "too few runs (2)" in s["text"]
+    assert "--repeat 3" in s["text"] and s["values"]["case_key"] is None
+    lat = _kinds(recommendations(cs, [], None, [], []), "latency")[0]
+    assert "ship" not in lat["text"] and "too few runs (2)" in lat["text"]
+
+
+def test_separate_intervals_from_three_runs_name_the_winner_and_skip_invalid():
+    cs = [case(1, qps=100, ci=(98, 102), p99=20, p99_runs=(19, 21)),
+          case(2, qps=150, ci=(147, 153), p99=12, p99_runs=(11.5, 12.5)),
+          case(3, qps=400, ci=(390, 410), valid=False)]
+    s = summary(cs, [], [], [], [])
+    best = _kinds(s, "best-throughput")[0]
+    assert best["values"]["status"] == "winner" and best["values"]["case_key"] == "k224-2"
+    assert "INVALID, left out: det 224 t3" in best["text"]
+    lat = _kinds(s, "best-latency")[0]
+    assert lat["values"]["case_key"] == "k224-2"
+    recs = recommendations(cs, [], None, [], [])
+    assert "ship" in _kinds(recs, "throughput")[0]["text"] and "det 224 t2" in _kinds(recs, "throughput")[0]["text"]
+
+
+def test_workloads_are_never_compared():
+    small = [case(1, qps=100, ci=(98, 102), side=224), case(2, qps=150, ci=(147, 153), side=224)]
+    big = [case(1, qps=12, ci=(11, 13), side=640), case(3, qps=6, ci=(5.5, 6.5), side=640, marks=["oversubscribed"])]
+    cs = small + big
+    s = summary(cs, [], [], [], [])
+    best = _kinds(s, "best-throughput")
+    assert [b["values"]["workload"] for b in best] == ["null null 1x3x224x224", "null null 1x3x640x640"]
+    assert best[0]["values"]["case_key"] == "k224-2" and best[1]["values"]["case_key"] == "k640-1"
+    over = _kinds(bottlenecks(cs, []), "oversubscription")
+    assert len(over) == 1 and "null null 1x3x640x640" in over[0]["text"]
+    assert "0.50x the best case of this workload that fits (det 640 t1" in over[0]["text"]
+    assert "224" not in over[0]["text"].split("fits")[1]
+
+
+def test_capacity_is_per_workload_and_only_for_a_given_target(tmp_path):
+    from inferperf.report.build import ReportOptions, build
+    from inferperf.results.io import save
+
+    for k, c in enumerate([case(1, side=224), case(2, qps=150, ci=(147, 153), side=224), case(1, qps=12, ci=(11, 13), side=640)]):
+        save(c.result, tmp_path / f"r{k}.json")
+    rep = build([tmp_path])
+    assert rep.capacity == []
+    cap = _kinds(rep.recommendations, "capacity")
+    assert len(cap) == 1 and "--target-qps" in cap[0]["text"] and "No capacity plan" in cap[0]["text"]
+    rep = build([tmp_path], ReportOptions(target_qps=5000, slo_p99_ms=50))
+    assert [c["workload"] for c in rep.capacity] == ["null null 1x3x224x224", "null null 1x3x640x640"]
+    for c in rep.capacity:
+        assert {o["case_key"][:4] for o in c["options"]} == {c["options"][0]["case_key"][:4]}  # one workload each
+    assert "--target-qps 5000 --slo-p99-ms 50" in rep.rebuild
+
+
+def test_log_axis_labels_every_tick_with_its_full_number():
+    ax = ch.log_axis(100, 300, "ms")
+    assert ax["ticktext"] == ["100", "150", "200", "300"] and ax["tickvals"] == [100, 150, 200, 300]
+    ax = ch.log_axis(0.04, 270, "ms")
+    assert ax["ticktext"][:3] == ["0.02", "0.05", "0.1"] and "200" in ax["ticktext"] and "500" in ax["ticktext"]
+    vals = [float(t.replace(",", "")) for t in ax["ticktext"]]
+    assert vals == sorted(vals) and vals == ax["tickvals"]
+
+
+def test_rss_chart_keeps_a_minimum_span_and_states_the_change_in_bytes():
+    c = case(1)
+    base = 150 * 2**20
+    c.result.samples.timeline = {"t_s": [0.1 * i for i in range(20)], "rss_bytes": [base + 512 * i for i in range(20)]}
+    chart = ch.rss_lines(["det"], [c.result])
+    lo, hi = chart.figure["layout"]["yaxis"]["range"]
+    assert (hi - lo) * 2**20 >= 0.10 * base  # 10 KiB of change is not stretched over the axis
+    assert "det +9.5 KiB over 1.9 s" in chart.caption
+
+
+def test_thread_chart_draws_only_fits_that_hold_and_one_panel_per_workload():
+    from inferperf.analysis.points import group_by_axis, point
+
+    falls = [case(t, qps=q, ci=(q - 1, q + 1), side=224) for t, q in ((1, 100), (2, 150), (3, 60), (4, 40))]
+    rises = [case(t, qps=q, ci=(q - 1, q + 1), side=640) for t, q in ((1, 10), (2, 19), (3, 27), (4, 34))]
+    pts = [point(c.result) for c in falls + rises]
+    charts = ch.thread_scaling(group_by_axis(pts, "threads"), "0")
+    thr = [c for c in charts if c.id.startswith("chart-threads")]
+    assert len(thr) == 2 and [c.extra["workload"] for c in thr] == ["null null 1x3x224x224", "null null 1x3x640x640"]
+    names = [[t["name"] for t in c.figure["data"]] for c in thr]
+    assert not any(n.startswith("Amdahl") for n in names[0])  # throughput falls: Amdahl does not hold
+    assert any(n.startswith("Amdahl") for n in names[1])
+
+
+def test_method_table_reads_the_recorded_accuracy_inputs():
+    from inferperf.report.sections import inputs_text
+
+    r = case(1).result
+    r.metrics.accuracy = {"reference": True, "n_inputs": 16, "data_source": "images:/data/receipts"}
+    text = inputs_text(r)
+    assert "images:/data/receipts (16 input(s))" in text and text.startswith("timed: synthetic")

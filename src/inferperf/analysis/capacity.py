@@ -14,7 +14,8 @@ its threads and streams):
 
 A configuration qualifies when its measured p99 is within the SLO. The plan picks the
 qualifying configuration with the most throughput per core (by the CI's lower bound
-when there is one). The SLO is checked at the measured load only: the plan says so.
+when there is one); an option whose CI reaches 0 (too noisy to bound) ranks after the
+bounded ones, so a wider interval never looks better than a narrow one. The SLO is checked at the measured load only: the plan says so.
 
 Pure functions over Result documents.
 """
@@ -27,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..results.model import Result
+from .points import case_label, point
 
 
 @dataclass
@@ -41,6 +43,8 @@ class Option:
         qps_per_core, qps_per_core_low: throughput per core and its conservative (CI lower bound) value.
         instances, instances_low_ci: instances for the target at the point estimate / the CI's lower bound.
         cores, cores_low_ci: instances x cores per instance.
+        low_bounded: False when the CI's lower bound reaches 0 (runs too noisy or too few to bound it): then
+            the ``_low`` figures fall back to the point estimate and the plan ranks the option after bounded ones.
     """
 
     case_key: str
@@ -57,6 +61,7 @@ class Option:
     instances_low_ci: int = 0
     cores: int = 0
     cores_low_ci: int = 0
+    low_bounded: bool = True
 
 
 @dataclass
@@ -104,25 +109,8 @@ def cores_per_instance(r: Result) -> tuple[int, str]:
 
 
 def label_of(r: Result) -> str:
-    """A short description: model, variant, backend, shapes, batch, threads, streams."""
-    name = r.model.zoo_name or r.model.path.rsplit("/", 1)[-1].removesuffix(".onnx")
-    name = name.removesuffix("." + r.model.variant)
-    parts = [name]
-    if r.model.variant != "fp32":
-        parts.append(r.model.variant)
-    parts.append(r.config.backend)
-    shapes = "/".join("x".join(map(str, s)) for s in r.config.workload.shapes.values())
-    if shapes:
-        parts.append(shapes)
-    eff = r.config.session.effective
-    t = eff.get("intra_op_num_threads")
-    if isinstance(t, int) and t:
-        parts.append(f"{t}t")
-    elif eff.get("INFERENCE_NUM_THREADS"):
-        parts.append(f"{eff['INFERENCE_NUM_THREADS']}t")
-    if r.config.concurrency > 1:
-        parts.append(f"{r.config.concurrency} streams ({r.config.session_mode})")
-    return " ".join(parts)
+    """The case's label (:func:`~.points.case_label`: workload, streams, threads)."""
+    return case_label(point(r))
 
 
 def option(r: Result, target_qps: float, slo_p99_ms: float | None, headroom: float) -> Option:
@@ -130,11 +118,13 @@ def option(r: Result, target_qps: float, slo_p99_ms: float | None, headroom: flo
     tp = r.metrics.throughput
     cores, basis = cores_per_instance(r)
     ci = list(tp.queries_per_s_ci95)
-    low = ci[0] if ci and ci[0] > 0 else tp.queries_per_s
+    bounded = bool(ci) and ci[0] > 0
+    low = ci[0] if bounded else tp.queries_per_s
     o = Option(
         case_key=r.case_key, label=label_of(r), queries_per_s=tp.queries_per_s, queries_per_s_ci95=ci,
         p99_ms=r.metrics.latency_ms.p99, meets_slo=slo_p99_ms is None or r.metrics.latency_ms.p99 <= slo_p99_ms,
         cores_per_instance=cores, cores_basis=basis, qps_per_core=tp.queries_per_s / cores, qps_per_core_low=low / cores,
+        low_bounded=bounded or not ci,
     )  # fmt: skip
     if tp.queries_per_s > 0:
         o.instances = instances_for(target_qps, tp.queries_per_s, headroom)
@@ -170,7 +160,7 @@ def plan(
         rs = [r for r in rs if r.validity.valid]
     for r in rs:
         out.options.append(option(r, target_qps, slo_p99_ms, headroom))
-    out.options.sort(key=lambda o: (not o.meets_slo, o.cores_low_ci, o.cores, o.p99_ms))
+    out.options.sort(key=lambda o: (not o.meets_slo, not o.low_bounded, o.cores_low_ci, o.cores, o.p99_ms))
     ok = [o for o in out.options if o.meets_slo]
     out.chosen = ok[0] if ok else None
     return out

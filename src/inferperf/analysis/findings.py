@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..results.model import Result
-from .points import Point, as_points, group_by_axis, separated
-from .scaling import degradation_point, fit_amdahl, fit_usl, knee, size_fit, speedups, sweet_spot
+from .choose import MIN_RUNS
+from .points import Point, as_points, case_label, group_by_axis, plural, separated
+from .scaling import degradation_point, fit_amdahl, fit_holds, fit_usl, knee, size_fit, speedups, sweet_spot
 
 
 @dataclass
@@ -33,20 +34,7 @@ class Finding:
 
 
 def _label(p: Point, skip: str) -> str:
-    parts = [p.model.split(":", 1)[1]]
-    if p.backend != "onnxruntime":
-        parts.append(p.backend)
-    if skip != "size":
-        parts.append("/".join("x".join(map(str, s)) for s in p.shapes.values()))
-    if skip != "concurrency" and p.concurrency > 1:
-        parts.append(f"{p.concurrency} streams ({p.session_mode})")
-    if skip != "threads" and p.threads:
-        parts.append(_n(p.threads, "thread"))
-    return ", ".join(parts)
-
-
-def _n(k: int, word: str) -> str:
-    return f"{k} {word}{'' if k == 1 else 's'}"
+    return case_label(p, (skip,))
 
 
 def thread_findings(points: list[Point]) -> list[Finding]:
@@ -61,7 +49,7 @@ def thread_findings(points: list[Point]) -> list[Finding]:
         values: dict[str, Any] = {"threads": n, "queries_per_s": x, "speedup": s, "efficiency": eff, **ss}
         best = next(p for p in g if p.threads == ss["best"])
         rivals = [p for p in g if p is not best]
-        text = (f"{_label(g[0], 'threads')}: throughput peaks at {_n(ss['best'], 'intra-op thread')}"
+        text = (f"{_label(g[0], 'threads')}: throughput peaks at {plural(ss['best'], 'intra-op thread')}"
                 f" ({ss['best_throughput']:.1f} queries/s)")
         if best.qps_ci and any(not separated(best.qps_ci, p.qps_ci) for p in rivals):
             text += " but its CI overlaps another count's (not a significant peak at this --repeat)"
@@ -70,11 +58,11 @@ def thread_findings(points: list[Point]) -> list[Finding]:
         if not best.valid:
             text += " (that case is INVALID: read its validity reasons before trusting the peak)"
         if ss["fewest_near_best"] != ss["best"]:
-            text += f"; {_n(ss['fewest_near_best'], 'thread')} already reach within 5 % of it"
+            text += f"; {plural(ss['fewest_near_best'], 'thread')} already reach within 5 % of it"
         deg = degradation_point(n, x, [p.qps_ci for p in g])
         if deg is not None:
             worse = next(p for p in g if p.threads == deg)
-            text += f"; past that, {_n(deg, 'thread')} lowers it to {worse.qps:.1f} queries/s"
+            text += f"; past that, {plural(deg, 'thread')} lowers it to {worse.qps:.1f} queries/s"
             values["degradation_threads"] = deg
         marked = [f"{p.threads}: {'/'.join(p.marks)}" for p in g if p.marks]
         if marked:
@@ -85,12 +73,12 @@ def thread_findings(points: list[Point]) -> list[Finding]:
         if a.status != "ok":
             text += f" ({a.status} for scaling fits)"
         else:
-            if a.r2 is not None and a.r2 >= 0.5:
+            if fit_holds(a):
                 text += (f". Amdahl: serial fraction {a.params['serial_fraction']:.2f}, ceiling"
                          f" {a.params['ceiling']:.1f}x speedup (R^2 {a.r2:.2f})")
             else:
                 text += ". Amdahl does not fit (it cannot model throughput that falls)"
-            if u.status == "ok" and u.r2 is not None and u.r2 >= 0.5:
+            if fit_holds(u):
                 peak = u.params["peak_threads"]
                 if peak == float("inf"):
                     text += f"; USL: no coherency penalty, contention {u.params['sigma']:.2f} (R^2 {u.r2:.2f})"
@@ -121,6 +109,12 @@ def batch_findings(points: list[Point]) -> list[Finding]:
         if fall is not None:
             values["falls_at"] = fall
             text += f"; throughput falls at batch {fall}"
+        for p, one, decided in _below_batch_one(g):
+            if not decided:
+                runs = min(p.runs, one.runs)
+                why = (f"too few runs ({runs}) to call it slower: use --repeat {MIN_RUNS} or more" if runs < MIN_RUNS
+                       else "the intervals overlap (within noise)")
+                text += f"; batch {p.batch} gives fewer samples/s than batch 1 ({p.sps:.1f} vs {one.sps:.1f}) but {why}"
         out.append(Finding("batch-scaling", text + ".", values, [p.case_key for p in g]))
     return out
 
@@ -144,18 +138,18 @@ def size_findings(points: list[Point]) -> list[Finding]:
 
 
 def tradeoff_findings(points: list[Point]) -> list[Finding]:
-    """Best-throughput vs best-latency configuration among cases of the same model, shapes and batch;
-    stated only when the throughput CIs separate."""
+    """Best-throughput vs best-latency configuration among cases of one workload (model, variant, backend,
+    shapes and batch) and environment; stated only when the throughput CIs separate, from >= 3 runs each."""
     groups: dict[tuple, list[Point]] = {}
     for p in points:
-        groups.setdefault((p.model, str(p.shapes), p.variant, p.env, p.backend), []).append(p)
+        groups.setdefault((*p.workload_key(), p.env), []).append(p)
     out = []
     for g in groups.values():
         if len(g) < 2:
             continue
         fast = max(g, key=lambda p: p.qps)
         quick = min(g, key=lambda p: p.p50_ms)
-        if fast is quick:
+        if fast is quick or min(fast.runs, quick.runs) < MIN_RUNS:
             continue
         if not separated(fast.qps_ci, quick.qps_ci):
             continue
@@ -166,7 +160,7 @@ def tradeoff_findings(points: list[Point]) -> list[Finding]:
             mode = f" ({p.session_mode})" if p.concurrency > 1 else ""
             return f"{p.concurrency} stream{'s' if p.concurrency > 1 else ''}{mode} x {p.threads} thread{'s' if p.threads != 1 else ''}"
 
-        text = (f"{_label(fast, 'threads').split(',')[0]}: {cfg(fast)} reach {ratio:.2f}x the throughput of"
+        text = (f"{case_label(fast, ('threads', 'concurrency'))}: {cfg(fast)} reach {ratio:.2f}x the throughput of"
                 f" {cfg(quick)} ({fast.qps:.1f} vs {quick.qps:.1f} queries/s, CIs separate); p50 is {worse:.2f}x"
                 f" {'worse' if worse > 1 else 'better'} ({fast.p50_ms:.2f} vs {quick.p50_ms:.2f} ms)."
                 " Pick by goal: the first for throughput, the second for latency.")
@@ -176,7 +170,37 @@ def tradeoff_findings(points: list[Point]) -> list[Finding]:
     return out
 
 
+def _below_batch_one(g: list[Point]) -> list[tuple[Point, Point, bool]]:
+    """``(point, batch-1 point, decided)`` for each batch > 1 of ``g`` with fewer samples/s than batch 1;
+    ``decided``: the intervals separate, from >= 3 runs each."""
+    one = next((p for p in g if p.batch == 1), None)
+    if one is None or one.sps <= 0:
+        return []
+    return [(p, one, min(p.runs, one.runs) >= MIN_RUNS and separated(p.sps_ci, one.sps_ci))
+            for p in g if p.batch > 1 and p.sps < one.sps]
+
+
+def batch_vs_one_findings(points: list[Point]) -> list[Finding]:
+    """Where a batch is slower per sample than batch 1 of the same case (every other axis equal): samples/s
+    at batch N below batch 1's with the intervals separating, from >= 3 runs each. A lower figure that the
+    runs cannot decide is noted in the batch-scaling finding instead."""
+    out = []
+    for g in group_by_axis(points, "batch"):
+        for p, one, decided in _below_batch_one(g):
+            if not decided:
+                continue
+            ratio = p.sps / one.sps
+            text = (f"{_label(p, 'batch')}: batch {p.batch} is slower per sample than batch 1 ({p.sps:.1f} vs"
+                    f" {one.sps:.1f} samples/s, {ratio:.2f}x, CIs separate): batching costs more than it saves here")
+            out.append(Finding("batch-per-sample", text + ".", {"batch": p.batch, "samples_per_s": p.sps,
+                                                                 "batch1_samples_per_s": one.sps, "ratio": ratio,
+                                                                 "slower": True},
+                               [p.case_key, one.case_key]))
+    return out
+
+
 def findings(results: Iterable[Result]) -> list[Finding]:
-    """All findings the Results support (thread, batch, size scaling and the throughput/latency trade-off)."""
+    """All findings the Results support (thread, batch, size scaling, batch vs batch 1, the trade-off)."""
     pts = as_points(results)
-    return thread_findings(pts) + batch_findings(pts) + size_findings(pts) + tradeoff_findings(pts)
+    return (thread_findings(pts) + batch_findings(pts) + batch_vs_one_findings(pts) + size_findings(pts)
+            + tradeoff_findings(pts))

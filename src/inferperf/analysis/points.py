@@ -7,12 +7,14 @@ rebuilt elsewhere from the JSON alone.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..results.model import Result
-from ..stats import intervals_separate
+from ..stats import intervals_separate, mean_ci
 
 AXES = ("threads", "batch", "concurrency", "size", "session_mode", "execution_mode", "model", "variant", "env", "backend")
 
@@ -30,7 +32,9 @@ class Point:
         qps, qps_ci: queries/s and its 95 % CI over runs ([] for one run).
         sps, sps_ci: samples/s (queries x batch) and its CI.
         p50_ms, p99_ms: pooled latency percentiles; valid: the Result's verdict.
-        smt, over_quota: the threads count used SMT siblings / exceeded the CPU quota (from the sweep's marks).
+        marks: the sweep's marks (``SMT``, ``over quota``, ``oversubscribed``).
+        runs: runs pooled (``config.repeat``); p99_runs_ci: Student's t 95 % CI of the per-run p99 (ms) over
+            runs ([] for fewer than 2 runs or no per-run samples).
     """
 
     case_key: str
@@ -53,6 +57,15 @@ class Point:
     p99_ms: float
     valid: bool
     marks: list[str] = field(default_factory=list)
+    runs: int = 1
+    p99_runs_ci: list[float] = field(default_factory=list)
+
+    def workload_key(self) -> tuple:
+        """What the case computes: model, variant, backend, full shapes (batch included).
+
+        Findings, "best" choices and capacity plans compare only points with equal keys.
+        """
+        return (self.model, self.variant, self.backend, json.dumps(self.shapes, sort_keys=True))
 
     def key_without(self, axis: str) -> tuple:
         """The values of every axis except ``axis``: points sharing it differ only along ``axis``."""
@@ -72,16 +85,37 @@ def _size(shapes: dict[str, list[int]], batch: int) -> int:
     return total // max(batch, 1)
 
 
+def per_run_p99_ci(r: Result) -> list[float]:
+    """Student's t 95 % CI (ms) of the p99 of each run's own samples, over runs; [] with fewer than 2 runs."""
+    s = r.samples
+    if len(s.run_ids) != len(s.latency_ns) or not s.latency_ns:
+        return []
+    lat = np.asarray(s.latency_ns, dtype=np.float64) / 1e6
+    ids = np.asarray(s.run_ids)
+    p99 = [float(np.percentile(lat[ids == k], 99)) for k in np.unique(ids)]
+    if len(p99) < 2:
+        return []
+    lo, hi = mean_ci(p99)
+    return [lo, hi]
+
+
+def _threads(eff: dict[str, Any]) -> int | None:
+    for k in ("intra_op_num_threads", "INFERENCE_NUM_THREADS"):
+        t = eff.get(k)
+        if isinstance(t, int) and not isinstance(t, bool) and t > 0:
+            return t
+    return None
+
+
 def point(r: Result) -> Point:
     """Extract a :class:`Point` from a Result."""
     eff = r.config.session.effective
     req = r.config.session.requested
     tp = r.metrics.throughput
-    threads = eff.get("intra_op_num_threads")
     return Point(
         case_key=r.case_key,
         model=f"{r.model.sha256[:12]}:{r.model.zoo_name or r.model.path.rsplit('/', 1)[-1]}",
-        threads=threads if isinstance(threads, int) else None,
+        threads=_threads(eff),
         batch=r.config.workload.batch_size,
         concurrency=r.config.concurrency,
         size=_size(r.config.workload.shapes, r.config.workload.batch_size),
@@ -99,6 +133,8 @@ def point(r: Result) -> Point:
         p99_ms=r.metrics.latency_ms.p99,
         valid=r.validity.valid,
         marks=list(r.run.get("marks", [])) if isinstance(r.run, dict) else [],
+        runs=max(1, len(tp.per_run) or r.config.repeat),
+        p99_runs_ci=per_run_p99_ci(r),
     )
 
 
@@ -123,6 +159,53 @@ separated = intervals_separate  # one rule: inferperf.stats.intervals_separate
 def as_points(results: Iterable[Result]) -> list[Point]:
     """Points of the Results that measured something (failed cases have no Result)."""
     return [point(r) for r in results]
+
+
+def plural(k: int, word: str) -> str:
+    """``1 thread``, ``2 threads``."""
+    return f"{k} {word}{'' if k == 1 else 's'}"
+
+
+def model_name(p: Point) -> str:
+    """The model's short name (zoo name or file stem, without the variant suffix)."""
+    name = p.model.split(":", 1)[1].removesuffix(".onnx")
+    return name.removesuffix("." + p.variant)
+
+
+def workload_label(p: Point, with_shapes: bool = True) -> str:
+    """The workload (see :meth:`Point.workload_key`) in words: model, variant and backend when not the
+    defaults (fp32, onnxruntime), shapes (e.g. ``ppocr-det int8-static 1x3x224x224``)."""
+    parts = [model_name(p)]
+    if p.variant != "fp32":
+        parts.append(p.variant)
+    if p.backend != "onnxruntime":
+        parts.append(p.backend)
+    if with_shapes and p.shapes:
+        parts.append("/".join("x".join(map(str, s)) for s in p.shapes.values()))
+    return " ".join(parts)
+
+
+def case_label(p: Point, skip: Iterable[str] = ()) -> str:
+    """THE label of a case (report rows, findings, chart legends, capacity plans): the workload, then the
+    streams and threads, leaving out the axes in ``skip`` (``workload``, ``size``, ``concurrency``, ``threads``).
+
+    ``ppocr-det 1x3x224x224, 2 streams (shared), 2 threads``; with ``skip=("size",)``: ``ppocr-det, 2 threads``.
+    """
+    skip = set(skip)
+    parts = [] if "workload" in skip else [workload_label(p, with_shapes="size" not in skip)]
+    if "concurrency" not in skip and p.concurrency > 1:
+        parts.append(f"{p.concurrency} streams ({p.session_mode})")
+    if "threads" not in skip and p.threads:
+        parts.append(plural(p.threads, "thread"))
+    return ", ".join(parts) or "-"
+
+
+def by_workload(points: Iterable[Point]) -> dict[tuple, list[Point]]:
+    """Points grouped by :meth:`Point.workload_key`, in first-seen order."""
+    out: dict[tuple, list[Point]] = {}
+    for p in points:
+        out.setdefault(p.workload_key(), []).append(p)
+    return out
 
 
 def describe(p: Point) -> dict[str, Any]:

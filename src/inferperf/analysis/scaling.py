@@ -23,6 +23,9 @@ import numpy as np
 #: A configuration within this fraction of the best counts as "as good" (sweet spot, knee).
 NEAR_BEST = 0.05
 
+#: A fit is reported (in words and as a drawn curve) only from this R^2 up.
+MIN_FIT_R2 = 0.5
+
 
 @dataclass
 class Fit:
@@ -31,6 +34,14 @@ class Fit:
     status: str
     params: dict[str, float] = field(default_factory=dict)
     r2: float | None = None
+
+
+def fit_holds(f: Fit) -> bool:
+    """The one rule for "this fit describes the data": status ``ok`` and R^2 >= :data:`MIN_FIT_R2`.
+
+    Findings state a fit and charts draw its curve only when it holds, so the text and the chart agree.
+    """
+    return f.status == "ok" and f.r2 is not None and f.r2 >= MIN_FIT_R2
 
 
 def _r2(y: np.ndarray, pred: np.ndarray) -> float:

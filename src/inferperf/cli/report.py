@@ -20,7 +20,7 @@ def report_command(
     output: Annotated[Optional[Path], Opt("--output", "-o", help="report file (default report.html / report.md)")] = None,
     fmt: Annotated[str, Opt("--format", help="html (one self-contained file) | markdown")] = "html",
     title: Annotated[str, Opt(help="page title")] = "inferperf report",
-    target_qps: Annotated[Optional[float], Opt(help="rate to plan capacity for, queries/s (default 10x the best measured)")] = None,
+    target_qps: Annotated[Optional[float], Opt(help="rate to plan capacity for, queries/s, per workload (none: no plan)")] = None,
     slo_p99_ms: Annotated[Optional[float], Opt(help="p99 objective in ms for recommendations and capacity")] = None,
     headroom: Annotated[float, Opt(help="share of each instance's measured throughput kept free in capacity plans")] = 0.25,
 ) -> int:

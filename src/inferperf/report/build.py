@@ -144,12 +144,13 @@ def analyse_case(label: str, e: Entry) -> CaseAnalysis:
 def _capacity(entries: list[Entry], labels: list[str], opts: ReportOptions) -> list[tuple[str, CapacityPlan]]:
     """One plan per workload (model, variant, backend, shapes) for ``opts.target_qps``; none without a target.
 
-    Only measured Results (sweep, bench) plan: a configuration is compared only with others of its workload.
+    A configuration is compared only with others of its workload (a runtime or a precision variant is a
+    workload of its own, so each gets its own plan).
     """
     if opts.target_qps is None:
         return []
     by_key = {e.result.case_key: lab for e, lab in zip(entries, labels)}
-    measured = [e.result for e in entries if e.kind in ("sweep", "bench")]
+    measured = [e.result for e in entries]
     pts = {id(r): point(r) for r in measured}
     out = []
     for group in by_workload(pts[id(r)] for r in measured).values():

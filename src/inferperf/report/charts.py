@@ -9,13 +9,14 @@ case costs five numbers, not a million.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..analysis.points import Point
-from ..analysis.scaling import fit_amdahl, fit_usl, speedups
+from ..analysis.points import Point, case_label, workload_label
+from ..analysis.scaling import fit_amdahl, fit_holds, fit_usl, speedups
 from ..analysis.spikes import Spikes
 from ..results.model import Result
 from .downsample import MAX_POINTS_PER_CHART, every_kth, minmax_indices
@@ -45,6 +46,30 @@ def _layout(title: str, xaxis: dict[str, Any], yaxis: dict[str, Any], **more: An
             "template": None, **more}
 
 
+def tick_text(v: float) -> str:
+    """A tick label that reads as the full number: ``100``, ``200``, ``2,000``, ``0.5``, ``0.02``."""
+    if v >= 1:
+        return f"{v:,.0f}" if abs(v - round(v)) < 1e-9 else f"{v:,.1f}"
+    return f"{v:.6f}".rstrip("0").rstrip(".")
+
+
+def log_axis(lo: float, hi: float, title: str) -> dict[str, Any]:
+    """A log axis with explicit ticks at 1, 2 and 5 x 10^k between ``lo`` and ``hi`` (> 0), each labelled with
+    the full number (plotly's own log ticks label 100, 200, 300 as "100, 2, 3"). The range covers one tick
+    below ``lo`` and one above ``hi``."""
+    lo, hi = max(min(lo, hi), 1e-9), max(lo, hi, 1e-9)
+    steps = (1, 2, 5)
+    if hi / lo < 4:  # less than one 1-2-5 step apart: finer ticks so the axis has several labels
+        steps = (1, 1.5, 2, 3, 4, 5, 6, 8)
+    d0, d1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    ladder = sorted({round(m * 10.0**d, 12) for d in range(d0 - 1, d1 + 1) for m in steps})
+    below = max((v for v in ladder if v <= lo), default=ladder[0])
+    above = min((v for v in ladder if v >= hi), default=ladder[-1])
+    vals = [v for v in ladder if below <= v <= above]
+    return {"type": "log", "title": {"text": title}, "tickmode": "array", "tickvals": vals,
+            "ticktext": [tick_text(v) for v in vals], "range": [math.log10(below), math.log10(above)]}
+
+
 def _count(data: list[dict[str, Any]]) -> int:
     return sum(len(t.get("x") or t.get("y") or t.get("z") or []) for t in data)
 
@@ -67,9 +92,9 @@ def latency_boxes(labels: list[str], results: list[Result]) -> Chart | None:
     trace = {"type": "box", "x": names, **q, "name": "latency", "boxpoints": False,
              "marker": {"color": PALETTE[0]}, "boxmean": True}
     height = 420 + 4 * max((len(n) for n in names), default=0)
+    yaxis = log_axis(min(q["lowerfence"]), max(q["upperfence"]), "latency (ms, log)")
     fig = {"data": [trace], "layout": _layout("Latency per configuration (whiskers p1..p99)",
-                                              {"tickangle": -35}, {"type": "log", "title": {"text": "latency (ms, log)"}},
-                                              height=min(height, 700), showlegend=False)}
+                                              {"tickangle": -35}, yaxis, height=min(height, 700), showlegend=False)}
     return Chart("chart-latency-dist", "distribution", "Latency distribution", fig,
                  "Box: p25..p75 with the median; whiskers p1 and p99; dashed: mean.", len(names))
 
@@ -101,8 +126,10 @@ def latency_timeline(idx: int, label: str, r: Result, sp: Spikes | None) -> Char
                      "y": [sp.threshold_ms, sp.threshold_ms], "line": {"dash": "dot", "color": "#d62728", "width": 1}})
         caption += f" Red x: {sp.count} spikes ({100 * sp.share:.2f} %)"
         caption += f", every {sp.period_queries}th query." if sp.period_queries else "."
+    shown = [v for t in data for v in t["y"] if v > 0]
+    yaxis = log_axis(min(shown), max(shown), "latency (ms, log)")
     fig = {"data": data, "layout": _layout(f"Latency over time: {label}", {"title": {"text": "time in run (s)"}},
-                                           {"type": "log", "title": {"text": "latency (ms, log)"}}, height=340)}
+                                           yaxis, height=340)}
     return Chart(f"chart-timeline-{idx}", "timeline", f"Latency over time: {label}", fig, caption, _count(data))
 
 
@@ -116,46 +143,68 @@ def _errorbars(vals: list[float], cis: list[list[float]]) -> dict[str, Any]:
             "visible": any(c for c in cis)}
 
 
-def thread_scaling(groups: list[tuple[str, list[Point]]], prefix: str) -> list[Chart]:
-    """Throughput vs intra-op threads with CI bars and the Amdahl and USL fits; efficiency vs threads."""
-    if not groups:
-        return []
-    data, eff_data = [], []
-    for k, (name, g) in enumerate(groups):
-        c = PALETTE[k % len(PALETTE)]
-        n = [p.threads for p in g]
-        x = [p.qps for p in g]
-        data.append({"type": "scatter", "mode": "markers+lines", "name": name, "x": n, "y": x,
-                     "error_y": _errorbars(x, [p.qps_ci for p in g]), "marker": {"color": c}, "line": {"color": c}})
-        s, e = speedups(n, x)
-        eff_data.append({"type": "scatter", "mode": "markers+lines", "name": name, "x": sorted(n), "y": e,
-                         "marker": {"color": c}, "line": {"color": c}})
-        grid = np.linspace(min(n), max(n), 40)
-        base = x[int(np.argmin(n))] / min(n)
-        a = fit_amdahl(n, x)
-        if a.status == "ok":
-            sf = a.params["serial_fraction"]
-            y = base * 1.0 / (sf + (1.0 - sf) / grid)
-            data.append({"type": "scatter", "mode": "lines", "name": f"Amdahl s={sf:.2f}", "x": grid.round(3).tolist(),
-                         "y": y.round(3).tolist(), "line": {"dash": "dot", "color": c, "width": 1}})
-        u = fit_usl(n, x)
-        if u.status == "ok":
-            lam, sig, kap = u.params["lambda"], u.params["sigma"], u.params["kappa"]
-            y = lam * grid / (1 + sig * (grid - 1) + kap * grid * (grid - 1))
-            data.append({"type": "scatter", "mode": "lines", "name": f"USL sigma={sig:.2f} kappa={kap:.3f}",
-                         "x": grid.round(3).tolist(), "y": y.round(3).tolist(),
-                         "line": {"dash": "dash", "color": c, "width": 1}})
-    xa = {"title": {"text": "intra-op threads"}, "dtick": 1}
-    return [
-        Chart(f"chart-threads-{prefix}", "threads", "Throughput vs threads",
-              {"data": data, "layout": _layout("Throughput vs threads (bars: 95 % CI over runs)", xa,
-                                               {"title": {"text": "queries/s"}, "rangemode": "tozero"})},
-              "Dotted: Amdahl fit; dashed: USL fit (shown when the fit succeeds).", _count(data)),
-        Chart(f"chart-efficiency-{prefix}", "threads", "Parallel efficiency vs threads",
-              {"data": eff_data, "layout": _layout("Parallel efficiency (speedup / threads)", xa,
-                                                   {"title": {"text": "efficiency"}, "rangemode": "tozero"})},
-              "1.0 = perfect scaling from the smallest thread count.", _count(eff_data)),
-    ]
+def _fit_traces(n: list[int], x: list[float], color: str) -> list[dict[str, Any]]:
+    """Amdahl and USL curves over the measured range, each only when it holds (:func:`fit_holds`, the rule the
+    findings' text uses): a fit that does not describe the data is not drawn."""
+    grid = np.linspace(min(n), max(n), 40)
+    base = x[int(np.argmin(n))] / min(n)
+    out = []
+    a = fit_amdahl(n, x)
+    if fit_holds(a):
+        sf = a.params["serial_fraction"]
+        y = base * 1.0 / (sf + (1.0 - sf) / grid)
+        out.append({"type": "scatter", "mode": "lines", "name": f"Amdahl s={sf:.2f} (R^2 {a.r2:.2f})",
+                    "x": grid.round(3).tolist(), "y": y.round(3).tolist(),
+                    "line": {"dash": "dot", "color": color, "width": 1}})
+    u = fit_usl(n, x)
+    if fit_holds(u):
+        lam, sig, kap = u.params["lambda"], u.params["sigma"], u.params["kappa"]
+        y = lam * grid / (1 + sig * (grid - 1) + kap * grid * (grid - 1))
+        out.append({"type": "scatter", "mode": "lines", "name": f"USL sigma={sig:.2f} kappa={kap:.3f} (R^2 {u.r2:.2f})",
+                    "x": grid.round(3).tolist(), "y": y.round(3).tolist(),
+                    "line": {"dash": "dash", "color": color, "width": 1}})
+    return out
+
+
+def thread_scaling(groups: list[list[Point]], prefix: str) -> list[Chart]:
+    """Throughput vs intra-op threads with CI bars and the fits that hold; efficiency vs threads.
+
+    One pair of panels per workload (model, variant, backend, shapes): a 640x640 series never shares an
+    axis with a 224x224 one. Within a panel, one series per remaining configuration (streams, ...).
+    """
+    panels: dict[tuple, list[list[Point]]] = {}
+    for g in groups:
+        panels.setdefault(g[0].workload_key(), []).append(g)
+    charts = []
+    for w, (wkey, gs) in enumerate(panels.items()):
+        wl = workload_label(gs[0][0])
+        data, eff_data = [], []
+        for k, g in enumerate(gs):
+            c = PALETTE[k % len(PALETTE)]
+            name = case_label(g[0], ("workload", "threads")) if len(gs) > 1 else "queries/s"
+            name = "1 stream" if name == "-" else name
+            n = [p.threads for p in g]
+            x = [p.qps for p in g]
+            data.append({"type": "scatter", "mode": "markers+lines", "name": name, "x": n, "y": x,
+                         "error_y": _errorbars(x, [p.qps_ci for p in g]), "marker": {"color": c}, "line": {"color": c}})
+            _, e = speedups(n, x)
+            eff_data.append({"type": "scatter", "mode": "markers+lines", "name": name, "x": sorted(n), "y": e,
+                             "marker": {"color": c}, "line": {"color": c}})
+            data += _fit_traces(n, x, c)
+        xa = {"title": {"text": "intra-op threads"}, "dtick": 1}
+        cid = f"{prefix}-{w}"
+        charts += [
+            Chart(f"chart-threads-{cid}", "threads", f"Throughput vs threads: {wl}",
+                  {"data": data, "layout": _layout(f"Throughput vs threads: {wl} (bars: 95 % CI over runs)", xa,
+                                                   {"title": {"text": "queries/s"}, "rangemode": "tozero"})},
+                  "Dotted: Amdahl fit; dashed: USL fit; each drawn only when it describes the points (R^2 >= 0.5),"
+                  " as the findings say.", _count(data), {"workload": wl}),
+            Chart(f"chart-efficiency-{cid}", "threads", f"Parallel efficiency vs threads: {wl}",
+                  {"data": eff_data, "layout": _layout(f"Parallel efficiency (speedup / threads): {wl}", xa,
+                                                       {"title": {"text": "efficiency"}, "rangemode": "tozero"})},
+                  "1.0 = perfect scaling from the smallest thread count.", _count(eff_data), {"workload": wl}),
+        ]
+    return charts
 
 
 def batch_scaling(groups: list[tuple[str, list[Point]]], prefix: str) -> list[Chart]:
@@ -244,24 +293,52 @@ def cpu_heatmap(idx: int, label: str, r: Result) -> Chart | None:
                  "Machine-wide utilization of each core while the case ran (first run, 10 Hz sampler).", int(z.size))
 
 
+#: The RSS axis spans at least this many bytes, and at least :data:`RSS_MIN_SPAN_SHARE` of the mean RSS.
+RSS_MIN_SPAN_BYTES = 4 * 2**20
+RSS_MIN_SPAN_SHARE = 0.10
+
+
+def bytes_delta(b: float) -> str:
+    """A signed size in readable units: ``+12.0 KiB``, ``-3.2 MiB``, ``+512 B``."""
+    sign = "+" if b >= 0 else "-"
+    a = abs(b)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if a >= size:
+            return f"{sign}{a / size:.1f} {unit}"
+    return f"{sign}{a:.0f} B"
+
+
 def rss_lines(labels: list[str], results: list[Result]) -> Chart | None:
-    """Resident memory over time per case (first run)."""
-    data = []
+    """Resident memory over time per case (first run). The axis spans at least 10 % of the mean RSS or 4 MiB,
+    so a few KiB of noise stay flat; the caption states each case's change in bytes."""
+    data, changes, lo, hi, means = [], [], math.inf, -math.inf, []
     for k, (lab, r) in enumerate(zip(labels, results)):
         tl = _first_timeline(r)
         if not tl or not tl.get("rss_bytes"):
             continue
+        rss = tl["rss_bytes"]
         keep = every_kth(len(tl["t_s"]), 1000)
         data.append({"type": "scatter", "mode": "lines+markers", "name": lab,
                      "x": [round(tl["t_s"][i], 3) for i in keep],
-                     "y": [round(tl["rss_bytes"][i] / 2**20, 2) for i in keep],
+                     "y": [round(rss[i] / 2**20, 3) for i in keep],
                      "line": {"color": PALETTE[k % len(PALETTE)]}, "marker": {"size": 4}})
+        lo, hi = min(lo, min(rss)), max(hi, max(rss))
+        means.append(float(np.mean(rss)))
+        changes.append(f"{lab} {bytes_delta(rss[-1] - rss[0])} over {tl['t_s'][-1] - tl['t_s'][0]:.1f} s")
     if not data:
         return None
+    span = max(1.1 * (hi - lo), RSS_MIN_SPAN_SHARE * float(np.mean(means)), RSS_MIN_SPAN_BYTES)
+    mid = (hi + lo) / 2
+    bottom = max(0.0, mid - span / 2)
+    yaxis = {"title": {"text": "RSS (MiB)"}, "range": [bottom / 2**20, (bottom + span) / 2**20]}
+    caption = ("Resident memory of each case's first run. Change from the first to the last sample: "
+               + "; ".join(changes) + f". The axis spans at least {100 * RSS_MIN_SPAN_SHARE:.0f} % of the mean RSS or"
+               f" {RSS_MIN_SPAN_BYTES // 2**20} MiB, so changes of a few KiB look as small as they are; memory growth"
+               " is judged in Bottlenecks (a slope over a long enough run), not from this line.")
     return Chart("chart-rss", "resources", "RSS over time",
-                 {"data": data, "layout": _layout("Resident memory over time (first run)", {"title": {"text": "time in run (s)"}},
-                                                  {"title": {"text": "RSS (MiB)"}})},
-                 "A line that keeps rising after warm-up is memory growth (see Bottlenecks).", _count(data))
+                 {"data": data, "layout": _layout("Resident memory over time (first run)",
+                                                  {"title": {"text": "time in run (s)"}}, yaxis)},
+                 caption, _count(data), {"span_bytes": span})
 
 
 def comparison_bars(idx: int, title: str, names: list[str], ratios: list[float], cis: list[list[float]],

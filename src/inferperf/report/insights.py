@@ -11,16 +11,20 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis.capacity import CapacityPlan
+from ..analysis.capacity import CapacityPlan, Option
+from ..analysis.choose import MIN_RUNS, Choice, choose
 from ..analysis.findings import Finding
+from ..analysis.points import Point, case_label, point, workload_label
 from ..analysis.spikes import Spikes
 from ..analysis.steady import MemoryGrowth, SteadyState
 from ..results.model import Result
+from ..stats import intervals_separate
 
 
 @dataclass
 class CaseAnalysis:
-    """Per-case analysis the insights read: the Result, its label and kind, spikes, steady state, memory."""
+    """Per-case analysis the insights read: the Result, its label and kind, spikes, steady state, memory,
+    and its :class:`~inferperf.analysis.points.Point` (axes, CIs, runs; made on first use)."""
 
     label: str
     kind: str
@@ -29,6 +33,32 @@ class CaseAnalysis:
     steady: SteadyState | None = None
     memory: MemoryGrowth | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    _point: Point | None = None
+
+    @property
+    def point(self) -> Point:
+        """The case as an analysis point."""
+        if self._point is None:
+            self._point = point(self.result)
+        return self._point
+
+    @property
+    def workload(self) -> str:
+        """The workload in words (model, variant, backend, shapes): what cases are compared within."""
+        return workload_label(self.point)
+
+
+#: Result kinds whose cases are compared for "best" choices (optimize and runtimes have their own sections).
+MEASURED = ("sweep", "bench")
+
+
+def by_workload(cases: list[CaseAnalysis]) -> list[list[CaseAnalysis]]:
+    """Measured cases (sweep, bench) grouped by workload, in first-seen order: never compare across groups."""
+    groups: dict[tuple, list[CaseAnalysis]] = {}
+    for c in cases:
+        if c.kind in MEASURED:
+            groups.setdefault(c.point.workload_key(), []).append(c)
+    return list(groups.values())
 
 
 def item(kind: str, text: str, **values: Any) -> dict[str, Any]:
@@ -48,18 +78,9 @@ def _ms(v: float) -> str:
 
 def bottlenecks(cases: list[CaseAnalysis], scaling: list[Finding]) -> list[dict[str, Any]]:
     """Scaling limits, oversubscription, memory growth, latency spikes and their period, unsettled warm-up."""
-    out = [item(f.kind, f.text, case_keys=f.case_keys) for f in scaling if f.kind in ("thread-scaling", "tradeoff")]
-    over = [c for c in cases if {"oversubscribed", "SMT", "over quota"} & set(c.result.run.get("marks") or [])]
-    if over:
-        best = max((c for c in cases if c.kind == over[0].kind and c not in over),
-                   key=lambda c: c.result.metrics.throughput.queries_per_s, default=None)
-        worst = min(over, key=lambda c: c.result.metrics.throughput.queries_per_s)
-        text = (f"{len(over)} case(s) ran more threads x streams than the {worst.result.system.effective_cpus}"
-                f" effective CPUs (or on SMT siblings); the slowest of them, {worst.label}, reached {_qps(worst.result)}")
-        if best is not None:
-            ratio = worst.result.metrics.throughput.queries_per_s / best.result.metrics.throughput.queries_per_s
-            text += f", {ratio:.2f}x the best case that fits ({best.label}, {_qps(best.result)})"
-        out.append(item("oversubscription", text + ".", cases=[c.label for c in over]))
+    out = [item(f.kind, f.text, case_keys=f.case_keys)
+           for f in scaling if f.kind in ("thread-scaling", "tradeoff", "batch-per-sample")]
+    out += oversubscription(cases)
     for c in cases:
         m = c.memory
         if m is not None and m.growing:
@@ -101,31 +122,123 @@ def bottlenecks(cases: list[CaseAnalysis], scaling: list[Finding]) -> list[dict[
     return out
 
 
-def _best(cases: list[CaseAnalysis], key: Any, slo: float | None = None) -> CaseAnalysis | None:
-    ok = [c for c in cases if c.result.validity.valid and (slo is None or c.result.metrics.latency_ms.p99 <= slo)]
-    ok = ok or [c for c in cases if slo is None or c.result.metrics.latency_ms.p99 <= slo]
-    return min(ok, key=key) if ok else None
+def oversubscription(cases: list[CaseAnalysis]) -> list[dict[str, Any]]:
+    """Per workload: the cases that ran more threads x streams than the CPUs, against the best case of the
+    same workload that fits (a ratio called only when the throughput intervals separate)."""
+    out = []
+    for group in by_workload(cases):
+        over = [c for c in group if {"oversubscribed", "SMT", "over quota"} & set(c.result.run.get("marks") or [])]
+        if not over:
+            continue
+        fits = [c for c in group if c not in over]
+        worst = min(over, key=lambda c: c.result.metrics.throughput.queries_per_s)
+        text = (f"{group[0].workload}: {len(over)} case(s) ran more threads x streams than the"
+                f" {worst.result.system.effective_cpus} effective CPUs (or on SMT siblings); the slowest of them,"
+                f" {worst.label}, reached {_qps(worst.result)}")
+        best = max(fits, key=lambda c: c.result.metrics.throughput.queries_per_s, default=None)
+        if best is not None and best.result.metrics.throughput.queries_per_s > 0:
+            ratio = worst.result.metrics.throughput.queries_per_s / best.result.metrics.throughput.queries_per_s
+            sep = intervals_separate(worst.point.qps_ci, best.point.qps_ci)
+            runs = min(worst.point.runs, best.point.runs)
+            why = ("CIs separate" if sep and runs >= MIN_RUNS else
+                   f"too few runs ({runs}) to call" if runs < MIN_RUNS else "within noise")
+            text += f", {ratio:.2f}x the best case of this workload that fits ({best.label}, {_qps(best.result)}; {why})"
+        out.append(item("oversubscription", text + ".", cases=[c.label for c in over], workload=group[0].workload))
+    return out
+
+
+def _names(cs: list[CaseAnalysis]) -> list[str]:
+    """Labels without the workload (the statement names it) when that keeps them distinct, else full labels."""
+    short = [case_label(c.point, ("workload",)) for c in cs]
+    return short if "-" not in short and len(set(short)) == len(short) else [c.label for c in cs]
+
+
+def _listing(cs: list[CaseAnalysis], fig: Any, limit: int = 6) -> str:
+    shown = ", ".join(f"{n} ({fig(c)})" for n, c in zip(_names(cs)[:limit], cs))
+    return shown + (f" and {len(cs) - limit} more" if len(cs) > limit else "")
+
+
+def _fig(v: float) -> str:
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def _interval(ci: list[float], unit: str) -> str:
+    """``[95 % CI lo, hi unit]``; a lower bound below 0 is shown as such, never clipped (too noisy to bound)."""
+    if not ci:
+        return ""
+    if ci[0] < 0:
+        return f" [95 % CI reaches below 0, up to {_fig(ci[1])}{unit}: too noisy to bound]"
+    return f" [95 % CI {_fig(ci[0])}, {_fig(ci[1])}{unit}]"
+
+
+def _sps(c: CaseAnalysis) -> str:
+    return f"{c.result.metrics.throughput.samples_per_s:.1f} samples/s" + _interval(c.point.sps_ci, "")
+
+
+def _p99(c: CaseAnalysis) -> str:
+    return f"p99 {_ms(c.result.metrics.latency_ms.p99)}" + _interval(c.point.p99_runs_ci, " ms over runs")
+
+
+def choose_throughput(group: list[CaseAnalysis]) -> Choice[CaseAnalysis]:
+    """The throughput (samples/s) choice among one workload's cases (:func:`~inferperf.analysis.choose.choose`)."""
+    return choose(group, lambda c: c.point.sps, lambda c: c.point.sps_ci, lambda c: c.point.runs,
+                  lambda c: c.point.valid)
+
+
+def choose_latency(group: list[CaseAnalysis]) -> Choice[CaseAnalysis]:
+    """The latency (p99) choice: per-run p99 intervals over runs must separate."""
+    return choose(group, lambda c: c.point.p99_ms, lambda c: c.point.p99_runs_ci, lambda c: c.point.runs,
+                  lambda c: c.point.valid, higher_is_better=False)
+
+
+def verdict_text(ch: Choice[CaseAnalysis], fig: Any) -> str:
+    """Why a choice named (or did not name) a winner, with the candidates and their figures."""
+    if ch.status == "winner":
+        text = (f"{ch.best.label} at {fig(ch.best)}; its interval separates from the other {len(ch.candidates) - 1}"
+                f" case(s) ({_listing(ch.candidates[1:], fig, 3)})")
+    elif ch.status == "within noise":
+        text = f"no single winner: {_listing(ch.tied, fig)} are within noise (95 % intervals overlap)"
+    elif ch.status == "too few runs":
+        text = (f"too few runs ({ch.min_runs}) to name a winner among {len(ch.candidates)} case(s):"
+                f" {_listing(ch.candidates, fig)}; rerun with --repeat {MIN_RUNS} or more")
+    elif ch.status == "only case":
+        text = f"{ch.best.label} at {fig(ch.best)} (the only valid case: nothing to compare)"
+    else:
+        text = f"every case is INVALID ({_listing(ch.invalid, fig)}): no figure to rely on; read the validity reasons"
+    if ch.invalid and ch.status != "none valid":
+        text += f"; INVALID, left out: {', '.join(c.label for c in ch.invalid)}"
+    return text
+
+
+def _choice_item(kind: str, head: str, ch: Choice[CaseAnalysis], fig: Any, **values: Any) -> dict[str, Any]:
+    named = ch.winner or (ch.best if ch.status == "only case" else None)
+    return item(kind, f"{head}: {verdict_text(ch, fig)}.", status=ch.status,
+                case_key=named.result.case_key if named else None,
+                candidates=[c.result.case_key for c in ch.candidates], **values)
 
 
 def recommendations(cases: list[CaseAnalysis], plans: list[tuple[str, CapacityPlan]], slo: float | None,
-                    precision: list[dict[str, Any]], runtimes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What to ship for latency and for throughput, precision and runtime choices, warm-up length, capacity."""
+                    precision: list[dict[str, Any]], runtimes: list[dict[str, Any]],
+                    target_qps: float | None = None) -> list[dict[str, Any]]:
+    """What to ship for latency and for throughput per workload (only on separated intervals from >= 3 runs),
+    precision and runtime choices, warm-up length, capacity per workload (only for a given target)."""
     out = []
-    measured = [c for c in cases if c.kind in ("sweep", "bench")] or cases
-    lat = _best(measured, lambda c: (c.result.metrics.latency_ms.p99, c.result.metrics.latency_ms.p50), slo)
-    if lat is not None:
-        m = lat.result.metrics.latency_ms
-        out.append(item("latency", f"For a latency target ship {lat.label}: p99 {_ms(m.p99)}, p50 {_ms(m.p50)},"
-                        f" {_qps(lat.result)}" + (f" (the lowest p99 within the {slo:g} ms SLO)" if slo else
-                                                  " (the lowest p99 measured)") + ".",
-                        case_key=lat.result.case_key, p99_ms=m.p99, p50_ms=m.p50))
-    thr = _best(measured, lambda c: -c.result.metrics.throughput.samples_per_s, slo)
-    if thr is not None:
-        tp = thr.result.metrics.throughput
-        out.append(item("throughput", f"For throughput ship {thr.label}: {tp.samples_per_s:.1f} samples/s"
-                        f" ({_qps(thr.result)}), p99 {_ms(thr.result.metrics.latency_ms.p99)}"
-                        + (f" within the {slo:g} ms SLO" if slo else "") + ".",
-                        case_key=thr.result.case_key, samples_per_s=tp.samples_per_s, queries_per_s=tp.queries_per_s))
+    for group in by_workload(cases):
+        wl = group[0].workload
+        within = [c for c in group if slo is None or c.result.metrics.latency_ms.p99 <= slo]
+        if not within:
+            out.append(item("latency", f"{wl}: no measured case meets p99 <= {slo:g} ms (best p99"
+                            f" {_ms(min(c.result.metrics.latency_ms.p99 for c in group))}).", workload=wl))
+            continue
+        slo_txt = f" within the {slo:g} ms SLO" if slo else ""
+        lat = choose_latency(within)
+        head = (f"For a latency target{slo_txt} ship ({wl})" if lat.winner or lat.status == "only case"
+                else f"For a latency target{slo_txt} ({wl})")
+        out.append(_choice_item("latency", head, lat, _p99, workload=wl))
+        thr = choose_throughput(within)
+        head = (f"For throughput{slo_txt} ship ({wl})" if thr.winner or thr.status == "only case"
+                else f"For throughput{slo_txt} ({wl})")
+        out.append(_choice_item("throughput", head, thr, _sps, workload=wl))
     for p in precision:
         out.append(item("precision", p["recommendation"]))
     for r in runtimes:
@@ -135,51 +248,73 @@ def recommendations(cases: list[CaseAnalysis], plans: list[tuple[str, CapacityPl
     if advice:
         out.append(item("warm-up", f"Warm up with at least {max(advice)} queries (--warmup {max(advice)}): shorter"
                         " warm-ups let slow first queries into the measurement.", warmup=max(advice)))
+    if target_qps is None:
+        out.append(item("capacity", "No capacity plan: none was asked for. Pass --target-qps RATE (queries/s to"
+                        " serve) and, if you have one, --slo-p99-ms MS to plan instances and cores per workload."))
     for name, plan in plans:
-        c = plan.chosen
-        if c is None:
-            why = f"meets p99 <= {plan.slo_p99_ms:g} ms" if plan.slo_p99_ms else "has a positive throughput"
-            out.append(item("capacity", f"{name}: no measured configuration {why}; capacity cannot be planned"
-                            " from these Results."))
-            continue
-        slo_txt = f"p99 <= {plan.slo_p99_ms:g} ms" if plan.slo_p99_ms else "no p99 SLO given"
-        out.append(item("capacity", f"{name}: to serve {plan.target_qps:,.0f} queries/s ({slo_txt}) deploy {c.instances_low_ci}"
-                        f" instance(s) of {c.label} = {c.cores_low_ci} core(s) ({c.cores} at the throughput's point"
-                        f" estimate), each at {c.queries_per_s:.1f} queries/s on {c.cores_per_instance} core(s)"
-                        f" ({c.cores_basis}) run at {100 * (1 - plan.headroom):.0f} % of its measured throughput.",
-                        cores=c.cores_low_ci, cores_point=c.cores, instances=c.instances_low_ci))
+        out.append(capacity_item(name, plan))
     return out
+
+
+def _per_core_ci(o: Option) -> list[float]:
+    ci = o.queries_per_s_ci95
+    return [ci[0] / o.cores_per_instance, ci[1] / o.cores_per_instance] if ci else []
+
+
+def capacity_item(name: str, plan: CapacityPlan) -> dict[str, Any]:
+    """The capacity plan of one workload in words: the configuration, instances, cores, and which other
+    configurations are as good within noise (per-core throughput intervals overlapping)."""
+    c = plan.chosen
+    if c is None:
+        why = f"meets p99 <= {plan.slo_p99_ms:g} ms" if plan.slo_p99_ms else "has a positive throughput"
+        return item("capacity", f"Capacity for {name}: no measured configuration {why}; capacity cannot be"
+                    " planned from these Results.", workload=name)
+    slo_txt = f"p99 <= {plan.slo_p99_ms:g} ms" if plan.slo_p99_ms else "no p99 SLO given"
+    text = (f"Capacity for {name}: to serve {plan.target_qps:,.0f} queries/s of this workload ({slo_txt}) deploy"
+            f" {c.instances_low_ci} instance(s) of {c.label} = {c.cores_low_ci} core(s) ({c.cores} at the throughput's"
+            f" point estimate), each at {c.queries_per_s:.1f} queries/s on {c.cores_per_instance} core(s)"
+            f" ({c.cores_basis}) run at {100 * (1 - plan.headroom):.0f} % of its measured throughput")
+    if not c.low_bounded:
+        text += " (its throughput interval reaches 0: these counts are point estimates, not conservative ones)"
+    rivals = [o for o in plan.options if o is not c and o.meets_slo
+              and not intervals_separate(_per_core_ci(c), _per_core_ci(o))]
+    if rivals:
+        text += ("; as good within noise per core (intervals overlap or missing): "
+                 + ", ".join(f"{o.label} ({o.cores_low_ci} cores)" for o in rivals[:4])
+                 + (f" and {len(rivals) - 4} more" if len(rivals) > 4 else ""))
+    return item("capacity", text + ".", workload=name, cores=c.cores_low_ci, cores_point=c.cores,
+                instances=c.instances_low_ci)
 
 
 def summary(cases: list[CaseAnalysis], recs: list[dict[str, Any]], issues: list[dict[str, Any]],
             precision: list[dict[str, Any]], runtimes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The three to five findings that matter, each with its number."""
+    """The findings that matter, each with its number: per workload the throughput and latency choice
+    (a winner only on separated intervals), then the main bottleneck, precision, runtime and capacity."""
     out: list[dict[str, Any]] = []
-    measured = [c for c in cases if c.kind in ("sweep", "bench")] or cases
-    if measured:
-        best = max(measured, key=lambda c: c.result.metrics.throughput.samples_per_s)
-        tp = best.result.metrics.throughput
-        out.append(item("best-throughput", f"Best throughput: {best.label} at {tp.samples_per_s:.1f} samples/s"
-                        f" ({_qps(best.result)}), p99 {_ms(best.result.metrics.latency_ms.p99)}.",
-                        case_key=best.result.case_key, samples_per_s=tp.samples_per_s, queries_per_s=tp.queries_per_s,
-                        p99_ms=best.result.metrics.latency_ms.p99))
-        quick = min(measured, key=lambda c: c.result.metrics.latency_ms.p99)
-        m = quick.result.metrics.latency_ms
-        out.append(item("best-latency", f"Lowest p99: {quick.label} at {_ms(m.p99)} (p50 {_ms(m.p50)}).",
-                        case_key=quick.result.case_key, p99_ms=m.p99, p50_ms=m.p50))
-    order = ("oversubscription", "thread-scaling", "memory-growth", "spikes", "tail", "warm-up")
+    for group in by_workload(cases):
+        wl = group[0].workload
+        thr = choose_throughput(group)
+        head = f"Best throughput ({wl})" if thr.status != "only case" else f"Throughput ({wl})"
+        out.append(_choice_item("best-throughput", head, thr, _sps, workload=wl,
+                                samples_per_s=thr.best.point.sps if thr.winner else None))
+        lat = choose_latency(group)
+        head = f"Lowest p99 ({wl})" if lat.status != "only case" else f"Latency ({wl})"
+        out.append(_choice_item("best-latency", head, lat, _p99, workload=wl,
+                                p99_ms=lat.best.point.p99_ms if lat.winner else None))
+    rest: list[dict[str, Any]] = []
+    order = ("oversubscription", "batch-per-sample", "thread-scaling", "memory-growth", "spikes", "tail", "warm-up")
     main = sorted((i for i in issues if i["kind"] in order and i.get("values", {}).get("count", 1)),
                   key=lambda i: order.index(i["kind"]))
     if main:
-        out.append(item("bottleneck", "Bottleneck: " + main[0]["text"]))
+        rest.append(item("bottleneck", "Bottleneck: " + main[0]["text"]))
     for p in precision[:1]:
-        out.append(item("precision", p["summary"]))
+        rest.append(item("precision", p["summary"]))
     for r in runtimes[:1]:
-        out.append(item("runtime", r["summary"]))
+        rest.append(item("runtime", r["summary"]))
     cap = next((r for r in recs if r["kind"] == "capacity" and r["values"].get("cores")), None)
-    if cap is not None and len(out) < 5:
-        out.append(item("capacity", cap["text"]))
-    return out[:5]
+    if cap is not None:
+        rest.append(item("capacity", cap["text"]))
+    return out[:6] + rest[: max(2, 5 - len(out[:6]))]
 
 
 def speedup_ci(ref: Result, var: Result) -> list[float]:

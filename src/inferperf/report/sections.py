@@ -134,6 +134,19 @@ def reproduce(r: Result) -> str:
     return (env + " " if env else "") + " ".join(shlex.quote(a) for a in argv)
 
 
+def inputs_text(r: Result) -> str:
+    """Where a Result's inputs came from, as recorded: the timed inputs (``config.workload.data_source``) and,
+    for optimize and runtime comparisons, the inputs outputs were compared on (``metrics.accuracy``)."""
+    w = r.config.workload
+    text = f"timed: {w.data_source}, pool of {w.input_pool_size}, seed {w.seed}"
+    acc = r.metrics.accuracy if isinstance(r.metrics.accuracy, dict) else {}
+    src = acc.get("data_source") or (acc.get("output_agreement") or {}).get("data_source")
+    if src:
+        n = acc.get("n_inputs")
+        text += f"; accuracy compared on {src}" + (f" ({n} input(s))" if n else "")
+    return text
+
+
 def method(sources: dict[str, list[Entry]]) -> list[dict[str, Any]]:
     """One block per command invocation: what ran and how it was measured."""
     out = []
@@ -157,8 +170,7 @@ def method(sources: dict[str, list[Entry]]) -> list[dict[str, Any]]:
             ("repeats", uniq([f"{r.config.repeat} run(s), each in a fresh process" for r in rs])
              + ("; interleaved shuffled rounds" if any(r.config.repeat > 1 for r in rs) else "")),
             ("percentiles", uniq([r.metrics.latency_ms.percentile_method for r in rs]) + " (pooled samples of all runs)"),
-            ("inputs", uniq([f"{r.config.workload.data_source}, pool of {r.config.workload.input_pool_size},"
-                             f" seed {r.config.workload.seed}" for r in rs])),
+            ("inputs", uniq([inputs_text(r) for r in rs])),
             ("round-order seed", shuffle or "-"),
             ("validity rule", uniq([f"window-median CV <= {r.validity.rules.get('max_window_cv_percent', '?')} % over"
                                     f" >= {r.validity.rules.get('min_windows', '?')} windows" for r in rs])),
