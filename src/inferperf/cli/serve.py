@@ -53,7 +53,8 @@ def serve_command(
     max_queue_delay_us: Annotated[Optional[int], Opt(help="most us the oldest request waits for more rows (default 0)")] = None,
     preferred_batch_size: Annotated[Optional[list[int]], Opt(help="rows that dispatch at once; repeatable")] = None,
     max_queue_size: Annotated[Optional[int], Opt(help="waiting requests beyond which 503 (default 0 = unbounded)")] = None,
-    instance_count: Annotated[Optional[int], Opt(help="model instances running batches in parallel (default 1)")] = None,
+    instance_count: Annotated[Optional[int], Opt(help="model instances running batches in parallel (default 1; Triton's ORT default on CPU is 2,"
+                                                        " but here each instance gets CPUs / instances threads)")] = None,
     max_body_bytes: Annotated[Optional[int], Opt(help="request bodies over this get 413 (default 64 MiB)")] = None,
     cpus: Annotated[Optional[str], Opt(help="pin the instances to these CPUs, e.g. 0-3")] = None,
     backend: Annotated[Optional[str], Opt(help="onnxruntime | openvino | torch")] = None,
