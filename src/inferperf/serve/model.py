@@ -38,22 +38,16 @@ from .batcher import BatchPolicy, DynamicBatcher, NullObserver, Observer, Reques
 from .errors import ModelExecutionError, NotReady
 from .instances import InstancePool
 from .options import AUTO_MAX_BATCH_SIZE, ServeOptions
+from .protocol import NUMPY_DTYPE, TensorSpec
 
-#: numpy dtype name (as backends report it) -> KServe v2 datatype.
+#: numpy dtype name (as backends report it) -> KServe v2 datatype (the protocol's table, inverted).
 KSERVE_DATATYPE = {
-    "bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
-    "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "float16": "FP16",
-    "float32": "FP32", "float64": "FP64", "bfloat16": "BF16", "str": "BYTES", "object": "BYTES",
-}  # fmt: skip
+    **{dt.name: k for k, dt in NUMPY_DTYPE.items() if k != "BYTES"}, "str": "BYTES", "object": "BYTES",
+    "bfloat16": "BF16",
+}
 
-
-@dataclass(frozen=True)
-class TensorMeta:
-    """One input or output: ``name``, KServe ``datatype``, ``shape`` (-1 = free; batch dim included)."""
-
-    name: str
-    datatype: str
-    shape: tuple[int, ...]
+#: One input or output: ``name``, KServe ``datatype``, ``shape`` (-1 = free; batch dim included).
+TensorMeta = TensorSpec
 
 
 @dataclass(frozen=True)
