@@ -70,6 +70,11 @@ def test_pinning_sets_only_the_calling_threads_mask() -> None:
         pin_this_thread([65000])
 
 
+def test_cpus_outside_the_allowed_set_are_refused_at_load(mlp: Path) -> None:
+    with pytest.raises(UsageError, match=r"--cpus \[65000\] not available to this process"):
+        ServedModel.load(str(mlp), ONE_THREAD, ServeOptions(cpus=[65000]))
+
+
 @pytest.mark.parametrize("shared", [False, True])
 def test_instances_answer_like_the_direct_session(mlp: Path, shared: bool) -> None:
     allowed = sorted(os.sched_getaffinity(0))
