@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inferperf import BenchConfig
+from inferperf import BenchConfig, backends
 from inferperf.backends import check_available, install_hint
 from inferperf.backends.base import canonical_name
 from inferperf.errors import BackendUnavailable, UsageError
@@ -45,13 +45,15 @@ def test_aliases_are_normalised_when_the_config_is_parsed() -> None:
 
 
 def test_check_available_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError, as when not installed
+    assert not backends.runtime_installed("torch")
     with pytest.raises(BackendUnavailable, match=r"pip install 'inferperf\[torch\]'") as e:
         check_available(["onnxruntime", "pytorch"])
     assert "\n" not in str(e.value) and e.value.exit_code == 2
+    monkeypatch.setattr(backends, "runtime_installed", lambda package: package != "torch")
     with pytest.raises(BackendUnavailable, match="exported with PyTorch"):
         check_available(["onnxruntime", "openvino"], SPEC)  # the export to ONNX needs torch too
-    check_available(["onnxruntime"], "zoo:tiny-cnn")  # nothing asked of torch
+    check_available(["onnxruntime", "openvino"], "zoo:tiny-cnn")  # nothing asked of torch
 
 
 def test_module_function_needs_the_torch_backend() -> None:
