@@ -6,7 +6,9 @@ PyTorch release the GIL while they compute, so instances really overlap.
 Instances hold a session each (``shared=False``, the default) or share one
 session (``shared=True``, concurrent ``run`` calls on one ONNX Runtime
 session, which is thread-safe). benchmarks/serve_instances.py measured both
-(BENCHMARKS.md, "Serving: model instances"); a session each was chosen.
+(BENCHMARKS.md, "Serving: model instances"): no difference that separates from
+this machine's noise; a session each is the default because only it can follow
+a per-instance CPU split (below), at the cost of one copy of the weights each.
 
 Threads: the default ``intra_op_num_threads`` is effective CPUs // instances
 (at least 1), with a note when instances x threads exceed the effective CPUs.
