@@ -395,7 +395,7 @@ def test_graceful_shutdown_under_load_answers_every_accepted_request(mlp) -> Non
                 tasks = [asyncio.create_task(client(c)) for _ in range(16)]
                 await asyncio.sleep(0.3)
                 async with httpx.AsyncClient(base_url=handle.url, timeout=5) as probe:
-                    busy = handle.metrics.inflight.labels("mlp")._value.get()
+                    busy = handle.metrics.value("inflight", "mlp")
                     handle.begin_shutdown()
                     ready = (await probe.get("/v2/health/ready")).status_code
                     live = (await probe.get("/v2/health/live")).status_code
@@ -404,8 +404,8 @@ def test_graceful_shutdown_under_load_answers_every_accepted_request(mlp) -> Non
 
         probes = asyncio.run(go())
         handle.stop()
-        answered = handle.metrics.requests.labels("mlp", "200")._value.get()
-        inflight = handle.metrics.inflight.labels("mlp")._value.get()
+        answered = handle.metrics.value("requests", "mlp", "200")
+        inflight = handle.metrics.value("inflight", "mlp")
     assert probes == {"ready": 503, "live": 200, "busy": True}  # requests were in flight at shutdown
     assert set(outcomes) <= {"200", "not-accepted"}, outcomes
     assert outcomes["200"] == answered and inflight == 0  # every request the server began was answered
