@@ -255,3 +255,35 @@ def test_method_table_reads_the_recorded_accuracy_inputs():
     r.metrics.accuracy = {"reference": True, "n_inputs": 16, "data_source": "images:/data/receipts"}
     text = inputs_text(r)
     assert "images:/data/receipts (16 input(s))" in text and text.startswith("timed: synthetic")
+
+
+def _runtime_entries(ort, ov, runs=3, valid=True):
+    from pathlib import Path
+
+    from inferperf.report.collect import Entry
+    from inferperf.results.io import load
+
+    rt = Path(__file__).resolve().parents[1] / "fixtures" / "report" / "rt"
+    out = []
+    for f, (q, ci) in ((next(rt.glob("onnxruntime-*.json")), ort), (next(rt.glob("openvino-*.json")), ov)):
+        r = load(f)
+        tp = r.metrics.throughput
+        tp.queries_per_s, tp.queries_per_s_ci95, tp.per_run = q, list(ci), [q] * runs
+        r.validity.valid = valid
+        out.append(Entry(r, f, "runtimes", "inferperf bench --backend onnxruntime,openvino"))
+    return out
+
+
+def test_runtime_choice_needs_separate_intervals_from_three_runs():
+    from inferperf.report.comparisons import runtimes
+
+    rec = runtimes(_runtime_entries((100, (98, 102)), (160, (155, 165))))[0][0]["recommendation"]
+    assert "use openvino: 1.60x" in rec
+    rec = runtimes(_runtime_entries((100, (90, 110)), (105, (95, 115))))[0][0]["recommendation"]
+    assert "within noise" in rec and "intervals overlap" in rec
+    rec = runtimes(_runtime_entries((100, (98, 102)), (160, (155, 165)), runs=2))[0][0]["recommendation"]
+    assert "too few runs (2)" in rec and "use openvino" not in rec
+    rec = runtimes(_runtime_entries((160, (155, 165)), (100, (98, 102))))[0][0]["recommendation"]
+    assert "keep onnxruntime: it is the fastest, intervals separate" in rec
+    rec = runtimes(_runtime_entries((160, (155, 165)), (100, (98, 102)), valid=False))[0][0]["recommendation"]
+    assert "every Result is INVALID" in rec and "keep" not in rec

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..analysis.choose import MIN_RUNS, choose
 from ..analysis.points import separated
 from .charts import PALETTE, VERDICT_COLORS, Chart, comparison_bars
 from .collect import Entry
@@ -56,8 +57,10 @@ def precision(entries: list[Entry], start: int = 0) -> tuple[list[dict[str, Any]
                 "accuracy": _acc_text(acc), "gates_passed": acc.get("passed", True),
                 "queries_per_s": r.metrics.throughput.queries_per_s, "p50_ms": r.metrics.latency_ms.p50,
                 "p99_ms": r.metrics.latency_ms.p99, "size_bytes": r.model.size_bytes, "case_key": r.case_key,
+                "runs": max(1, len(r.metrics.throughput.per_run) or r.config.repeat),
             })  # fmt: skip
-        faster = [x for x in rows if x["verdict"] == "FASTER"]
+        few = [x for x in rows if x["verdict"] == "FASTER" and x["runs"] < MIN_RUNS]
+        faster = [x for x in rows if x["verdict"] == "FASTER" and x not in few]
         rejected = [x["variant"] for x in rows if x["verdict"] in ("REJECT", "FAILED")]
         if faster:
             b = max(faster, key=lambda x: x["speedup"])
@@ -73,6 +76,9 @@ def precision(entries: list[Entry], start: int = 0) -> tuple[list[dict[str, Any]
             rec += "."
             summ = (f"Precision: no variant beats fp32 on {model}" + (f" (best {best['variant']} {best['speedup']:.2f}x,"
                                                                         f" {best['verdict']})" if best else "") + ".")
+        if few:
+            rec += (f" Faster by optimize's verdict but from too few runs ({min(x['runs'] for x in few)}) to ship on:"
+                    f" {', '.join(x['variant'] for x in few)}; rerun with --repeat {MIN_RUNS} or more.")
         if rejected:
             rec += f" Rejected by the accuracy gates or failed: {', '.join(rejected)}."
         blocks.append({"model": model, "command": src, "rows": rows, "recommendation": rec, "summary": summ})
@@ -114,23 +120,33 @@ def runtimes(entries: list[Entry], start: int = 0) -> tuple[list[dict[str, Any]]
                 "p50_ms": r.metrics.latency_ms.p50, "p99_ms": r.metrics.latency_ms.p99,
                 "max_abs_error": ag.get("max_abs_error"), "cosine_min": ag.get("cosine_min"),
                 "agrees": ag.get("agrees", True), "valid": r.validity.valid, "case_key": r.case_key,
+                "runs": max(1, len(r.metrics.throughput.per_run) or r.config.repeat),
             })  # fmt: skip
-        best = max(rows, key=lambda x: x["queries_per_s"])
-        if best["reference"] or not best["significant"]:
-            others = [x for x in rows if not x["reference"]]
-            rivals = ", ".join(f"{x['backend']} {x['speedup']:.2f}x" for x in others)
-            rec = f"Runtime ({model}): {ref_name} or any runtime within noise ({rivals} of {ref_name}; intervals overlap" \
-                  " or the reference is fastest)."
-            summ = f"Runtimes: {rivals} the throughput of {ref_name} on {model}" + \
-                   (" (not significant)." if not best["significant"] else ".")
-            if best["reference"]:
-                rec = f"Runtime ({model}): keep {ref_name}: it is the fastest ({rivals} of its throughput)."
-        else:
+        ch = choose(rows, lambda x: x["queries_per_s"], lambda x: x["queries_per_s_ci95"], lambda x: x["runs"],
+                    lambda x: x["valid"])
+        others = [x for x in rows if not x["reference"]]
+        rivals = ", ".join(f"{x['backend']} {x['speedup']:.2f}x" for x in others if x["speedup"] is not None)
+        best = ch.winner
+        if best is not None and not best["reference"]:
             rec = (f"Runtime ({model}): use {best['backend']}: {best['speedup']:.2f}x the throughput of {ref_name}"
                    f" (intervals separate), p99 {best['p99_ms']:.3g} ms"
                    + ("" if best["agrees"] else "; but its outputs DISAGREE with the reference: check before shipping")
                    + ".")
             summ = f"Runtimes: {best['backend']} reaches {best['speedup']:.2f}x the throughput of {ref_name} on {model}."
+        elif best is not None:
+            rec = f"Runtime ({model}): keep {ref_name}: it is the fastest, intervals separate ({rivals} of its throughput)."
+            summ = f"Runtimes: {rivals} the throughput of {ref_name} on {model} ({ref_name} is faster, intervals separate)."
+        elif ch.status == "none valid":
+            rec = (f"Runtime ({model}): no runtime to recommend: every Result is INVALID ({rivals} of {ref_name} as"
+                   " measured); read the validity reasons and measure again.")
+            summ = f"Runtimes: {rivals} the throughput of {ref_name} on {model}, but every Result is INVALID."
+        else:
+            why = (f"too few runs ({ch.min_runs}) to call a difference: use --repeat {MIN_RUNS} or more"
+                   if ch.status == "too few runs" else "intervals overlap")
+            rec = f"Runtime ({model}): {ref_name} or any runtime within noise ({rivals} of {ref_name}; {why})."
+            summ = f"Runtimes: {rivals} the throughput of {ref_name} on {model} (not significant: {why})."
+        if ch.invalid and ch.status != "none valid":
+            rec += f" INVALID, not compared: {', '.join(x['backend'] for x in ch.invalid)}."
         bad = [x["backend"] for x in rows if not x["agrees"]]
         if bad:
             rec += f" Outputs disagree with {ref_name}: {', '.join(bad)}."
