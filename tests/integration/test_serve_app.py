@@ -9,6 +9,7 @@ queue limits, disconnects and graceful shutdown.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import struct
 from dataclasses import dataclass, field
@@ -170,6 +171,8 @@ def test_routes_conformance(echo) -> None:
             paths = set((await c.get("/openapi.json")).json()["paths"])
             served = {route.path for route in handle.app.asgi.app.routes}  # behind the request-id middleware
             assert paths == served and len(served) == 16  # exactly what is served
+            routes = handle.app.asgi.app.routes
+            assert all(inspect.iscoroutinefunction(r.endpoint) for r in routes)  # none runs in a thread pool
             await c.post("/v2/models/echo/infer", json=_json_req())
             text = (await c.get("/metrics")).text
             assert 'inferperf_requests_total{model="echo",status="200"}' in text

@@ -101,13 +101,13 @@ class ServeApp:
 
     def _starlette(self) -> Starlette:
         m, v = "/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"
-        routes = [
-            Route("/v2", lambda r: Response(self._server_meta, media_type=_JSON)),
-            Route("/v2/health/live", lambda r: Response(b"", 200)),
+        routes = [  # every endpoint is a coroutine: Starlette would run a plain function in a thread pool
+            Route("/v2", self._server_metadata),
+            Route("/v2/health/live", self._live),
             Route("/v2/health/ready", self._ready),
             Route("/v2/models/stats", self._all_stats),
-            Route("/metrics", lambda r: Response(self.metrics.exposition(), media_type=CONTENT_TYPE)),
-            Route("/openapi.json", lambda r: Response(self._openapi, media_type=_JSON)),
+            Route("/metrics", self._metrics),
+            Route("/openapi.json", self._openapi_doc),
         ]
         for base in (m, v):
             routes += [
@@ -149,6 +149,18 @@ class ServeApp:
         if version is not None and version not in model.metadata.versions:
             raise _NotFound(f"model '{name}' has no version '{version}': versions {list(model.metadata.versions)}")
         return model
+
+    async def _server_metadata(self, request: Request) -> Response:
+        return Response(self._server_meta, media_type=_JSON)
+
+    async def _live(self, request: Request) -> Response:
+        return Response(b"", 200)
+
+    async def _metrics(self, request: Request) -> Response:
+        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    async def _openapi_doc(self, request: Request) -> Response:
+        return Response(self._openapi, media_type=_JSON)
 
     async def _ready(self, request: Request) -> Response:
         if self.ready:
