@@ -99,7 +99,7 @@ def verdict(
         return "FASTER", reasons
     if speed.get("too_few_runs"):
         n = speed.get("runs", 0)
-        said = f"{rounds_text(speed)}, " if n >= 2 else ""
-        return "UNDECIDED", [f"too few runs to decide ({said}{n} run(s) per variant): rerun with"
+        said = f"; {rounds_text(speed)}" if n >= 2 else ""
+        return "UNDECIDED", [f"too few runs to decide ({n} per variant{said}): rerun with"
                              f" --repeat >= {MIN_RUNS}"] + reasons
     return "NO GAIN", [f"speed within noise ({speed['basis']}; {rounds_text(speed)})"] + reasons
