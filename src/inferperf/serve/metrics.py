@@ -147,6 +147,10 @@ class ServerMetrics:
         d = self._gauges[gauge]
         d[model] = d.get(model, 0) + delta
 
+    def start_window(self) -> None:
+        """Start the serving window now (the server calls it once it accepts connections, after load and warm-up)."""
+        self.window_start_ns = self.clock.now_ns()
+
     # --- Observer (called by the serving core) ---
     def request_queued(self, model: str) -> None:
         """A request entered the queue: queue depth +1."""

@@ -79,6 +79,7 @@ class _Server(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        self.serve_app.metrics.start_window()
         if self.on_started is not None and sockets and not self.should_exit:
             self.on_started(sockets[0].getsockname()[1])
 
