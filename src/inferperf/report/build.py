@@ -174,8 +174,8 @@ def _scaling(sources: dict[str, list[Entry]]) -> tuple[list[Finding], list[ch.Ch
         rs = [e.result for e in es]
         found += findings(rs)
         pts = as_points(rs)
-        named = {axis: [(case_label(g[0], (axis, "workload")), g) for g in group_by_axis(pts, axis)]
-                 for axis in ("batch", "size", "concurrency")}
+        skip = {"batch": ("size",), "size": ("size",), "concurrency": ("concurrency",)}  # shapes vary with batch
+        named = {axis: [(case_label(g[0], skip[axis]), g) for g in group_by_axis(pts, axis)] for axis in skip}
         charts += ch.thread_scaling(group_by_axis(pts, "threads"), str(k)) + ch.batch_scaling(named["batch"], str(k))
         charts += ch.size_scaling(named["size"], str(k)) + ch.concurrency_scaling(named["concurrency"], str(k))
     machines: dict[tuple, dict[str, Result]] = {}

@@ -68,8 +68,7 @@ def item(kind: str, text: str, **values: Any) -> dict[str, Any]:
 
 def _qps(r: Result) -> str:
     tp = r.metrics.throughput
-    ci = f" [95 % CI {tp.queries_per_s_ci95[0]:.1f}, {tp.queries_per_s_ci95[1]:.1f}]" if tp.queries_per_s_ci95 else ""
-    return f"{tp.queries_per_s:.1f} queries/s{ci}"
+    return f"{tp.queries_per_s:.1f} queries/s" + _interval(tp.queries_per_s_ci95, "")
 
 
 def _ms(v: float) -> str:
@@ -163,11 +162,12 @@ def _fig(v: float) -> str:
 
 
 def _interval(ci: list[float], unit: str) -> str:
-    """``[95 % CI lo, hi unit]``; a lower bound below 0 is shown as such, never clipped (too noisy to bound)."""
+    """``[95 % CI lo, hi unit]``; a lower bound at or below 0 (a rate or time interval clipped at 0 by the
+    runner, or a negative one) is said to reach 0, never printed as a measured bound: too noisy to bound."""
     if not ci:
         return ""
-    if ci[0] < 0:
-        return f" [95 % CI reaches below 0, up to {_fig(ci[1])}{unit}: too noisy to bound]"
+    if ci[0] <= 0:
+        return f" [95 % CI reaches 0, up to {_fig(ci[1])}{unit}: too noisy to bound]"
     return f" [95 % CI {_fig(ci[0])}, {_fig(ci[1])}{unit}]"
 
 
