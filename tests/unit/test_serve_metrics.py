@@ -80,3 +80,4 @@ def test_raw_samples_are_capped() -> None:
     for _ in range(8):
         m.decoded("m", 1000)
     assert m.window_summary()["decode_ms"]["count"] == 5 and m.samples_dropped == 3
+

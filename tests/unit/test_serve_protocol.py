@@ -280,3 +280,35 @@ def test_binary_response_roundtrip_per_output_override() -> None:
     assert len(body) == n + 16 + 10
     np.testing.assert_array_equal(np.frombuffer(body[n : n + 16], np.float32).reshape(2, 2), y)
     assert body[n + 16 :] == _bytes_blob([b"ab", b""])
+
+
+def test_coalescing_transport_writes_each_response_in_one_piece() -> None:
+    from inferperf.serve.server import CoalescingTransport
+
+    class Raw:
+        def __init__(self) -> None:
+            self.writes: list[bytes] = []
+            self.closed = False
+
+        def write(self, data: bytes) -> None:
+            self.writes.append(data)
+
+        def close(self) -> None:
+            self.closed = True
+
+        def is_closing(self) -> bool:
+            return self.closed
+
+    raw = Raw()
+    t = CoalescingTransport(raw)
+    t.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # interim: at once
+    t.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")  # held ...
+    assert raw.writes == [b"HTTP/1.1 100 Continue\r\n\r\n"]
+    t.write(b"ok")  # ... and sent with its body
+    t.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+    t.write(b"")  # an empty body still flushes
+    t.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 1\r\n\r\n")
+    t.close()  # close flushes what is held
+    assert raw.writes[1:] == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", b"HTTP/1.1 204 No Content\r\n\r\n",
+                              b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 1\r\n\r\n"]  # fmt: skip
+    assert raw.closed and t.is_closing()

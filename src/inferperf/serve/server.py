@@ -160,8 +160,50 @@ class ServerHandle:
                 raise RuntimeError(f"server at {self.url} did not stop within {timeout_s} s")
 
 
+class CoalescingTransport:
+    """Transport proxy that holds a response's status line + headers until its body is written, then
+    writes both with one ``write`` call: one syscall and, on loopback or a fast link, one TCP segment
+    per response. Interim (1xx) responses pass at once; ``close`` flushes what is held."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        elif data.endswith(b"\r\n\r\n") and data.startswith(b"HTTP/1.1 ") and not data.startswith(b"HTTP/1.1 1"):
+            self._held = data
+            return
+        self._transport.write(data)
+
+    def close(self) -> None:
+        if self._held is not None:
+            data, self._held = self._held, None
+            self._transport.write(data)
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def _http_protocol(http: str) -> Any:
+    """uvicorn's httptools protocol writing each response in one piece; h11 as uvicorn ships it."""
+    if http != "httptools":
+        return http
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class OnePieceHttpToolsProtocol(HttpToolsProtocol):
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.transport = CoalescingTransport(transport)  # type: ignore[assignment]
+
+    return OnePieceHttpToolsProtocol
+
+
 def _uvicorn_config(app: ServeApp) -> uvicorn.Config:
     loop, http = uvicorn_stack()
+    http = _http_protocol(http)
     return uvicorn.Config(
         app.asgi, loop=loop, http=http, lifespan="on", log_level="warning", access_log=False,
         server_header=False, date_header=False, timeout_keep_alive=30, backlog=2048,
