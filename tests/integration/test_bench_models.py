@@ -115,3 +115,24 @@ def test_external_data_is_part_of_the_model_identity(tmp_path):
     (tmp_path / "ext.data").unlink()
     with pytest.raises(ModelError, match="ext.data"):
         bench(str(p), quick())
+
+
+def test_importing_the_ort_backend_leaves_ort_s_global_log_level_alone():
+    """Issue 11: the ORT backend silences ORT per session (SessionOptions), never through the process-wide
+    default logger a library caller may have set; a session still logs nothing to stderr."""
+    import subprocess
+    import sys
+
+    code = (
+        "import onnxruntime as ort\n"
+        "calls = []\n"
+        "ort.set_default_logger_severity = calls.append\n"
+        "import inferperf.backends.ort\n"
+        "from inferperf import BenchConfig, StopOptions, WarmupOptions, bench\n"
+        "bench('zoo:tiny-cnn', BenchConfig(warmup=WarmupOptions(iterations=1),"
+        " stop=StopOptions(min_iterations=3, min_duration_s=0)))\n"
+        "assert calls == [], calls\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""

@@ -1,6 +1,7 @@
 """ONNX Runtime backend: session settings under ORT's own names, errors mapped to one line.
 
-Effective settings: ORT does not report the thread count it picks for
+Importing this module changes no global ONNX Runtime state (the log level is set
+per session). Effective settings: ORT does not report the thread count it picks for
 ``intra_op_num_threads=0``; in sequential mode the intra-op pool adds N-1
 threads to the process (the caller is the Nth), so the effective count is
 measured as the thread-count delta across session creation plus one.
@@ -25,7 +26,8 @@ from ..system import default_intra_op_threads
 from .ort_config_keys import is_known_key
 from .settings import entries_for
 
-ort.set_default_logger_severity(4)  # errors reach the user as one line (exceptions), not ORT's log
+# ORT's log is silenced per session (SessionOptions.log_severity_level = 4): errors reach the user as one
+# line (exceptions). The process-wide default logger is left as the importing program set it.
 
 _GRAPH_LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
