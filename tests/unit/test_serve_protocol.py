@@ -100,6 +100,13 @@ def test_json_faults_are_400_naming_the_tensor(entry: dict, match: str) -> None:
     assert e.value.status == 400
 
 
+def test_fractional_values_for_integer_inputs_are_refused() -> None:
+    spec = TensorSpec("ids", "INT64", (-1, 2))
+    body = orjson.dumps({"inputs": [{"name": "ids", "datatype": "INT64", "shape": [1, 2], "data": [1, 2.5]}]})
+    with pytest.raises(ProtocolError, match="input 'ids': 'data' does not hold INT64 values"):
+        _decode(body, inputs=[spec])
+
+
 def test_uint8_overflow_and_bool_from_numbers_are_refused() -> None:
     u8 = TensorSpec("u", "UINT8", (-1, 1))
     with pytest.raises(ProtocolError, match="input 'u'"):

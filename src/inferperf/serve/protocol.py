@@ -171,6 +171,8 @@ def _decode_json_data(name: str, data: Any, datatype: str, shape: tuple[int, ...
             arr = np.array(data, dtype=NUMPY_DTYPE[datatype])
             if datatype == "BOOL" and not all(isinstance(x, bool) for x in _flatten(data)):
                 raise ValueError("BOOL elements must be true or false")
+            if arr.dtype.kind in "iu" and any(type(x) is float for x in _flatten(data)):
+                raise ValueError("integer elements must not have a fraction or exponent")  # numpy would truncate
     except (ValueError, TypeError, OverflowError) as e:
         raise ProtocolError(f"input '{name}': 'data' does not hold {datatype} values ({e})") from None
     if arr.size != n:
