@@ -150,3 +150,11 @@ def test_report_says_batch_is_slower_across_two_bench_runs(tmp_path):
     save(eight, tmp_path / "eight.json")
     rep = build([tmp_path])
     assert any(b["kind"] == "batch-per-sample" and "batch 8 is slower per sample" in b["text"] for b in rep.bottlenecks)
+
+
+def test_thread_peak_from_two_runs_is_not_called():
+    rs = [synthetic(threads=n, qps=q, ci=[q - 1, q + 1], runs=2) for n, q in ((1, 100), (2, 180), (3, 150))]
+    f = next(f for f in findings(rs) if f.kind == "thread-scaling")
+    assert "from 2 runs: too few to call the peak" in f.text
+    rs = [synthetic(threads=n, qps=q, ci=[q - 1, q + 1], runs=3) for n, q in ((1, 100), (2, 180), (3, 150))]
+    assert "too few" not in next(f for f in findings(rs) if f.kind == "thread-scaling").text

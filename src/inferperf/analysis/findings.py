@@ -51,7 +51,9 @@ def thread_findings(points: list[Point]) -> list[Finding]:
         rivals = [p for p in g if p is not best]
         text = (f"{_label(g[0], 'threads')}: throughput peaks at {plural(ss['best'], 'intra-op thread')}"
                 f" ({ss['best_throughput']:.1f} queries/s)")
-        if best.qps_ci and any(not separated(best.qps_ci, p.qps_ci) for p in rivals):
+        if best.qps_ci and best.runs < MIN_RUNS:
+            text += f" (from {best.runs} runs: too few to call the peak; use --repeat {MIN_RUNS} or more)"
+        elif best.qps_ci and any(not separated(best.qps_ci, p.qps_ci) for p in rivals):
             text += " but its CI overlaps another count's (not a significant peak at this --repeat)"
         elif not best.qps_ci:
             text += " (one run per case: no CI; use --repeat 3 to call differences)"
