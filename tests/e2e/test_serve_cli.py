@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from inferperf.cli.options import build_config
+from inferperf.errors import UsageError
 from tests.models import seeded_mlp_onnx
 
 
@@ -132,6 +133,10 @@ def test_yaml_settings_file_feeds_serve_and_bench_ignores_serve_section(mlp: Pat
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
+    for text, msg in (("serve: 3\n", "the serve: section must be a mapping"), ("session: [x\n", "does not parse")):
+        (tmp_path / "odd.yaml").write_text(text)
+        with pytest.raises(UsageError, match=msg):
+            build_config({}, tmp_path / "odd.yaml", serve_section={})
     bad = tmp_path / "bad.yaml"
     bad.write_text("serve:\n  max_batch_sise: 8\n")
     proc = _start(str(mlp), "--config", str(bad))

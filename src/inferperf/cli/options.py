@@ -86,7 +86,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         else:
             raise UsageError(f"--config '{path}' must be .json, .toml or .yaml")
     except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError, _yaml_error()) as e:
-        raise UsageError(f"--config '{path}' does not parse: {e}") from e
+        raise UsageError(f"--config '{path}' does not parse: {' '.join(str(e).split())}") from e
     if not isinstance(doc, dict):
         raise UsageError(f"--config '{path}' must hold an object of settings (BenchConfig fields), not a {type(doc).__name__}")
     return doc
@@ -114,6 +114,8 @@ def build_config(
     doc: dict[str, Any] = read_config_file(config_file) if config_file else {}
     if "serve" in doc:
         section = doc.pop("serve") or {}
+        if not isinstance(section, dict):
+            raise UsageError(f"--config '{config_file}': the serve: section must be a mapping of ServeOptions fields")
         if serve_section is not None:
             serve_section.update(section)
         else:

@@ -25,8 +25,6 @@ def serve_options(flags: dict[str, Any], section: dict[str, Any], config_file: P
     """
     from ..serve.options import ServeOptions
 
-    if not isinstance(section, dict):
-        raise UsageError(f"--config {config_file}: the serve: section must be a mapping of ServeOptions fields")
     doc = {**section, **{k: v for k, v in flags.items() if v is not None}}
     try:
         return ServeOptions.model_validate(doc)
