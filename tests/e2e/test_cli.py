@@ -237,3 +237,14 @@ def test_worker_bug_is_an_internal_error_with_its_traceback_under_debug(tmp_path
     p = cli("bench", "zoo:tiny-cnn", *FAST, "--repeat", "2", "--debug", env=env)
     assert p.returncode == 1 and "internal error KeyError" in p.stderr
     assert "WorkerTraceback" in p.stderr and "in planted_bug" in p.stderr and "in run_once" in p.stderr
+
+
+def test_offline_prints_the_batch1_reference(tmp_path):
+    """Offline bench runs a batch-1 reference on the same session and prints the per-sample ratio (issue 10
+    item 10); the Result records it under metrics.throughput.batch1_reference."""
+    out = tmp_path / "r.json"
+    p = cli("bench", "zoo:tiny-cnn", "--scenario", "offline", "--batch-size", "4", *FAST, "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    ref = json.loads(out.read_text())["metrics"]["throughput"]["batch1_reference"]
+    assert 1 <= ref["queries"] <= 50 and ref["samples_per_s"] > 0 and ref["per_sample_ratio"] > 0
+    assert "batch-1 reference" in p.stdout and "the samples/s of batch 1" in p.stdout

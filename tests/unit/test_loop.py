@@ -1,5 +1,6 @@
 """Stop rules, warm-up exclusion and windows on the fake clock: exact values, no sleeps."""
 
+import numpy as np
 import pytest
 
 from inferperf.clock import FakeClock
@@ -143,11 +144,98 @@ def test_runtime_call_failure_is_reported_as_the_runtime_s(monkeypatch):
 def test_inferperf_bug_outside_the_run_call_is_not_blamed_on_the_runtime(monkeypatch):
     """A bug in inferperf's own code during warm-up or measurement propagates as itself (the CLI calls it an
     internal error), not as 'the runtime failed while running ... check --shape' (issue 10 item 6)."""
-    import inferperf.measure.bench as bench_mod
+    import inferperf.measure.scenario as scenario_mod
 
     def broken(*args, **kwargs):
         raise KeyError("a bug in the loop")
 
-    monkeypatch.setattr(bench_mod, "measure_stream", broken)
+    monkeypatch.setattr(scenario_mod, "measure_stream", broken)
     with pytest.raises(KeyError, match="a bug in the loop"):
         bench("null", _fast_null(), clock=FakeClock())
+
+
+def _offline_null(batch: int) -> BenchConfig:
+    from inferperf.config import WorkloadOptions
+
+    return BenchConfig(backend="null", scenario="offline", null_latency_ms=[8.0], workload=WorkloadOptions(
+        batch_size=batch), warmup=WarmupOptions(iterations=1), stop=StopOptions(min_iterations=5, min_duration_s=0,
+                                                                               max_duration_s=10))
+
+
+def test_offline_runs_a_bounded_batch1_reference_and_reports_the_ratio():
+    """Offline at batch 8 runs a batch-1 reference after measuring (issue 10 item 10): 8 ms per query either way,
+    so batch 8 gives exactly 8x the samples/s of batch 1; the reference stops at 50 queries."""
+    from inferperf.results.model import TensorInfo
+
+    inputs = [TensorInfo(name="x", dtype="float32", shape=["n", 4])]
+    r = bench("null", _offline_null(8), clock=FakeClock(), backend_kwargs={"inputs": inputs})
+    ref = r.metrics.throughput.batch1_reference
+    assert ref["queries"] == 50 and ref["duration_s"] == pytest.approx(0.4)
+    assert ref["samples_per_s"] == pytest.approx(125.0) and r.metrics.throughput.samples_per_s == pytest.approx(1000.0)
+    assert ref["per_sample_ratio"] == pytest.approx(8.0)
+    assert not any("slower per sample" in n for n in r.notes)
+    doc = r.model_dump(mode="json")
+    assert doc["metrics"]["throughput"]["batch1_reference"]["per_sample_ratio"] == pytest.approx(8.0)
+
+
+def test_batch1_reference_is_capped_at_2_s_and_notes_a_batch_slower_per_sample():
+    from inferperf.measure.scenario import batch1_reference
+
+    clock = FakeClock()
+    feeds = [{"x": np.zeros((4, 3), np.float32)} for _ in range(2)]
+    # a batch-1 query takes 0.5 s: the 2 s cap ends the reference after 4 queries (not 50)
+    ref, note = batch1_reference(lambda f: clock.advance_ns(500_000_000), feeds, 4, 1.0, clock)
+    assert ref["queries"] == 4 and ref["samples_per_s"] == pytest.approx(2.0)
+    assert ref["per_sample_ratio"] == pytest.approx(0.5)
+    assert note.startswith("batch 4 is slower per sample than batch 1: 1.0 vs 2.0 samples/s (0.50x")
+    # a session that refuses batch 1 (static shapes): no reference, a note saying why
+    def refuse(feed):
+        raise RuntimeError("expected shape [4,3]")
+
+    ref, note = batch1_reference(refuse, feeds, 4, 1.0, clock)
+    assert ref is None and "refuses batch 1" in note
+
+
+def test_batch1_feeds_cut_rows_and_refuse_a_non_batch_leading_dim():
+    from inferperf.measure.scenario import batch1_feeds
+
+    feeds = [{"x": np.arange(12, dtype=np.float32).reshape(4, 3), "m": np.ones((4, 2), np.int64)}]
+    ones = batch1_feeds(feeds, 4)
+    assert len(ones) == 4 and ones[2]["x"].tolist() == [[6.0, 7.0, 8.0]] and ones[2]["m"].shape == (1, 2)
+    assert batch1_feeds([{"x": np.zeros((3, 4))}], 4) is None
+
+
+def test_rss_peak_source_is_recorded():
+    """Issue 11: the peak RSS says where it came from; without the sampler it is the process lifetime's ru_maxrss,
+    which includes model load."""
+    r = bench("null", _fast_null(), clock=FakeClock())  # the fake clock turns the sampler off
+    res = r.metrics.resources
+    assert res.rss_peak_source == "ru_maxrss" and res.rss_peak_bytes > 0
+    assert r.model_dump(mode="json")["metrics"]["resources"]["rss_peak_source"] == "ru_maxrss"
+
+
+def test_bench_restores_the_caller_s_cpu_affinity():
+    """Issue 11: bench(cpus=...) pins the process while it measures and gives the caller its CPUs back."""
+    import os
+
+    from inferperf.config import Placement
+
+    before = os.sched_getaffinity(0)
+    cfg = _fast_null().model_copy(update={"placement": Placement(cpus=[min(before)])})
+    r = bench("null", cfg, clock=FakeClock())
+    assert r.config.placement.cpus == [min(before)]
+    assert os.sched_getaffinity(0) == before
+
+
+def test_pooled_runs_keep_the_batch1_reference_and_the_rss_source():
+    from inferperf.measure.runner import aggregate
+    from inferperf.results.model import TensorInfo
+
+    inputs = [TensorInfo(name="x", dtype="float32", shape=["n", 4])]
+    cfg = _offline_null(8)
+    runs = [bench("null", cfg, clock=FakeClock(), backend_kwargs={"inputs": inputs}) for _ in range(2)]
+    pooled = aggregate(runs, cfg)
+    ref = pooled.metrics.throughput.batch1_reference
+    assert ref["queries"] == 100 and ref["samples_per_s"] == pytest.approx(125.0)
+    assert ref["per_sample_ratio"] == pytest.approx(8.0) and ref["per_run_ratio"] == pytest.approx([8.0, 8.0])
+    assert pooled.metrics.resources.rss_peak_source == "ru_maxrss"

@@ -69,6 +69,9 @@ def result_table(r: Result) -> Table:
         tput = (f"{tp.queries_per_s:.1f} queries/s, 95 % CI [{lo:.1f}, {hi:.1f}] over {len(tp.per_run)} runs"
                 f"  {tp.samples_per_s:.1f} samples/s  ({lat.count} queries in {tp.duration_s:.2f} s)")
     t.add_row("throughput", tput)
+    if ref := getattr(tp, "batch1_reference", None):  # offline: the same session at batch 1 (issue 10)
+        t.add_row("batch-1 reference", f"{ref['samples_per_s']:.1f} samples/s ({ref['queries']} queries): batch"
+                  f" {r.config.workload.batch_size} gives {ref['per_sample_ratio']:.2f}x the samples/s of batch 1")
     if len(tp.per_stream) > 1:
         t.add_row("per stream", "  ".join(f"{x:.1f}" for x in tp.per_stream) + " queries/s")
     if cs:
@@ -83,6 +86,8 @@ def result_table(r: Result) -> Table:
     res = r.metrics.resources
     if res and res.cpu_percent_mean is not None:
         rss = f"  peak RSS {res.rss_peak_bytes / 2**20:.0f} MiB" if res.rss_peak_bytes else ""
+        if rss and getattr(res, "rss_peak_source", None) == "ru_maxrss":
+            rss += " (process lifetime, model load included)"
         t.add_row("resources", f"CPU {res.cpu_percent_mean:.0f} % (100 = one core){rss}")
     if r.metrics.errors.count:
         t.add_row("errors", f"{r.metrics.errors.count}: {r.metrics.errors.by_kind}")

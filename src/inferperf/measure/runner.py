@@ -106,6 +106,23 @@ def _ci(values: list[float]) -> list[float]:
     return [max(0.0, lo), hi]
 
 
+def _pooled_reference(runs: Sequence[Result], samples_per_s: float) -> dict[str, Any]:
+    """The Offline batch-1 reference over runs: mean batch-1 samples/s, the pooled ratio, each run's ratio."""
+    refs = [getattr(r.metrics.throughput, "batch1_reference", None) for r in runs]
+    refs = [x for x in refs if x]
+    if not refs:
+        return {}
+    ref_sps = float(np.mean([x["samples_per_s"] for x in refs]))
+    return {"batch1_reference": {
+        "batch_size": 1,
+        "samples_per_s": ref_sps,
+        "queries": int(sum(x["queries"] for x in refs)),
+        "duration_s": float(sum(x["duration_s"] for x in refs)),
+        "per_sample_ratio": samples_per_s / ref_sps if ref_sps > 0 else None,
+        "per_run_ratio": [x["per_sample_ratio"] for x in refs],
+    }}
+
+
 def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
     """Pool R runs of one case into one Result: samples pooled (never percentiles averaged),
     run-level throughput and cold start as means with Student's t 95 % intervals over runs.
@@ -155,6 +172,7 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
         per_run=qps,
         queries_per_s_ci95=_ci(qps),
         samples_per_s_ci95=_ci(sps),
+        **_pooled_reference(runs, float(np.mean(sps))),
     )
     if cold:
         doc.metrics.cold_start = ColdStart(
@@ -174,10 +192,12 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
         for kind, c in r.metrics.errors.by_kind.items():
             by_kind[kind] = by_kind.get(kind, 0) + c
     doc.metrics.errors.by_kind = by_kind
-    peaks = [r.metrics.resources.rss_peak_bytes for r in runs if r.metrics.resources and r.metrics.resources.rss_peak_bytes]
+    peaks = [r.metrics.resources for r in runs if r.metrics.resources and r.metrics.resources.rss_peak_bytes]
     cpus = [r.metrics.resources.cpu_percent_mean for r in runs if r.metrics.resources and r.metrics.resources.cpu_percent_mean is not None]
     if doc.metrics.resources is not None:
-        doc.metrics.resources.rss_peak_bytes = max(peaks) if peaks else None
+        top = max(peaks, key=lambda res: res.rss_peak_bytes) if peaks else None
+        doc.metrics.resources.rss_peak_bytes = top.rss_peak_bytes if top else None
+        doc.metrics.resources.rss_peak_source = getattr(top, "rss_peak_source", None) if top else None
         doc.metrics.resources.cpu_percent_mean = float(np.mean(cpus)) if cpus else None
     doc.samples.latency_ns, doc.samples.start_offsets_ns = lat, starts
     doc.samples.stream_ids, doc.samples.run_ids, doc.samples.warmup_latency_ns = streams, run_ids, warm
