@@ -236,7 +236,10 @@ def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Conso
         if r["queries_per_s"] == "":
             t.add_row(r["label"], f"[red]failed[/red] {r['failures']}", "", "", "", "", r["marks"])
             continue
-        ci = f" [{r['queries_per_s_ci_low']:.1f}, {r['queries_per_s_ci_high']:.1f}]" if r["queries_per_s_ci_low"] != "" else ""
+        ci = ""
+        if r["queries_per_s_ci_low"] != "":  # a bound at 0 was clipped there: the raw interval reached below 0
+            ci = (f" [{r['queries_per_s_ci_low']:.1f}, {r['queries_per_s_ci_high']:.1f}]"
+                  if r["queries_per_s_ci_low"] > 0 else f" (interval too wide, n={r['runs']})")
         t.add_row(r["label"], f"{r['queries_per_s']:.1f}{ci}", f"{r['p50_ms']:.4g}", f"{r['p99_ms']:.4g}",
                   f"{r['cpu_percent']}", "yes" if r["valid"] else "[red]no[/red]", r["marks"])
     console.print(t)
