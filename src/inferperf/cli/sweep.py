@@ -88,7 +88,7 @@ def env_axis(flags: list[str]) -> list[dict[str, str]]:
 @app.command("sweep")
 def sweep_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file(s) or zoo:NAME, comma-separated (variants)")] = None,
-    matrix: Annotated[Optional[Path], Opt(help="YAML matrix: models with per-model shapes, axes, settings")] = None,
+    matrix: Annotated[Optional[Path], Opt(help="YAML matrix: models with per-model shapes, axes, settings (format: docs/sweep-matrix.md)")] = None,
     backend: Annotated[Optional[str], Opt(help="comma list of backends")] = None,
     intra_op_num_threads: Annotated[Optional[str], Opt(help="comma list; default: the machine's thread ladder")] = None,
     inter_op_num_threads: Annotated[Optional[str], Opt(help="comma list (parallel mode only)")] = None,
