@@ -142,3 +142,27 @@ def test_yaml_settings_file_feeds_serve_and_bench_ignores_serve_section(mlp: Pat
     proc = _start(str(mlp), "--config", str(bad))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "unknown serve setting 'max_batch_sise'" in err
+
+
+def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(mlp: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    proc = _start(str(mlp), "--port", "0", "--max-batch-size", "8", "--max-queue-delay-us", "2000000",
+                  "--intra-op-num-threads", "1", "--warmup", "1")  # fmt: skip
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 32], "data": [1.0] * 32}]}
+    try:
+        url = _url(_banner(proc))
+        with ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(httpx.post, f"{url}/v2/models/mlp/infer", json=body, timeout=30) for _ in range(4)]
+            deadline, queued = time.monotonic() + 10, False
+            while not queued and time.monotonic() < deadline:  # all four accepted, waiting in the batcher's queue
+                queued = 'inferperf_queue_depth{model="mlp"} 4' in httpx.get(f"{url}/metrics", timeout=5).text
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGTERM)
+            codes = [f.result().status_code for f in futures]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert queued and codes == [200, 200, 200, 200]
+    assert proc.returncode == 0, err
