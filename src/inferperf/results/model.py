@@ -252,7 +252,8 @@ class ErrorCounts(_Model):
 
 
 class Metrics(_Model):
-    """All measured figures; ``accuracy`` and ``server`` are filled by later commands (null in bench)."""
+    """All measured figures; ``accuracy``, ``server``, ``client``, ``profile`` and ``stages`` are filled by the
+    commands that measure them (optimize and runtimes, serve, load, profile, pipeline); null in bench."""
 
     cold_start: ColdStart | None = None
     latency_ms: LatencySummary
@@ -262,6 +263,9 @@ class Metrics(_Model):
     errors: ErrorCounts = Field(default_factory=ErrorCounts)
     accuracy: dict[str, Any] | None = None
     server: dict[str, Any] | None = None
+    client: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    stages: dict[str, Any] | None = None
 
 
 class Samples(_Model):
