@@ -18,7 +18,6 @@ import importlib.util
 import signal
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
@@ -32,6 +31,10 @@ from ..errors import UsageError
 from .app import ServeApp
 from .metrics import ServerMetrics
 from .options import ServeOptions
+
+
+def _now_s() -> float:
+    return SYSTEM_CLOCK.now_ns() / 1e9
 
 
 def uvicorn_stack() -> tuple[str, str]:
@@ -87,7 +90,7 @@ class _Server(uvicorn.Server):
         """Turn readiness 503 now; stop after ``grace_s`` (checked on uvicorn's 0.1 s tick)."""
         self.serve_app.shutting_down = True
         if self._exit_at is None:
-            self._exit_at = time.monotonic() + self.grace_s
+            self._exit_at = _now_s() + self.grace_s
             if self.grace_s <= 0:
                 self.should_exit = True
 
@@ -97,7 +100,7 @@ class _Server(uvicorn.Server):
         self.begin_shutdown()
 
     async def on_tick(self, counter: int) -> bool:
-        if self._exit_at is not None and time.monotonic() >= self._exit_at:
+        if self._exit_at is not None and _now_s() >= self._exit_at:
             self.should_exit = True
         return await super().on_tick(counter)
 
@@ -252,13 +255,13 @@ def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float 
 
     handle.thread = threading.Thread(target=run, name=f"inferperf-serve-{handle.port}", daemon=True)
     handle.thread.start()
-    deadline = time.monotonic() + ready_timeout_s
+    deadline = _now_s() + ready_timeout_s
     while not server.started:
-        if not handle.thread.is_alive() or time.monotonic() > deadline:
+        if not handle.thread.is_alive() or _now_s() > deadline:
             handle.stop(5.0)
             why = f": {handle.errors[0]!r}" if handle.errors else ""
             raise RuntimeError(f"server on {handle.url} did not start within {ready_timeout_s} s{why}")
-        time.sleep(0.01)
+        SYSTEM_CLOCK.sleep(0.01)
     return handle
 
 
