@@ -8,7 +8,8 @@ Modules, one job each:
 * :mod:`.accuracy` - runs fp32 and a variant on the same inputs and compares the outputs.
 * :mod:`.sensitivity` - ranks nodes by the quantization error they add; auto-exclusion.
 * :mod:`.verdict` - one honest verdict per variant from its speed, accuracy and the CPU's ISA flags.
-* :mod:`.run` - :func:`optimize`, the library entry point that ties them together.
+* :mod:`.run` - :func:`optimize`, the library entry point that ties them together, one function per step.
+* :mod:`.report` - what it returns: one row per variant (:class:`VariantReport`) and the summary document.
 
 The runtime and its quantization / float16 tools are imported inside the
 functions that need them, never at ``import inferperf``.
