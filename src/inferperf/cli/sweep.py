@@ -85,6 +85,30 @@ def env_axis(flags: list[str]) -> list[dict[str, str]]:
     return [dict(c) for c in itertools.product(*per)]
 
 
+def _settings(base: dict[str, Any], stop_flags: dict[str, float | int | None], warmup: int | None,
+              case_timeout_s: float | None, cpus: str | None, numa_node: int | None) -> dict[str, Any]:
+    """The matrix's ``settings`` with the flags given on the command line laid over them (flags win);
+    the sweep's own default minimum duration is 2 s."""
+    settings = dict(base)
+    stop = dict(settings.get("stop", {}))
+    stop.setdefault("min_duration_s", 2.0)
+    stop.update({k: v for k, v in stop_flags.items() if v is not None})
+    settings["stop"] = stop
+    if warmup is not None:
+        settings["warmup"] = {**settings.get("warmup", {}), "iterations": warmup}
+    if case_timeout_s is not None:
+        settings["worker_timeout_s"] = case_timeout_s
+    placement = dict(settings.get("placement", {}))
+    if cpus is not None:
+        from ..measure.placement import parse_cpus
+
+        placement["cpus"] = parse_cpus(cpus)
+    if numa_node is not None:
+        placement["numa_node"] = numa_node
+    settings["placement"] = placement
+    return settings
+
+
 @app.command("sweep")
 def sweep_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file(s) or zoo:NAME, comma-separated (variants)")] = None,
@@ -142,26 +166,8 @@ def sweep_command(
     merged = m.axes.model_dump()
     merged.update({k: v for k, v in axes.items() if v is not None})
     m.axes = Axes.model_validate(merged)
-    settings = dict(m.settings)
-    stop = dict(settings.get("stop", {}))
-    stop.setdefault("min_duration_s", 2.0)
-    for key, val in (("min_iterations", iterations), ("min_duration_s", duration_s), ("max_duration_s", max_duration_s)):
-        if val is not None:
-            stop[key] = val
-    settings["stop"] = stop
-    if warmup is not None:
-        settings["warmup"] = {**settings.get("warmup", {}), "iterations": warmup}
-    if case_timeout_s is not None:
-        settings["worker_timeout_s"] = case_timeout_s
-    placement = dict(settings.get("placement", {}))
-    if cpus is not None:
-        from ..measure.placement import parse_cpus
-
-        placement["cpus"] = parse_cpus(cpus)
-    if numa_node is not None:
-        placement["numa_node"] = numa_node
-    settings["placement"] = placement
-    m.settings = settings
+    m.settings = _settings(m.settings, {"min_iterations": iterations, "min_duration_s": duration_s,
+                                        "max_duration_s": max_duration_s}, warmup, case_timeout_s, cpus, numa_node)
     reps = repeat if repeat != 1 else m.repeat
     info = collect_system()
     cases, warnings = expand(m, info, beyond_effective)
