@@ -239,3 +239,17 @@ def test_pooled_runs_keep_the_batch1_reference_and_the_rss_source():
     assert ref["queries"] == 100 and ref["samples_per_s"] == pytest.approx(125.0)
     assert ref["per_sample_ratio"] == pytest.approx(8.0) and ref["per_run_ratio"] == pytest.approx([8.0, 8.0])
     assert pooled.metrics.resources.rss_peak_source == "ru_maxrss"
+
+
+def test_shuffled_rounds_is_the_one_schedule():
+    """measure/rounds.py: every round runs each case once, in a seeded shuffled order; the same seed gives the same
+    schedule (what resume relies on); the schedule is the one runner.run_rounds and sweep both follow."""
+    from inferperf.measure.rounds import shuffled_rounds
+
+    slots = list(shuffled_rounds(3, 2, seed=2))
+    assert [(s.round, s.case) for s in slots] == [(0, 1), (0, 2), (0, 0), (1, 2), (1, 1), (1, 0)]
+    assert slots[0].marks() == {"round": 0, "round_order": [1, 2, 0], "shuffle_seed": 2}
+    assert [(s.round, s.case) for s in shuffled_rounds(3, 2, seed=2)] == [(s.round, s.case) for s in slots]
+    for r in range(2):
+        assert sorted(s.case for s in slots if s.round == r) == [0, 1, 2]
+    assert list(shuffled_rounds(0, 3)) == [] and list(shuffled_rounds(4, 0)) == []

@@ -2,9 +2,10 @@
 
 Each run is a new Python process (``python -m inferperf.measure.worker``), so
 cold start is a real cold start and run-level figures (throughput, cold
-start) get a distribution. Several cases are measured in rounds: every round
-runs each case once, in an order shuffled with a recorded seed, so machine
-drift spreads over all cases instead of biasing the last ones.
+start) get a distribution. Several cases are measured in rounds
+(:func:`inferperf.measure.rounds.shuffled_rounds`): every round runs each case
+once, in an order shuffled with a recorded seed, so machine drift spreads over
+all cases instead of biasing the last ones.
 
 Workers are always reaped: on timeout or Ctrl-C the running worker is killed
 and waited for; finished runs are handed to ``on_result`` as they complete, so
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +28,7 @@ from ..results.model import ColdStart, LatencySummary, Result, Throughput, Valid
 from ..stats import latency_summary, mean_ci, percentile_notes
 from .jobs import run_job
 from .placement import numactl_prefix
+from .rounds import shuffled_rounds
 
 
 def worker_timeout_s(cfg: BenchConfig) -> float:
@@ -80,20 +81,14 @@ def run_rounds(
     Raises:
         the first run's error (a bad model or flag fails fast).
     """
-    rng = random.Random(seed)
     out: list[list[Result]] = [[] for _ in cases]
-    for r in range(repeat):
-        order = list(range(len(cases)))
-        rng.shuffle(order)
-        for i in order:
-            model, cfg = cases[i]
-            res = run_in_worker(model, cfg.model_copy(update={"repeat": 1}), repeat_index=r, command=command)
-            res.run["round"] = r
-            res.run["round_order"] = order
-            res.run["shuffle_seed"] = seed
-            out[i].append(res)
-            if on_result:
-                on_result(i, r, res)
+    for slot in shuffled_rounds(len(cases), repeat, seed):
+        model, cfg = cases[slot.case]
+        res = run_in_worker(model, cfg.model_copy(update={"repeat": 1}), repeat_index=slot.round, command=command)
+        res.run.update(slot.marks())
+        out[slot.case].append(res)
+        if on_result:
+            on_result(slot.case, slot.round, res)
     return out
 
 

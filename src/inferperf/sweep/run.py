@@ -17,7 +17,6 @@ the running worker; everything finished stays on disk.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from ..analysis.findings import Finding, findings
 from ..errors import InferperfError, UsageError
 from ..fsutil import atomic_write_text
+from ..measure.rounds import shuffled_rounds
 from ..measure.runner import aggregate, run_in_worker
 from ..results.io import load, save
 from ..results.model import Result
@@ -116,40 +116,37 @@ def run_sweep(
 
     out = SweepOutcome(cases=cases)
     runs: dict[int, list[Result]] = {i: [] for i in range(len(cases))}
-    rng = random.Random(seed)
-    for r in range(repeat):
-        order = list(range(len(cases)))
-        rng.shuffle(order)
-        for i in order:
-            cid, case = ids[i], cases[i]
-            entry = index["cases"][cid]
-            done = entry["runs"].get(str(r))
-            if done and (output / done).exists():
-                runs[i].append(load(output / done))
-                out.skipped_runs += 1
-                continue
-            if any(f["round"] == r for f in entry["failures"]):
-                out.skipped_runs += 1
-                continue
-            try:
-                res = run_in_worker(case.model, case.config, repeat_index=r, command=command)
-            except InferperfError as e:
-                entry["failures"].append({"round": r, "type": type(e).__name__, "message": str(e)})
-                _write_json(index_path, index)
-                if on_run:
-                    on_run(case, r, None, str(e))
-                continue
-            res.run.update(round=r, round_order=order, shuffle_seed=seed, marks=case.marks, label=case.label)
-            res.kind = "sweep"  # the pooled Result copies it
-            rel = f"runs/{cid}-r{r}.json"
-            save(res, output / rel)
-            entry["runs"][str(r)] = rel
-            entry["case_key"] = res.case_key
+    for slot in shuffled_rounds(len(cases), repeat, seed):
+        i, r = slot.case, slot.round
+        cid, case = ids[i], cases[i]
+        entry = index["cases"][cid]
+        done = entry["runs"].get(str(r))
+        if done and (output / done).exists():
+            runs[i].append(load(output / done))
+            out.skipped_runs += 1
+            continue
+        if any(f["round"] == r for f in entry["failures"]):
+            out.skipped_runs += 1
+            continue
+        try:
+            res = run_in_worker(case.model, case.config, repeat_index=r, command=command)
+        except InferperfError as e:
+            entry["failures"].append({"round": r, "type": type(e).__name__, "message": str(e)})
             _write_json(index_path, index)
-            runs[i].append(res)
-            out.measured_runs += 1
             if on_run:
-                on_run(case, r, res, None)
+                on_run(case, r, None, str(e))
+            continue
+        res.run.update(**slot.marks(), marks=case.marks, label=case.label)
+        res.kind = "sweep"  # the pooled Result copies it
+        rel = f"runs/{cid}-r{r}.json"
+        save(res, output / rel)
+        entry["runs"][str(r)] = rel
+        entry["case_key"] = res.case_key
+        _write_json(index_path, index)
+        runs[i].append(res)
+        out.measured_runs += 1
+        if on_run:
+            on_run(case, r, res, None)
     (output / "cases").mkdir(exist_ok=True)
     for i, rs in runs.items():
         if entry_failures := index["cases"][ids[i]]["failures"]:
