@@ -138,3 +138,28 @@ def test_gpu_sampler_series_and_summary() -> None:
 def test_no_nvml_means_no_gpu_block() -> None:
     broken = types.SimpleNamespace(nvmlInit=lambda: (_ for _ in ()).throw(RuntimeError("no driver")))
     assert GpuSampler.open(broken) is None
+
+
+@pytest.mark.parametrize("module,cls,handle", [("inferperf.backends.ort", "OnnxRuntimeBackend", "_session"),
+                                               ("inferperf.backends.openvino_backend", "OpenVinoBackend", "_compiled"),
+                                               ("inferperf.backends.torch_backend", "TorchBackend", "_module")])
+def test_runtime_backends_share_one_base(module, cls, handle) -> None:
+    """Issue 11: settings, notes, load phases and close live once, in backends.base.RuntimeBackend."""
+    import importlib
+
+    from inferperf.backends.base import RuntimeBackend
+    from inferperf.config import SessionOptions
+
+    pytest.importorskip({"_session": "onnxruntime", "_compiled": "openvino", "_module": "torch"}[handle])
+    klass = getattr(importlib.import_module(module), cls)
+    assert issubclass(klass, RuntimeBackend)
+    for shared in ("effective_settings", "notes", "load_phases", "close"):
+        assert shared not in vars(klass), f"{cls} redefines {shared}"
+    b = klass(SessionOptions())
+    setattr(b, handle, object())
+    b._notes.append("n")
+    notes = b.notes()
+    notes.append("caller's own")
+    assert b.notes() == ["n"] and b.effective_settings() == {} and b.load_phases() == {}
+    b.close()
+    assert getattr(b, handle) is None

@@ -77,6 +77,41 @@ class Backend(Protocol):
         ...
 
 
+class RuntimeBackend:
+    """What every runtime backend (ONNX Runtime, OpenVINO, torch) shares: the session settings it was
+    given, the settings it resolved, its configuration notes, its load phases, and ``close``.
+
+    A subclass calls ``super().__init__(session)``, fills ``self._effective`` in ``load`` (settings as
+    resolved), appends warnings to ``self._notes``, puts cold-start sub-phases (ms) in ``self._phases``,
+    and names in ``_handle`` the attribute holding the runtime's session, which :meth:`close` drops.
+    """
+
+    name = ""
+    _handle = "_session"
+
+    def __init__(self, session: SessionOptions) -> None:
+        self._opts = session
+        self._effective: dict[str, Any] = {}
+        self._notes: list[str] = []
+        self._phases: dict[str, float] = {}
+
+    def effective_settings(self) -> dict[str, Any]:
+        """Settings as the runtime resolved them in ``load`` (a copy; empty before ``load``)."""
+        return dict(self._effective)
+
+    def notes(self) -> list[str]:
+        """Warnings found while configuring (a copy)."""
+        return list(self._notes)
+
+    def load_phases(self) -> dict[str, float]:
+        """Cold-start sub-phases of the last ``load`` in ms (empty where the runtime has none to report)."""
+        return dict(self._phases)
+
+    def close(self) -> None:
+        """Drop the runtime's session (the attribute named by ``_handle``)."""
+        setattr(self, self._handle, None)
+
+
 _REGISTRY: dict[str, tuple[str, str, str | None]] = {
     # name: (module, class, extra to install when the runtime is missing)
     "onnxruntime": ("inferperf.backends.ort", "OnnxRuntimeBackend", None),

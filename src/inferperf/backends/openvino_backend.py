@@ -40,6 +40,7 @@ from ..config import SessionOptions
 from ..errors import ModelError, UsageError
 from ..results.model import TensorInfo
 from ..system import default_intra_op_threads
+from .base import RuntimeBackend
 from .settings import entries_for
 
 #: Properties read back after compilation (those the device supports are recorded).
@@ -78,7 +79,7 @@ def _plain(value: Any) -> Any:
     return str(name) if isinstance(name, str) else str(value)
 
 
-class OpenVinoBackend:
+class OpenVinoBackend(RuntimeBackend):
     """An OpenVINO ``CompiledModel`` with settings under OpenVINO's property names.
 
     Args:
@@ -96,10 +97,11 @@ class OpenVinoBackend:
     """
 
     name = "openvino"
+    _handle = "_compiled"  # what close() drops
 
     def __init__(self, session: SessionOptions, concurrency: int = 1, default_threads: int | None = None,
                  static_shapes: dict[str, list[int]] | None = None, **_: Any) -> None:
-        self._opts = session
+        super().__init__(session)
         entries = entries_for("openvino", session.session_config)
         self._device = entries.pop("DEVICE", "CPU")
         keep_dynamic = entries.pop("reshape", "1").lower() in ("0", "false", "no", "off")
@@ -127,9 +129,6 @@ class OpenVinoBackend:
             raise UsageError(f"OpenVINO device {self._device!r} is not available (has {devices}): pass DEVICE=CPU")
         self._compiled: Any = None
         self._model_path: Path | None = None
-        self._phases: dict[str, float] = {}
-        self._effective: dict[str, Any] = {}
-        self._notes: list[str] = []
         ignored = [k for k, v in session.model_dump().items()
                    if k in ("inter_op_num_threads", "execution_mode") and v not in (None, "sequential")]
         if ignored:
@@ -195,10 +194,6 @@ class OpenVinoBackend:
         eff["static_shapes"] = reshaped or None  # dynamic inputs compiled for the measured shapes
         eff["openvino_version"] = ov.get_version()
         self._effective = eff
-
-    def load_phases(self) -> dict[str, float]:
-        """Cold-start phases of the last :meth:`load` in ms: ``read_ms``, ``compile_ms``."""
-        return dict(self._phases)
 
     def _need(self) -> Any:
         if self._compiled is None:
@@ -266,18 +261,6 @@ class OpenVinoBackend:
     def async_executor(self, jobs: int) -> OpenVinoAsyncExecutor:
         """An :class:`openvino.AsyncInferQueue` of ``jobs`` infer requests (the Concurrent executor)."""
         return OpenVinoAsyncExecutor(self._need(), jobs)
-
-    def effective_settings(self) -> dict[str, Any]:
-        """Properties read back from the compiled model after :meth:`load`."""
-        return dict(self._effective)
-
-    def notes(self) -> list[str]:
-        """Warnings from configuration (ONNX Runtime-only settings given)."""
-        return list(self._notes)
-
-    def close(self) -> None:
-        """Drop the compiled model."""
-        self._compiled = None
 
 
 class OpenVinoAsyncExecutor:

@@ -23,6 +23,7 @@ from ..config import SessionOptions
 from ..errors import ModelError, RuntimeFailure, UsageError
 from ..results.model import TensorInfo
 from ..system import default_intra_op_threads
+from .base import RuntimeBackend
 from .ort_config_keys import is_known_key
 from .settings import entries_for
 
@@ -119,7 +120,7 @@ def map_load_error(e: Exception, model_path: Path, providers: list[str]) -> Exce
     return ModelError(f"ONNX Runtime cannot load {model_path.name}: {msg}")
 
 
-class OnnxRuntimeBackend:
+class OnnxRuntimeBackend(RuntimeBackend):
     """ONNX Runtime ``InferenceSession`` with settings under ORT's names.
 
     Args:
@@ -134,12 +135,10 @@ class OnnxRuntimeBackend:
     name = "onnxruntime"
 
     def __init__(self, session: SessionOptions, default_threads: int | None = None, **_: Any) -> None:
-        self._opts = session
+        super().__init__(session)
         self._default_threads = default_threads
         self._session: ort.InferenceSession | None = None
         self._model_path: Path | None = None
-        self._notes: list[str] = []
-        self._effective: dict[str, Any] = {}
         self._providers = parse_providers(list(session.providers))
         available = ort.get_available_providers()
         missing = [p for p, _ in self._providers if p not in available]
@@ -294,18 +293,6 @@ class OnnxRuntimeBackend:
             sess.run(None, feed)
             events = json.loads(Path(sess.end_profiling()).read_text())
         return nodes_by_provider(events)
-
-    def effective_settings(self) -> dict[str, Any]:
-        """Settings as resolved after :meth:`load`."""
-        return dict(self._effective)
-
-    def notes(self) -> list[str]:
-        """Warnings from configuration (unknown session config keys)."""
-        return list(self._notes)
-
-    def close(self) -> None:
-        """Drop the session."""
-        self._session = None
 
 
 def nodes_by_provider(events: list[dict[str, Any]]) -> dict[str, int]:

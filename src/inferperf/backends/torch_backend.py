@@ -41,6 +41,7 @@ from ..config import SessionOptions
 from ..errors import ModelError, UsageError
 from ..results.model import TensorInfo
 from ..system import default_intra_op_threads
+from .base import RuntimeBackend
 from .settings import entries_for
 from .torch_spec import EXPORT_SUFFIXES, TORCHSCRIPT_SUFFIXES, ensure_cwd_importable, is_callable_spec
 
@@ -136,7 +137,7 @@ def _flatten(out: Any) -> list[Any]:
     return []
 
 
-class TorchBackend:
+class TorchBackend(RuntimeBackend):
     """A PyTorch module run under ``torch.inference_mode`` with torch's thread settings.
 
     Args:
@@ -148,9 +149,10 @@ class TorchBackend:
     """
 
     name = "torch"
+    _handle = "_module"  # what close() drops
 
     def __init__(self, session: SessionOptions, default_threads: int | None = None, **_: Any) -> None:
-        self._opts = session
+        super().__init__(session)
         entries = entries_for("torch", session.session_config)
         unknown = [k for k in entries if k not in ("device", "compile")]
         if unknown:
@@ -178,9 +180,6 @@ class TorchBackend:
         self._names: list[str] = []
         self._inputs: list[TensorInfo] = []
         self._outputs: list[TensorInfo] = []
-        self._phases: dict[str, float] = {}
-        self._effective: dict[str, Any] = {}
-        self._notes: list[str] = []
 
     def requested_settings(self) -> dict[str, Any]:
         """Threads, device and compile mode as asked for (``intra_op_num_threads: null`` = effective CPUs)."""
@@ -278,10 +277,6 @@ class TorchBackend:
         if self._device.startswith("cuda"):
             self._effective["cuda_device_name"] = torch.cuda.get_device_name(torch.device(self._device))
 
-    def load_phases(self) -> dict[str, float]:
-        """Cold-start phases of :meth:`load` in ms: ``read_ms``, ``to_device_ms`` (compilation is lazy)."""
-        return dict(self._phases)
-
     def inputs(self) -> list[TensorInfo]:
         """The input signature (from the example inputs)."""
         return list(self._inputs)
@@ -317,14 +312,3 @@ class TorchBackend:
         out = self.runner()(feed)
         return [t.detach().to("cpu").numpy().copy() for t in _flatten(out)]
 
-    def effective_settings(self) -> dict[str, Any]:
-        """Threads, device and compile mode as torch resolved them after :meth:`load`."""
-        return dict(self._effective)
-
-    def notes(self) -> list[str]:
-        """Warnings from configuration."""
-        return list(self._notes)
-
-    def close(self) -> None:
-        """Drop the module."""
-        self._module = None
