@@ -126,9 +126,27 @@ def resolve_shapes(
         UsageError: unknown input name in ``shapes``, rank mismatch, a shape
             contradicting a fixed dim, or dims left unresolved (one line naming each).
     """
-    shapes = dict(shapes or {})
-    dims = dict(dims or {})
+    shapes = _named_shapes(inputs, dict(shapes or {}))
+    dims = _merged_dims(inputs, shapes, dict(dims or {}), batch_size)
     data_shapes = dict(data_shapes or {})
+    resolved: dict[str, list[int]] = {}
+    problems: list[str] = []
+    for spec in inputs:
+        if spec.name in shapes:
+            resolved[spec.name] = _checked_given(spec, list(shapes[spec.name]))
+            continue
+        out = _fill_dims(spec, dims, batch_size, data_shapes.get(spec.name), default_batch)
+        if None in out:
+            problems.append(_unresolved(spec, out))
+        else:
+            resolved[spec.name] = [int(v) for v in out]  # type: ignore[arg-type]
+    if problems:
+        raise UsageError("; ".join(problems))
+    return resolved
+
+
+def _named_shapes(inputs: Sequence[TensorInfo], shapes: dict[str, Sequence[int]]) -> dict[str, Sequence[int]]:
+    """``--shape`` by input name (key ``""`` = the only input); refuses unknown names (UsageError)."""
     names = [i.name for i in inputs]
     if "" in shapes:
         if len(inputs) != 1:
@@ -140,14 +158,23 @@ def resolve_shapes(
     unknown = [n for n in shapes if n not in names]
     if unknown:
         raise UsageError(f"--shape names unknown input(s) {unknown}: the model's inputs are {names}")
+    return shapes
+
+
+def _merged_dims(inputs: Sequence[TensorInfo], shapes: Mapping[str, Sequence[int]], dims: dict[str, int],
+                 batch_size: int | None) -> dict[str, int]:
+    """``--dim`` values plus the symbols an explicit ``--shape`` fixes (shared by every input that has them).
+
+    Raises:
+        UsageError: an unknown symbol, or two sources giving one dim different values (``--shape``,
+            ``--dim``, ``--batch-size``).
+    """
     known_symbols = {d for i in inputs for d in i.shape if _named(d)}
     stray = [d for d in dims if d not in known_symbols]
     if stray:
         raise UsageError(
             f"--dim names unknown symbol(s) {stray}: the model's symbolic dims are {sorted(known_symbols) or 'none'}"
         )
-
-    # symbols fixed by an explicit --shape apply to every other input that shares them
     from_shapes: dict[str, tuple[int, str]] = {}
     for spec in inputs:
         if spec.name in shapes and len(shapes[spec.name]) == len(spec.shape):
@@ -174,56 +201,58 @@ def resolve_shapes(
                     )
                 if _named(lead) and lead in dims and dims[lead] != batch_size:  # type: ignore[operator]
                     raise UsageError(f"--batch-size {batch_size} contradicts --dim {lead}={dims[lead]}: give one")  # type: ignore[index]
-    dims = {**{k: v for k, (v, _) in from_shapes.items()}, **dims}
+    return {**{k: v for k, (v, _) in from_shapes.items()}, **dims}
 
-    resolved: dict[str, list[int]] = {}
-    problems: list[str] = []
-    for spec in inputs:
-        declared = list(spec.shape)
-        if spec.name in shapes:
-            given = list(shapes[spec.name])
-            if len(given) != len(declared):
-                raise UsageError(
-                    f"--shape {spec.name}:{'x'.join(map(str, given))} has rank {len(given)} but input"
-                    f" '{spec.name}' is [{', '.join(map(_label, declared))}] (rank {len(declared)})"
-                )
-            for axis, (want, got) in enumerate(zip(declared, given, strict=True)):
-                if not is_symbolic(want) and want != got:
-                    raise UsageError(
-                        f"--shape {spec.name}:{'x'.join(map(str, given))} contradicts fixed dim {axis} (= {want}) of"
-                        f" input '{spec.name}' [{', '.join(map(_label, declared))}]: keep {want} on axis {axis}"
-                    )
-            resolved[spec.name] = given
-            continue
-        out: list[int | None] = []
-        for axis, d in enumerate(declared):
-            if not is_symbolic(d):
-                out.append(int(d))  # type: ignore[arg-type]
-            elif _named(d) and d in dims:
-                out.append(dims[d])  # type: ignore[index]
-            elif axis == 0 and batch_size is not None:
-                out.append(batch_size)
-            elif spec.name in data_shapes and len(data_shapes[spec.name]) == len(declared):
-                out.append(int(data_shapes[spec.name][axis]))
-            elif axis == 0 and default_batch is not None:
-                out.append(default_batch)
-            else:
-                out.append(None)
-        missing = [axis for axis, v in enumerate(out) if v is None]
-        if missing:
-            open_dims = ", ".join(f"{_label(declared[a])!s} (axis {a})" for a in missing)
-            example = "x".join(str(v) if v is not None else f"D{a}" for a, v in enumerate(out))
-            named = sorted({declared[a] for a in missing if _named(declared[a])})  # type: ignore[type-var]
-            hint = f" or --dim {','.join(f'{n}=N' for n in named)}" if named else ""
-            problems.append(
-                f"input '{spec.name}' [{', '.join(map(_label, declared))}] has unresolved dims {open_dims}:"
-                f" pass --shape {spec.name}:{example} with numbers for D*{hint}"
+
+def _checked_given(spec: TensorInfo, given: list[int]) -> list[int]:
+    """An explicit ``--shape`` checked against the declared rank and fixed dims (UsageError naming the fix)."""
+    declared = list(spec.shape)
+    if len(given) != len(declared):
+        raise UsageError(
+            f"--shape {spec.name}:{'x'.join(map(str, given))} has rank {len(given)} but input"
+            f" '{spec.name}' is [{', '.join(map(_label, declared))}] (rank {len(declared)})"
+        )
+    for axis, (want, got) in enumerate(zip(declared, given, strict=True)):
+        if not is_symbolic(want) and want != got:
+            raise UsageError(
+                f"--shape {spec.name}:{'x'.join(map(str, given))} contradicts fixed dim {axis} (= {want}) of"
+                f" input '{spec.name}' [{', '.join(map(_label, declared))}]: keep {want} on axis {axis}"
             )
+    return given
+
+
+def _fill_dims(spec: TensorInfo, dims: Mapping[str, int], batch_size: int | None,
+               data_shape: Sequence[int] | None, default_batch: int | None) -> list[int | None]:
+    """Each axis from, in order: the fixed dim, ``--dim``, ``--batch-size`` (axis 0), the user data's shape,
+    the default batch (axis 0); None where nothing sets it."""
+    declared = list(spec.shape)
+    out: list[int | None] = []
+    for axis, d in enumerate(declared):
+        if not is_symbolic(d):
+            out.append(int(d))  # type: ignore[arg-type]
+        elif _named(d) and d in dims:
+            out.append(dims[d])  # type: ignore[index]
+        elif axis == 0 and batch_size is not None:
+            out.append(batch_size)
+        elif data_shape is not None and len(data_shape) == len(declared):
+            out.append(int(data_shape[axis]))
+        elif axis == 0 and default_batch is not None:
+            out.append(default_batch)
         else:
-            resolved[spec.name] = [int(v) for v in out]  # type: ignore[arg-type]
-    if problems:
-        raise UsageError("; ".join(problems))
-    return resolved
+            out.append(None)
+    return out
+
+
+def _unresolved(spec: TensorInfo, out: Sequence[int | None]) -> str:
+    """The one-line problem for an input with open dims, with the ``--shape``/``--dim`` that would fix it."""
+    declared = list(spec.shape)
+    missing = [axis for axis, v in enumerate(out) if v is None]
+    open_dims = ", ".join(f"{_label(declared[a])!s} (axis {a})" for a in missing)
+    example = "x".join(str(v) if v is not None else f"D{a}" for a, v in enumerate(out))
+    named = sorted({declared[a] for a in missing if _named(declared[a])})  # type: ignore[type-var]
+    hint = f" or --dim {','.join(f'{n}=N' for n in named)}" if named else ""
+    return (f"input '{spec.name}' [{', '.join(map(_label, declared))}] has unresolved dims {open_dims}:"
+            f" pass --shape {spec.name}:{example} with numbers for D*{hint}")
 
 
 def leading_batch(inputs: Sequence[TensorInfo], resolved: Mapping[str, Sequence[int]]) -> int:
