@@ -10,7 +10,6 @@ compute" is ``asyncio.sleep(0.010)`` and every dispatch time is exact.
 from __future__ import annotations
 
 import asyncio
-import selectors
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -82,42 +81,7 @@ def test_no_delay_and_batching_off_and_flush() -> None:
 # ---------------------------------------------------------------- asyncio on fake time
 
 
-class _JumpingSelector:
-    """A selector that, instead of blocking for ``timeout``, moves the fake clock forward by it."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self._real = selectors.DefaultSelector()
-        self._clock = clock
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        events = self._real.select(0)
-        if not events and timeout:
-            self._clock.advance_ns(round(timeout * 1e9))
-        elif not events and timeout is None:
-            raise RuntimeError("every task waits and no timer is set: the test would hang")
-        return events
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
-class FakeTimeLoop(asyncio.SelectorEventLoop):
-    """An event loop whose ``time()`` is the fake clock; idle waits jump the clock to the next timer."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__(_JumpingSelector(clock))  # type: ignore[arg-type]
-        self._fake = clock
-
-    def time(self) -> float:
-        return self._fake.now_ns() / 1e9
-
-
-def run_fake(clock: FakeClock, main: Callable[[], Awaitable[Any]]) -> Any:
-    loop = FakeTimeLoop(clock)
-    try:
-        return loop.run_until_complete(asyncio.wait_for(main(), timeout=60.0))  # 60 s of FAKE time
-    finally:
-        loop.close()
+from tests.fake_loop import FakeTimeLoop, run_fake  # noqa: E402,F401  (moved to tests/fake_loop.py)
 
 
 class Recorder:
