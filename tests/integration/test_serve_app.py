@@ -332,8 +332,17 @@ def test_concurrent_clients_each_get_their_own_rows(mlp) -> None:
     assert f'inferperf_requests_total{{model="mlp",status="200"}} {float(n_clients * per_client)}' in metrics
 
 
+async def _until(check: Any, what: str, steps: int = 1000) -> None:
+    """Poll ``check()`` every 5 ms, at most ``steps`` times (~5 s); fail naming ``what``."""
+    for _ in range(steps):
+        if check():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"timed out waiting until {what}")
+
+
 def test_full_queue_is_503_with_retry_after(mlp) -> None:
-    opts = ServeOptions(max_batch_size=8, max_queue_delay_us=400_000, max_queue_size=2)
+    opts = ServeOptions(max_batch_size=8, max_queue_delay_us=1_500_000, max_queue_size=2)
     x = np.ones((1, 32), np.float32)
     with serving(str(mlp), _cfg(), opts, name="mlp") as handle:
 
@@ -341,35 +350,37 @@ def test_full_queue_is_503_with_retry_after(mlp) -> None:
             body, headers = _x_body(x)
             async with httpx.AsyncClient(base_url=handle.url, timeout=10) as c:
                 first = [asyncio.create_task(c.post("/v2/models/mlp/infer", content=body, headers=headers)) for _ in range(2)]
-                await asyncio.sleep(0.15)  # both queued, waiting for the delay
+                await _until(lambda: handle.metrics.value("queue_depth", "mlp") == 2, "both wait in the queue")
                 third = await c.post("/v2/models/mlp/infer", content=body, headers=headers)
                 return [*(await asyncio.gather(*first)), third]
 
         a, b, third = asyncio.run(go())
         metrics = httpx.get(f"{handle.url}/metrics").text
-    assert (a.status_code, b.status_code) == (200, 200)
+    assert (a.status_code, b.status_code) == (200, 200)  # exactly max_queue_size admitted
     assert third.status_code == 503 and third.headers["retry-after"] == "1" and "queue is full" in third.json()["error"]
     assert 'inferperf_rejected_total{model="mlp",reason="queue_full"} 1.0' in metrics
     assert 'inferperf_queue_depth{model="mlp"} 0.0' in metrics
 
 
 def test_disconnected_client_rows_are_not_executed(mlp) -> None:
-    opts = ServeOptions(max_batch_size=8, max_queue_delay_us=300_000)
+    opts = ServeOptions(max_batch_size=8, max_queue_delay_us=1_000_000)
+    body, headers = _x_body(np.ones((1, 32), np.float32))
     with serving(str(mlp), _cfg(), opts, name="mlp") as handle:
 
         async def go() -> None:
-            body, headers = _x_body(np.ones((1, 32), np.float32))
-            async with httpx.AsyncClient(base_url=handle.url, timeout=0.1) as c:
-                with pytest.raises(httpx.ReadTimeout):
-                    await c.post("/v2/models/mlp/infer", content=body, headers=headers)
-            await asyncio.sleep(0.5)  # past the delay: the batch would have run by now
+            async with httpx.AsyncClient(base_url=handle.url, timeout=10) as c:
+                task = asyncio.create_task(c.post("/v2/models/mlp/infer", content=body, headers=headers))
+                await _until(lambda: handle.metrics.value("queue_depth", "mlp") == 1, "the request is queued")
+                task.cancel()  # the client goes away: its connection is closed
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            await _until(lambda: handle.metrics.value("cancelled", "mlp") == 1, "the batcher drops it", steps=600)
 
         asyncio.run(go())
         stats = httpx.get(f"{handle.url}/v2/models/mlp/stats").json()["model_stats"][0]
         metrics = httpx.get(f"{handle.url}/metrics").text
-        ok = httpx.post(f"{handle.url}/v2/models/mlp/infer", content=_x_body(np.ones((1, 32), np.float32))[0],
-                        headers=_x_body(np.ones((1, 32), np.float32))[1], timeout=10)  # fmt: skip
-    assert stats["inference_count"] == 0 and stats["execution_count"] == 0
+        ok = httpx.post(f"{handle.url}/v2/models/mlp/infer", content=body, headers=headers, timeout=10)
+    assert stats["inference_count"] == 0 and stats["execution_count"] == 0  # the model never saw its rows
     assert 'inferperf_cancelled_total{model="mlp"} 1.0' in metrics
     assert 'inferperf_queue_depth{model="mlp"} 0.0' in metrics
     assert ok.status_code == 200
@@ -396,9 +407,12 @@ def test_graceful_shutdown_under_load_answers_every_accepted_request(mlp) -> Non
         async def go() -> dict[str, int]:
             async with httpx.AsyncClient(base_url=handle.url, timeout=20) as c:
                 tasks = [asyncio.create_task(client(c)) for _ in range(16)]
-                await asyncio.sleep(0.3)
                 async with httpx.AsyncClient(base_url=handle.url, timeout=5) as probe:
-                    busy = handle.metrics.value("inflight", "mlp")
+                    for _ in range(1000):  # bounded: until requests are in flight (at most ~5 s)
+                        busy = handle.metrics.value("inflight", "mlp")
+                        if busy >= 4:
+                            break
+                        await asyncio.sleep(0.005)
                     handle.begin_shutdown()
                     ready = (await probe.get("/v2/health/ready")).status_code
                     live = (await probe.get("/v2/health/live")).status_code
