@@ -6,11 +6,12 @@ import datetime as _dt
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
+from ..config import BenchConfig
 from ..errors import GateFailed, UsageError
 from ..measure.loop import LiveState
 from ..results.io import save
@@ -127,6 +128,30 @@ def bench_command(
         "repeat": repeat,
         "sampler": False if no_sampler else None,
     }
+    _check_flags(flags, model, cpus, null_latency_ms)
+    compare = backend is not None and "," in backend
+    if compare:
+        flags["backend"] = None  # each runtime of the comparison is set per case
+    cfg = build_config(flags, config)
+    if output is not None:
+        check_writable(output)
+    if compare:
+        from .runtimes import compare_command
+
+        return compare_command(model or DEFAULT_MODEL, backend, cfg, output, json_out, fail_on_invalid)
+    result = _measure(model or DEFAULT_MODEL, cfg, output)
+    _report(result, output, json_out)
+    if fail_on_invalid and not result.validity.valid:
+        raise GateFailed(f"result is INVALID ({'; '.join(result.validity.reasons)}) and --fail-on-invalid is set")
+    return 0
+
+
+def _check_flags(flags: dict[str, Any], model: str | None, cpus: str | None, null_latency_ms: str | None) -> None:
+    """Parse ``--cpus`` and ``--null-latency-ms`` into ``flags``; refuse an empty model and contradicting flags.
+
+    Raises:
+        UsageError: one line naming the flag and the fix.
+    """
     if cpus is not None:
         from ..measure.placement import parse_cpus
 
@@ -138,22 +163,17 @@ def bench_command(
             flags["null_latency_ms"] = [float(x) for x in null_latency_ms.split(",") if x.strip()]
         except ValueError:
             raise UsageError(f"malformed --null-latency-ms {null_latency_ms!r}: use numbers in ms, e.g. 1.5,2") from None
-    if scenario == "single-stream" and concurrency and concurrency > 1:
+    concurrency = flags.get("concurrency")
+    if flags.get("scenario") == "single-stream" and concurrency and concurrency > 1:
         raise UsageError(f"--scenario single-stream contradicts --concurrency {concurrency}: drop one")
-    compare = backend is not None and "," in backend
-    if compare:
-        flags["backend"] = None  # each runtime of the comparison is set per case
-    cfg = build_config(flags, config)
-    if output is not None:
-        check_writable(output)
-    if compare:
-        from .runtimes import compare_command
 
-        return compare_command(model or DEFAULT_MODEL, backend, cfg, output, json_out, fail_on_invalid)
+
+def _measure(model: str, cfg: BenchConfig, output: Path | None) -> Result:
+    """Run :func:`inferperf.measure.bench.bench` with progress on stderr; with repeats each finished run is
+    printed, and saved under ``OUTPUT/runs/`` when ``--output`` is a folder."""
     from ..measure.bench import bench
 
     err = Console(stderr=True)
-    live = LiveState()
     argv = ["inferperf", *sys.argv[1:]]
     run_dir = output if output is not None and output.suffix != ".json" else None
 
@@ -167,10 +187,14 @@ def bench_command(
                   f" (pid {pid}){where}", highlight=False)
 
     if cfg.repeat > 1 or cfg.placement.numa_node is not None:
-        result = bench(model or DEFAULT_MODEL, cfg, command=argv, on_run=on_run)
-    else:
-        with live_progress(live, cfg.stop.min_iterations, cfg.stop.min_duration_s, err):
-            result = bench(model or DEFAULT_MODEL, cfg, live=live, command=argv)
+        return bench(model, cfg, command=argv, on_run=on_run)
+    live = LiveState()
+    with live_progress(live, cfg.stop.min_iterations, cfg.stop.min_duration_s, err):
+        return bench(model, cfg, live=live, command=argv)
+
+
+def _report(result: Result, output: Path | None, json_out: bool) -> None:
+    """Save the Result to ``--output`` (if given), then print it as JSON (``--json``) or as the table."""
     written = None
     if output is not None:
         written = save(result, output_path(output, result))
@@ -178,6 +202,3 @@ def bench_command(
         sys.stdout.write(result.model_dump_json(indent=1) + "\n")
     else:
         print_result(result, Console(), str(written) if written else None)
-    if fail_on_invalid and not result.validity.valid:
-        raise GateFailed(f"result is INVALID ({'; '.join(result.validity.reasons)}) and --fail-on-invalid is set")
-    return 0
