@@ -220,17 +220,9 @@ def test_sigterm_during_warmup_ends_promptly(extra):
 def test_worker_bug_is_an_internal_error_with_its_traceback_under_debug(tmp_path):
     """A bug inside a worker (planted through sitecustomize) is an internal error, not a runtime failure; --debug
     prints the worker's own traceback (issue 10 item 6)."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import os\n"
-        "if os.environ.get('INFERPERF_WORKER') == '1':\n"
-        "    import inferperf.measure.assemble as a\n"
-        "    def planted_bug(*args, **kwargs):\n"
-        "        raise KeyError('planted bug')\n"
-        "    a.summarize = planted_bug\n"
-    )
-    env = {"PYTHONPATH": str(site)}
+    from tests.integration.test_repeats import planted_bug_env
+
+    env = planted_bug_env(tmp_path / "site")
     p = cli("bench", "zoo:tiny-cnn", *FAST, "--repeat", "2", env=env)
     assert p.returncode == 1
     assert p.stderr.strip() == "error: internal error KeyError: 'planted bug' (rerun with --debug and report it)"

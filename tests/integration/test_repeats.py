@@ -66,7 +66,7 @@ def test_numa_node_binding_recorded():
         bench("zoo:tiny-cnn", BenchConfig(placement=Placement(numa_node=99), **QUICK))
 
 
-def _planted_bug(folder):
+def planted_bug_env(folder):
     """A sitecustomize that plants a bug (KeyError) in every worker process's measurement code."""
     folder.mkdir(exist_ok=True)
     (folder / "sitecustomize.py").write_text(
@@ -85,7 +85,7 @@ def test_worker_bug_is_internal_with_its_traceback(tmp_path):
     worker's traceback chained, instead of a MeasurementError without one (issue 10 item 6)."""
     from inferperf.measure.jobs import WorkerInternalError, WorkerTraceback
 
-    cfg = BenchConfig(repeat=2, env=_planted_bug(tmp_path / "site"), **QUICK)
+    cfg = BenchConfig(repeat=2, env=planted_bug_env(tmp_path / "site"), **QUICK)
     with pytest.raises(WorkerInternalError) as info:
         bench("zoo:tiny-cnn", cfg)
     assert type(info.value).__name__ == "KeyError" and "planted bug" in str(info.value)
