@@ -1,0 +1,449 @@
+"""The load driver: one step of closed-loop or open-loop load, raw samples out.
+
+- **Closed loop** (:class:`Closed`, scenario Concurrent): ``concurrency``
+  streams, each with its own connection, send the next request as soon as the
+  previous one is answered (perf_analyzer's concurrency mode).
+- **Open loop** (:class:`Open`, scenario Server): one schedule
+  (:mod:`inferperf.measure.arrivals`) hands out send times; each request is
+  sent at its time on an idle connection, a new one while fewer than
+  ``max_connections`` are open, or waits for one (counted in
+  ``connections_ran_out``). Latency is taken from the *scheduled* time
+  (corrected for coordinated omission); the actual send time is kept beside.
+
+Time zero is taken after the first connections are open (so the first second
+is not a burst of connects). The first ``warmup_s`` is never counted. Then:
+``duration_s`` measures that long (windows only report stability);
+``requests`` stops after that many measured sends and waits for their answers;
+otherwise windows of ``interval_ms`` run until throughput and p99 of the last
+3 windows are each within ``stability_percentage`` of their mean
+(perf_analyzer's rule: max <= mean x (1 + p) and min >= mean x (1 - p)), at
+most ``max_trials`` windows; the measured span is then those last 3 windows
+and an unstable step is kept and marked. A window belongs to the requests that
+*completed* in it (throughput = completions / window wall time).
+
+Requests still unanswered at the end are cancelled and stay in the samples
+with ``done_ns == -1``: counted as incomplete, never dropped. Errors are
+samples with an error code (see :mod:`.transport`); after a failed connect a
+closed-loop stream waits ``RECONNECT_BACKOFF_S`` before trying again, so a
+dead target costs no CPU and the step still ends on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..measure.arrivals import Schedule
+from .transport import CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
+
+RECONNECT_BACKOFF_S = 0.010
+#: a send this much after its scheduled time is "late" (ns).
+LATE_SEND_NS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Closed:
+    """Closed loop: ``concurrency`` streams, one outstanding request each."""
+
+    concurrency: int
+
+
+@dataclass(frozen=True)
+class Open:
+    """Open loop: send at ``schedule``'s times over at most ``max_connections`` connections.
+
+    ``initial_connections`` are opened before time zero (default: enough for 50 ms of latency at the
+    schedule's rate, at least 1, at most ``max_connections``).
+    """
+
+    schedule: Schedule
+    max_connections: int = 256
+    initial_connections: int | None = None
+
+    def first_connections(self) -> int:
+        """How many connections to open before time zero."""
+        if self.initial_connections is not None:
+            return max(1, min(self.max_connections, self.initial_connections))
+        rate = self.schedule.describe().get("rate_per_s") or 20.0
+        return max(1, min(self.max_connections, math.ceil(rate * 0.05)))
+
+
+@dataclass(frozen=True)
+class WindowRule:
+    """perf_analyzer's window rule: ``interval_ms`` windows, stable when the last ``consecutive`` windows'
+    throughput and p99 are within ``stability_percentage`` of their mean, at most ``max_trials`` windows."""
+
+    interval_ms: int = 5000
+    stability_percentage: float = 10.0
+    max_trials: int = 10
+    consecutive: int = 3
+
+
+@dataclass
+class StepSamples:
+    """Raw per-request samples of one step and how the step ran.
+
+    Arrays (one entry per request, numpy): ``scheduled_ns``, ``sent_ns`` (-1 = never sent),
+    ``done_ns`` (-1 = not answered: incomplete), all absolute clock ns (int64); ``status`` (HTTP,
+    0 = none, int16); ``error`` (int8 index into ``error_kinds``, 0 = success); ``worker`` (int16).
+    In closed loop ``scheduled_ns == sent_ns``. Corrected latency = done - scheduled; uncorrected =
+    done - sent.
+
+    ``t0_ns``: time zero (connections open); ``measure_start_ns``/``measure_end_ns``: the measured
+    span; ``windows_ns``: ``[(start, end), ...]`` of the windows run; ``stable``: the window rule's
+    verdict (None when fewer windows than it needs); ``client_cpu_s``: this process's CPU seconds
+    over the measured span; ``connections_peak``, ``connections_ran_out`` (requests that waited for a
+    connection at the cap), ``max_connections``.
+    """
+
+    mode: str
+    concurrency: int | None
+    schedule: dict[str, Any] | None
+    scheduled_ns: np.ndarray
+    sent_ns: np.ndarray
+    done_ns: np.ndarray
+    status: np.ndarray
+    error: np.ndarray
+    worker: np.ndarray
+    error_kinds: list[str]
+    t0_ns: int
+    measure_start_ns: int
+    measure_end_ns: int
+    windows_ns: list[tuple[int, int]] = field(default_factory=list)
+    stable: bool | None = None
+    client_cpu_s: float = 0.0
+    connections_peak: int = 0
+    connections_ran_out: int = 0
+    max_connections: int = 0
+    workers: int = 1
+    transport: dict[str, Any] = field(default_factory=dict)
+
+    def measured(self) -> np.ndarray:
+        """Boolean mask of requests that completed (with or without error) in the measured span (start, end]."""
+        d = self.done_ns
+        return (d > self.measure_start_ns) & (d <= self.measure_end_ns)
+
+    def incomplete_mask(self) -> np.ndarray:
+        """Requests due inside the measured span (or sent in it) with no answer by its end."""
+        d = self.done_ns
+        due = (self.scheduled_ns <= self.measure_end_ns) & ((self.sent_ns >= self.measure_start_ns) |
+                                                            (self.scheduled_ns >= self.measure_start_ns))
+        return due & ((d < 0) | (d > self.measure_end_ns))
+
+    @property
+    def duration_s(self) -> float:
+        """Measured wall time, s."""
+        return max(0, self.measure_end_ns - self.measure_start_ns) / 1e9
+
+
+def window_figures(s: StepSamples, a_ns: int, b_ns: int) -> dict[str, float]:
+    """Completions (successes) in ``(a_ns, b_ns]`` of ``s``: ``count``, ``queries_per_s``, ``p50_ms``,
+    ``p99_ms`` of corrected latency (0 when empty)."""
+    return _window(s.scheduled_ns, s.done_ns, s.error, a_ns, b_ns)
+
+
+def _window(sched: np.ndarray, done: np.ndarray, err: np.ndarray, a: int, b: int) -> dict[str, float]:
+    sel = (done > a) & (done <= b) & (err == 0)
+    lat = (done[sel] - sched[sel]) / 1e6
+    width_s = max(b - a, 1) / 1e9
+    return {"count": int(lat.size), "queries_per_s": lat.size / width_s,
+            "p50_ms": float(np.percentile(lat, 50)) if lat.size else 0.0,
+            "p99_ms": float(np.percentile(lat, 99)) if lat.size else 0.0}  # fmt: skip
+
+
+def is_stable(windows: Sequence[dict[str, float]], percentage: float, consecutive: int = 3) -> bool | None:
+    """perf_analyzer's rule over the last ``consecutive`` windows (None when there are fewer)."""
+    if len(windows) < consecutive:
+        return None
+    last = windows[-consecutive:]
+    if any(w["count"] == 0 for w in last):
+        return False
+    p = percentage / 100.0
+    for key in ("queries_per_s", "p99_ms"):
+        vals = [w[key] for w in last]
+        mean = sum(vals) / len(vals)
+        if max(vals) > mean * (1 + p) or min(vals) < mean * (1 - p):
+            return False
+    return True
+
+
+def cpu_seconds() -> float:
+    """This process's user + system CPU time, s."""
+    t = os.times()
+    return t.user + t.system
+
+
+
+
+class _StepRun:
+    """Mutable state of one step: the per-request lists, the stop flag, the pool."""
+
+    def __init__(self, pool: ConnectionPool, payloads: Sequence[Any], clock: Clock, timeout_s: float,
+                 worker_id: int, requests: int | None) -> None:  # fmt: skip
+        self.pool, self.payloads, self.clock = pool, payloads, clock
+        self.timeout_s = timeout_s
+        self.worker_id = worker_id
+        self.requests = requests
+        self.sched: list[int] = []
+        self.sent: list[int] = []
+        self.done: list[int] = []
+        self.status: list[int] = []
+        self.err: list[int] = []
+        self.kinds: dict[str, int] = {"": 0}
+        self.stopping = False
+        self.measure_start_ns: int | None = None
+        self.measured_sends = 0
+        self.outstanding = 0
+        self.finished = asyncio.Event()  # no more sends and nothing outstanding
+
+    def new(self, sched_ns: int) -> int:
+        self.sched.append(sched_ns)
+        self.sent.append(-1)
+        self.done.append(-1)
+        self.status.append(0)
+        self.err.append(0)
+        return len(self.sched) - 1
+
+    def may_send(self) -> bool:
+        """Counts a measured send against ``requests``; False once the step stops sending."""
+        if self.stopping:
+            return False
+        if self.requests is not None and self.clock.now_ns() >= (self.measure_start_ns or 0):
+            if self.measured_sends >= self.requests:
+                return False
+            self.measured_sends += 1
+        return True
+
+    def finish(self, i: int, r: Response) -> None:
+        self.done[i] = self.clock.now_ns()
+        self.status[i] = r.status
+        if r.error_kind is not None:
+            self.err[i] = self.kinds.setdefault(r.error_kind, len(self.kinds))
+
+    async def exchange(self, conn: Connection, i: int) -> None:
+        """Send request ``i`` on ``conn`` now and record the answer (timeout closes the connection)."""
+        self.outstanding += 1
+        self.sent[i] = self.clock.now_ns()
+        try:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    r = await conn.send(self.payloads[i % len(self.payloads)] if self.payloads else None)
+            except TimeoutError:
+                conn.close()
+                r = Response(0, 0, TIMEOUT)
+            self.finish(i, r)
+        finally:
+            self.outstanding -= 1
+
+    async def closed_stream(self) -> None:
+        conn: Connection | None = None
+        try:
+            while self.may_send():
+                if conn is None or not conn.open:
+                    if conn is not None:
+                        self.pool.release(conn)
+                    try:
+                        conn = await self.pool.acquire()
+                    except ConnectError:
+                        conn = None
+                        now = self.clock.now_ns()
+                        i = self.new(now)
+                        self.sent[i] = now
+                        self.finish(i, Response(0, 0, CONNECT))
+                        await asyncio.sleep(RECONNECT_BACKOFF_S)
+                        continue
+                await self.exchange(conn, self.new(self.clock.now_ns()))
+        finally:
+            if conn is not None:
+                self.pool.release(conn)
+
+    async def open_request(self, sched_ns: int) -> None:
+        i = self.new(sched_ns)
+        self.outstanding += 1
+        try:
+            conn = await self.pool.acquire()
+        except ConnectError:
+            self.sent[i] = self.clock.now_ns()
+            self.finish(i, Response(0, 0, CONNECT))
+            return
+        finally:
+            self.outstanding -= 1
+        try:
+            await self.exchange(conn, i)
+        finally:
+            self.pool.release(conn)
+            self._maybe_finished()
+
+    def _maybe_finished(self) -> None:
+        if self.stopping and self.outstanding == 0:
+            self.finished.set()
+
+    async def dispatch(self, schedule: Schedule, t0: int, tasks: set[asyncio.Task[None]]) -> None:
+        """Open loop: start each request at its scheduled time until the step stops or the schedule ends."""
+        while True:
+            off = schedule.next_offset_ns()
+            if off is None or not self.may_send():
+                break
+            t = t0 + off
+            wait_ns = t - self.clock.now_ns()
+            if wait_ns > 0:
+                await asyncio.sleep(wait_ns / 1e9)
+            if self.stopping:
+                break
+            task = asyncio.ensure_future(self.open_request(t))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        self.stopping = True
+        if tasks:
+            await asyncio.gather(*list(tasks), return_exceptions=True)
+        self.finished.set()
+
+    async def until(self, t_ns: int) -> bool:
+        """Wait until clock time ``t_ns`` or until the step finished on its own; True when it finished."""
+        wait_ns = t_ns - self.clock.now_ns()
+        if self.finished.is_set():
+            return True
+        if wait_ns <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self.finished.wait(), wait_ns / 1e9)
+            return True
+        except TimeoutError:
+            return False
+
+
+async def _control(run: _StepRun, rule: WindowRule, start_ns: int, duration_ns: int | None) -> tuple:
+    """Decide the measured span: fixed duration, ``requests``, or windows until stable."""
+    interval = rule.interval_ms * 1_000_000
+    if run.requests is not None:
+        await run.finished.wait()
+        end = max([d for d in run.done if d >= 0] or [start_ns])
+        n = max(1, (end - start_ns) // interval)
+        return start_ns, end, _equal(start_ns, end, n), None
+    if duration_ns is not None:
+        ended = await run.until(start_ns + duration_ns)
+        end = run.clock.now_ns() if ended else start_ns + duration_ns
+        n = max(1, (end - start_ns) // interval)
+        wins = _equal(start_ns, end, n)
+        return start_ns, end, wins, _stability(run, wins, rule)
+    wins: list[tuple[int, int]] = []
+    for k in range(rule.max_trials):
+        a, b = start_ns + k * interval, start_ns + (k + 1) * interval
+        ended = await run.until(b)
+        if ended:
+            b = min(b, run.clock.now_ns())
+        wins.append((a, b))
+        stable = _stability(run, wins, rule)
+        if stable or ended:
+            break
+    last = wins[-rule.consecutive:]
+    return last[0][0], last[-1][1], wins, _stability(run, wins, rule)
+
+
+def _equal(a: int, b: int, n: int) -> list[tuple[int, int]]:
+    edges = [a + (b - a) * k // n for k in range(n + 1)]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _stability(run: _StepRun, wins: list[tuple[int, int]], rule: WindowRule) -> bool | None:
+    sched, done = np.asarray(run.sched, np.int64), np.asarray(run.done, np.int64)
+    err = np.asarray(run.err, np.int8)
+    figs = [_window(sched, done, err, a, b) for a, b in wins]
+    return is_stable(figs, rule.stability_percentage, rule.consecutive)
+
+
+async def run_step(
+    transport: Transport,
+    mode: Closed | Open,
+    *,
+    payloads: Sequence[Any] = (),
+    warmup_s: float = 2.0,
+    duration_s: float | None = None,
+    requests: int | None = None,
+    windows: WindowRule = WindowRule(),
+    timeout_s: float = 30.0,
+    clock: Clock = SYSTEM_CLOCK,
+    pool: ConnectionPool | None = None,
+    worker_id: int = 0,
+    cpu: Callable[[], float] = cpu_seconds,
+    start_at_ns: int | None = None,
+) -> StepSamples:
+    """Run one step of load and return its raw samples (see the module docstring for the rules).
+
+    Args:
+        transport: where requests go (``HttpTransport`` or ``SimulatedServer``).
+        mode: ``Closed(concurrency)`` or ``Open(schedule, max_connections)``.
+        payloads: request payloads cycled through (request i gets ``payloads[i % len]``).
+        warmup_s: seconds from time zero never counted.
+        duration_s: measured seconds (None: ``requests`` or windows until stable).
+        requests: stop after this many measured sends and wait for their answers.
+        windows: the window rule.
+        timeout_s: per-request deadline (an expired request is a ``timeout`` error).
+        clock: time source; the running event loop must run on the same clock.
+        pool: connections kept open across steps (default: a new pool, closed at the end).
+        worker_id: recorded in ``StepSamples.worker`` (``--workers``).
+        cpu: CPU-seconds reader for the honest-client check.
+        start_at_ns: time zero given by a coordinator (``--workers``); default: now, connections open.
+
+    Returns:
+        StepSamples with every request sent (warm-up included; select with ``measured()``).
+    """
+    closed = isinstance(mode, Closed)
+    cap = mode.concurrency if closed else mode.max_connections
+    own_pool = pool is None
+    pool = pool or ConnectionPool(transport, cap)
+    pool.max_connections = max(pool.max_connections, cap)
+    await pool.fill(mode.concurrency if closed else mode.first_connections())
+    run = _StepRun(pool, payloads, clock, timeout_s, worker_id, requests)
+    run.measure_start_ns = 1 << 62  # until time zero is known
+    if start_at_ns is not None and start_at_ns > clock.now_ns():
+        await asyncio.sleep((start_at_ns - clock.now_ns()) / 1e9)
+    t0 = clock.now_ns()
+    tasks: set[asyncio.Task[None]] = set()
+    if closed:
+        senders = [asyncio.ensure_future(run.closed_stream()) for _ in range(mode.concurrency)]
+
+        async def watch() -> None:
+            await asyncio.gather(*senders, return_exceptions=True)
+            run.stopping = True
+            run.finished.set()
+
+        main = asyncio.ensure_future(watch())
+    else:
+        main = asyncio.ensure_future(run.dispatch(mode.schedule, t0, tasks))
+    start = t0 + round(warmup_s * 1e9)
+    run.measure_start_ns = start
+    await run.until(start)
+    cpu0 = cpu()
+    span = await _control(run, windows, start, None if duration_s is None else round(duration_s * 1e9))
+    cpu_s = cpu() - cpu0
+    run.stopping = True
+    for t in [main, *tasks, *(senders if closed else [])]:
+        t.cancel()
+    await asyncio.gather(main, *tasks, *(senders if closed else []), return_exceptions=True)
+    if own_pool:
+        pool.close()
+    n = len(run.sched)
+    kinds = sorted(run.kinds, key=run.kinds.__getitem__)
+    return StepSamples(
+        mode="closed" if closed else "open", concurrency=mode.concurrency if closed else None,
+        schedule=None if closed else mode.schedule.describe(),
+        scheduled_ns=np.asarray(run.sched, np.int64), sent_ns=np.asarray(run.sent, np.int64),
+        done_ns=np.asarray(run.done, np.int64), status=np.asarray(run.status, np.int16),
+        error=np.asarray(run.err, np.int8), worker=np.full(n, worker_id, np.int16), error_kinds=kinds,
+        t0_ns=t0, measure_start_ns=span[0], measure_end_ns=span[1], windows_ns=span[2], stable=span[3],
+        client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,
+        max_connections=cap, transport=transport.describe(),
+    )  # fmt: skip
+
+
+__all__ = ["Closed", "LATE_SEND_NS", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",
+           "window_figures", "cpu_seconds"]
