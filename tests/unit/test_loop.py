@@ -253,3 +253,27 @@ def test_shuffled_rounds_is_the_one_schedule():
     for r in range(2):
         assert sorted(s.case for s in slots if s.round == r) == [0, 1, 2]
     assert list(shuffled_rounds(0, 3)) == [] and list(shuffled_rounds(4, 0)) == []
+
+
+def test_every_measured_query_failing_names_the_runtime_error(monkeypatch):
+    """Warm-up passes, then every measured query raises: the one line names the runtime's first error (it used to
+    say 'rerun with --debug to see the runtime error', which --debug could not show), chained for --debug."""
+    from inferperf.backends.null import NullBackend
+    from inferperf.errors import MeasurementError
+
+    def late_failing_runner(self):
+        calls = {"n": 0}
+
+        def run(feed):
+            calls["n"] += 1
+            if calls["n"] > 1:  # the one warm-up call succeeds
+                raise RuntimeError("kernel exploded late")
+
+        return run
+
+    monkeypatch.setattr(NullBackend, "runner", late_failing_runner)
+    with pytest.raises(MeasurementError) as info:
+        bench("null", _fast_null(), clock=FakeClock())
+    assert str(info.value) == ("every measured query failed (RuntimeError x100); the first: null failed while running:"
+                               " RuntimeError: kernel exploded late")
+    assert isinstance(info.value.__cause__, RuntimeError)

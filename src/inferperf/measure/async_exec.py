@@ -120,12 +120,14 @@ def _measure(executor: Any, submit: Callable[[], None], state: dict[str, Any], l
     max_end = t_begin + int(max_duration_s * 1e9)
     stopped_by = "rule"
     errors: dict[str, int] = {}
+    first_error: BaseException | None = None
     while True:
         try:
             submit()
         except Exception as e:  # a failed start is counted, like a failed call in a thread stream
             kind = type(e).__name__
             errors[kind] = errors.get(kind, 0) + 1
+            first_error = first_error or e
             if errors[kind] >= 100 and not any(lat):
                 break
         t = now()
@@ -146,6 +148,7 @@ def _measure(executor: Any, submit: Callable[[], None], state: dict[str, Any], l
         out.stream_ids.extend([k] * len(lat[k]))
         out.per_stream_counts.append(len(lat[k]))
     out.errors = errors
+    out.first_error = first_error
     out.duration_ns = max(last_end[0] - t_begin, 0)
     total = sum(out.per_stream_counts)
     if stopped_by == "cap" and total >= min_iterations and out.duration_ns >= min_duration_s * 1e9:

@@ -138,6 +138,8 @@ def run_once(
                 measured = run_scenario(cfg, backend, runners, workload.feeds, clock, live, sampler,
                                         shared_session=len(sessions.backends) == 1)
                 eff.update(measured.settings)
+                if not measured.latency_ns and measured.first_error is not None:
+                    _all_failed(cfg.backend, measured)
                 reference = _reference(cfg, runners[0], workload, measured, clock, notes)
             except RunCallFailed as e:  # only the runtime's own call is the runtime's failure; else a bug
                 raise _map_run_error(cfg.backend, e.error) from e.error
@@ -149,6 +151,18 @@ def run_once(
     finally:
         if affinity is not None and os.sched_getaffinity(0) != affinity:
             os.sched_setaffinity(0, affinity)  # a library caller gets its CPUs back
+
+
+def _all_failed(backend_name: str, measured: Any) -> None:
+    """Every measured query raised: report the first runtime error as one line (its traceback under --debug).
+
+    Raises:
+        the mapped error's class (RuntimeFailure, UsageError, MeasurementError) with the counts by kind.
+    """
+    first = measured.first_error
+    mapped = _map_run_error(backend_name, first)
+    counts = ", ".join(f"{k} x{v}" for k, v in measured.errors.items())
+    raise type(mapped)(f"every measured query failed ({counts}); the first: {mapped}") from first
 
 
 def _reference(cfg: BenchConfig, run: Any, workload: Any, measured: Any, clock: Clock,

@@ -32,6 +32,7 @@ class StreamSamples:
         per_stream_counts: completed queries per stream.
         errors: exception kind -> count.
         stopped_by: ``rule`` or ``cap``.
+        first_error: the first exception a measured query raised in any stream (None if none did).
     """
 
     warmup_latency_ns: list[list[int]] = field(default_factory=list)
@@ -42,6 +43,7 @@ class StreamSamples:
     per_stream_counts: list[int] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     stopped_by: str = "rule"
+    first_error: BaseException | None = None
 
 
 class _Stream(threading.Thread):
@@ -55,6 +57,7 @@ class _Stream(threading.Thread):
         self.last_end = 0
         self.errors: dict[str, int] = {}
         self.failure: BaseException | None = None
+        self.first_error: BaseException | None = None
 
     def run(self) -> None:  # noqa: D102 - thread body
         now = self.clock.now_ns
@@ -85,6 +88,8 @@ class _Stream(threading.Thread):
                 t1 = now()
                 kind = type(e).__name__
                 self.errors[kind] = self.errors.get(kind, 0) + 1
+                if self.first_error is None:
+                    self.first_error = e
             else:
                 t1 = now()
                 lat.append(t1 - t0)
@@ -182,6 +187,7 @@ def measure_concurrent(
         out.per_stream_counts.append(len(s.lat))
         for kind, c in s.errors.items():
             out.errors[kind] = out.errors.get(kind, 0) + c
+        out.first_error = out.first_error or s.first_error
     out.duration_ns = max((s.last_end for s in streams), default=t_begin) - t_begin
     if out.stopped_by == "cap" and sum(out.per_stream_counts) >= min_iterations and out.duration_ns >= min_duration_s * 1e9:
         out.stopped_by = "rule"

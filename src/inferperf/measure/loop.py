@@ -34,6 +34,7 @@ class LoopSamples:
         duration_ns: from ``t0_ns`` to the end of the last measured query.
         errors: exception kind -> count, for measured queries that raised.
         stopped_by: ``rule`` (both minimums met) or ``cap`` (max duration reached first).
+        first_error: the first exception a measured query raised (None if none did).
     """
 
     warmup_latency_ns: list[int] = field(default_factory=list)
@@ -43,6 +44,7 @@ class LoopSamples:
     duration_ns: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     stopped_by: str = "rule"
+    first_error: BaseException | None = None
 
 
 class RunCallFailed(Exception):
@@ -173,6 +175,8 @@ def measure_stream(
             t1 = now()
             kind = type(e).__name__
             s.errors[kind] = s.errors.get(kind, 0) + 1
+            if s.first_error is None:
+                s.first_error = e
         else:
             t1 = now()
             push0(t0)

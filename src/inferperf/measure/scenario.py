@@ -44,6 +44,7 @@ class Measured:
         first_ns: the cold first inference.
         cpu_s: process CPU seconds (user + system) spent in the measured window.
         settings: facts to add to the effective session settings (executor, nodes by provider).
+        first_error: the first exception a measured query raised (None if none did).
     """
 
     latency_ns: list[int]
@@ -57,6 +58,7 @@ class Measured:
     first_ns: int
     cpu_s: float = 0.0
     settings: dict[str, Any] = field(default_factory=dict)
+    first_error: BaseException | None = None
 
 
 def _cpu_s(t: Any) -> float:
@@ -88,7 +90,8 @@ def run_scenario(cfg: BenchConfig, backend: Any, runners: Sequence[Callable[[Any
             s = measure_stream(runners[0], feeds, clock, cfg.stop.min_iterations, cfg.stop.min_duration_s,
                                cfg.stop.max_duration_s, live, first_feed=len(warm))
         out = Measured(s.latency_ns, s.start_offsets_ns, [], [len(s.latency_ns)], s.duration_ns, s.errors,
-                       s.stopped_by, warm, warm[0], _cpu_s(proc.cpu_times()) - _cpu_s(cpu_before))
+                       s.stopped_by, warm, warm[0], _cpu_s(proc.cpu_times()) - _cpu_s(cpu_before),
+                       first_error=s.first_error)
     else:
         out = _concurrent(cfg, backend, runners, feeds, clock, live, sampler, shared_session, proc)
     placement_of = getattr(backend, "node_placement", None)  # ORT: which provider ran which nodes
@@ -127,7 +130,8 @@ def _concurrent(cfg: BenchConfig, backend: Any, runners: Sequence[Callable[[Any]
             )
     warm_all = [first_ns] + [x for ws in c.warmup_latency_ns for x in ws]
     return Measured(c.latency_ns, c.start_offsets_ns, c.stream_ids, c.per_stream_counts, c.duration_ns, c.errors,
-                    c.stopped_by, warm_all, first_ns, _cpu_s(proc.cpu_times()) - _cpu_s(marks["cpu"]), settings)
+                    c.stopped_by, warm_all, first_ns, _cpu_s(proc.cpu_times()) - _cpu_s(marks["cpu"]), settings,
+                    c.first_error)
 
 
 def batch1_feeds(feeds: Sequence[dict[str, Any]], batch_size: int, limit: int = 64) -> list[dict[str, Any]] | None:
