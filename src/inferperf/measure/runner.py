@@ -118,6 +118,36 @@ def _pooled_reference(runs: Sequence[Result], samples_per_s: float) -> dict[str,
     }}
 
 
+def _pooled_cold_start(runs: Sequence[Result]) -> ColdStart | None:
+    """Cold start over runs: means, each run's figures, Student's t intervals (None when no run has one)."""
+    cold = [r.metrics.cold_start for r in runs if r.metrics.cold_start]
+    if not cold:
+        return None
+    creates = [c.session_create_ms for c in cold]
+    firsts = [c.first_inference_ms for c in cold]
+    return ColdStart(
+        session_create_ms=float(np.mean(creates)),
+        first_inference_ms=float(np.mean(firsts)),
+        phases={k: float(np.mean([c.phases[k] for c in cold if k in c.phases]))
+                for k in dict.fromkeys(k for c in cold for k in c.phases)},
+        per_run=[{"session_create_ms": c.session_create_ms, "first_inference_ms": c.first_inference_ms,
+                  **c.phases} for c in cold],
+        session_create_ms_ci95=_ci(creates),
+        first_inference_ms_ci95=_ci(firsts),
+    )
+
+
+def _pool_resources(pooled: Any, runs: Sequence[Result]) -> None:
+    """Peak RSS of the highest run (and where that peak came from); mean CPU % over runs."""
+    peaks = [r.metrics.resources for r in runs if r.metrics.resources and r.metrics.resources.rss_peak_bytes]
+    cpus = [r.metrics.resources.cpu_percent_mean for r in runs
+            if r.metrics.resources and r.metrics.resources.cpu_percent_mean is not None]
+    top = max(peaks, key=lambda res: res.rss_peak_bytes) if peaks else None
+    pooled.rss_peak_bytes = top.rss_peak_bytes if top else None
+    pooled.rss_peak_source = getattr(top, "rss_peak_source", None) if top else None
+    pooled.cpu_percent_mean = float(np.mean(cpus)) if cpus else None
+
+
 def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
     """Pool R runs of one case into one Result: samples pooled (never percentiles averaged),
     run-level throughput and cold start as means with Student's t 95 % intervals over runs.
@@ -144,9 +174,6 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
         warm.extend(r.samples.warmup_latency_ns)
     qps = [r.metrics.throughput.queries_per_s for r in runs]
     sps = [r.metrics.throughput.samples_per_s for r in runs]
-    cold = [r.metrics.cold_start for r in runs if r.metrics.cold_start]
-    creates = [c.session_create_ms for c in cold]
-    firsts = [c.first_inference_ms for c in cold]
     summary = LatencySummary(**latency_summary(lat, cfg.percentile_method))
     notes = [n for n in first.notes if not n.startswith(("p9", "p99"))] + percentile_notes(summary.count)
     reasons = [f"run {k}: {why}" for k, r in enumerate(runs) for why in r.validity.reasons]
@@ -169,17 +196,7 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
         samples_per_s_ci95=_ci(sps),
         **_pooled_reference(runs, float(np.mean(sps))),
     )
-    if cold:
-        doc.metrics.cold_start = ColdStart(
-            session_create_ms=float(np.mean(creates)),
-            first_inference_ms=float(np.mean(firsts)),
-            phases={k: float(np.mean([c.phases[k] for c in cold if k in c.phases]))
-                    for k in dict.fromkeys(k for c in cold for k in c.phases)},
-            per_run=[{"session_create_ms": c.session_create_ms, "first_inference_ms": c.first_inference_ms,
-                      **c.phases} for c in cold],
-            session_create_ms_ci95=_ci(creates),
-            first_inference_ms_ci95=_ci(firsts),
-        )
+    doc.metrics.cold_start = _pooled_cold_start(runs) or doc.metrics.cold_start
     doc.metrics.windows = [w.model_copy(update={"run": k}) for k, r in enumerate(runs) for w in r.metrics.windows]
     doc.metrics.errors.count = sum(r.metrics.errors.count for r in runs)
     by_kind: dict[str, int] = {}
@@ -187,13 +204,8 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
         for kind, c in r.metrics.errors.by_kind.items():
             by_kind[kind] = by_kind.get(kind, 0) + c
     doc.metrics.errors.by_kind = by_kind
-    peaks = [r.metrics.resources for r in runs if r.metrics.resources and r.metrics.resources.rss_peak_bytes]
-    cpus = [r.metrics.resources.cpu_percent_mean for r in runs if r.metrics.resources and r.metrics.resources.cpu_percent_mean is not None]
     if doc.metrics.resources is not None:
-        top = max(peaks, key=lambda res: res.rss_peak_bytes) if peaks else None
-        doc.metrics.resources.rss_peak_bytes = top.rss_peak_bytes if top else None
-        doc.metrics.resources.rss_peak_source = getattr(top, "rss_peak_source", None) if top else None
-        doc.metrics.resources.cpu_percent_mean = float(np.mean(cpus)) if cpus else None
+        _pool_resources(doc.metrics.resources, runs)
     doc.samples.latency_ns, doc.samples.start_offsets_ns = lat, starts
     doc.samples.stream_ids, doc.samples.run_ids, doc.samples.warmup_latency_ns = streams, run_ids, warm
     doc.samples.timeline = {"runs": [r.samples.timeline for r in runs]} if any(r.samples.timeline for r in runs) else None
