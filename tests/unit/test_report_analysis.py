@@ -287,3 +287,10 @@ def test_runtime_choice_needs_separate_intervals_from_three_runs():
     assert "keep onnxruntime: it is the fastest, intervals separate" in rec
     rec = runtimes(_runtime_entries((160, (155, 165)), (100, (98, 102)), valid=False))[0][0]["recommendation"]
     assert "every Result is INVALID" in rec and "keep" not in rec
+
+
+def test_oversubscription_is_measured_against_a_valid_case_of_its_workload():
+    cs = [case(1, qps=300, ci=(290, 310), valid=False), case(2, qps=100, ci=(98, 102)),
+          case(4, qps=50, ci=(48, 52), marks=["oversubscribed"])]
+    over = _kinds(bottlenecks(cs, []), "oversubscription")[0]
+    assert "0.50x the best case of this workload that fits (det 224 t2" in over["text"] and "CIs separate" in over["text"]

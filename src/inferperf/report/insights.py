@@ -122,8 +122,8 @@ def bottlenecks(cases: list[CaseAnalysis], scaling: list[Finding]) -> list[dict[
 
 
 def oversubscription(cases: list[CaseAnalysis]) -> list[dict[str, Any]]:
-    """Per workload: the cases that ran more threads x streams than the CPUs, against the best case of the
-    same workload that fits (a ratio called only when the throughput intervals separate)."""
+    """Per workload: the cases that ran more threads x streams than the CPUs, against the best valid case of
+    the same workload that fits (a ratio called only when the throughput intervals separate)."""
     out = []
     for group in by_workload(cases):
         over = [c for c in group if {"oversubscribed", "SMT", "over quota"} & set(c.result.run.get("marks") or [])]
@@ -134,7 +134,8 @@ def oversubscription(cases: list[CaseAnalysis]) -> list[dict[str, Any]]:
         text = (f"{group[0].workload}: {len(over)} case(s) ran more threads x streams than the"
                 f" {worst.result.system.effective_cpus} effective CPUs (or on SMT siblings); the slowest of them,"
                 f" {worst.label}, reached {_qps(worst.result)}")
-        best = max(fits, key=lambda c: c.result.metrics.throughput.queries_per_s, default=None)
+        valid = [c for c in fits if c.result.validity.valid]  # an INVALID figure is no yardstick
+        best = max(valid, key=lambda c: c.result.metrics.throughput.queries_per_s, default=None)
         if best is not None and best.result.metrics.throughput.queries_per_s > 0:
             ratio = worst.result.metrics.throughput.queries_per_s / best.result.metrics.throughput.queries_per_s
             sep = intervals_separate(worst.point.qps_ci, best.point.qps_ci)
