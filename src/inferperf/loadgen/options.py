@@ -159,12 +159,15 @@ class LoadConfig(BaseModel):
 
     @property
     def mode(self) -> Literal["closed", "open"]:
-        """``open`` when ``request_rate`` is given, else ``closed``."""
-        return "open" if self.request_rate else "closed"
+        """``open`` when ``request_rate`` or a trace arrival is given, else ``closed``."""
+        return "open" if self.request_rate or self.arrival.startswith("trace:") else "closed"
 
     @property
     def steps(self) -> list[float]:
-        """The step values in order: concurrencies (closed) or rates (open); ``[1]`` closed by default."""
+        """The step values in order: concurrencies (closed) or rates (open; one step for a trace, whose
+        rate is its own); ``[1]`` closed by default."""
+        if self.arrival.startswith("trace:"):
+            return list(self.request_rate[:1]) or [0.0]
         if self.request_rate:
             return list(self.request_rate)
         return list(self.concurrency) if self.concurrency else [1]

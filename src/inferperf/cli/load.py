@@ -1,0 +1,266 @@
+"""``inferperf load``: HTTP load at a KServe v2 server (or any URL), closed or open loop, one Result per step.
+
+``inferperf load URL --model NAME`` drives a running server. ``inferperf load
+MODEL`` (an ONNX file or ``zoo:NAME``) first starts ``inferperf serve`` itself
+(the library entry ``inferperf.serve.server.serving``, in a child process so
+server and generator share no interpreter lock) on a free 127.0.0.1 port,
+pinned to CPUs disjoint from the generator's (both recorded), waits until it
+is ready, runs the steps, stops it gracefully and writes the server-side
+Result (kind ``serve``) beside the client's. Composed here because
+``loadgen`` never imports ``serve``.
+
+Adding a mode (stress, soak, Locust import): add its flags to
+:func:`load_command`, put them in the ``flags`` dict (LoadConfig fields) and
+route to its library function in :func:`_runner`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from pydantic import ValidationError
+
+from ..errors import GateFailed, MeasurementError, UsageError
+from . import app
+from .bench import check_writable, output_path
+
+Opt = typer.Option
+
+
+def _numbers(text: str | None, flag: str, cast: Callable[[str], Any]) -> list[Any]:
+    if text is None:
+        return []
+    try:
+        return [cast(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: give comma-separated numbers, e.g. {flag} 1,4,16") from None
+
+
+def load_config(flags: dict[str, Any]) -> Any:
+    """LoadConfig from the flags given (None = default); a refused value is one UsageError line naming its flag."""
+    from ..loadgen.options import LoadConfig
+
+    try:
+        return LoadConfig.model_validate({k: v for k, v in flags.items() if v is not None})
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
+        msg = err["msg"].replace("Value error, ", "")
+        flag = f"--{where.replace('_', '-')}: " if where and not msg.startswith("--") else ""
+        raise UsageError(f"{flag}{msg}") from None
+
+
+def split_cpus(cpus: list[int]) -> tuple[list[int], list[int]]:
+    """(generator CPUs, server CPUs), disjoint: the generator gets a quarter (at least one), the server the rest.
+    With one CPU both get it (noted in the Result)."""
+    if len(cpus) < 2:
+        return list(cpus), list(cpus)
+    n_gen = max(1, len(cpus) // 4)
+    return cpus[-n_gen:], cpus[:-n_gen]
+
+
+def _serve_child(model: str, cpus: list[int], conn: Any) -> None:
+    """Child process: serve ``model`` pinned to ``cpus``; report the port; stop on request; send the serve Result."""
+    try:
+        os.sched_setaffinity(0, cpus)
+        from ..config import BenchConfig
+        from ..serve.options import ServeOptions
+        from ..serve.result import serve_result
+        from ..serve.server import serving
+
+        cfg = BenchConfig()
+        with serving(model, cfg, ServeOptions(cpus=cpus), host="127.0.0.1", port=0) as h:
+            conn.send(("ready", h.url, next(iter(h.app.models))))
+            conn.recv()  # any message: stop
+        conn.send(("result", serve_result(h.app, model, cfg, command=["inferperf", "serve", model]).model_dump()))
+    except BaseException as e:  # noqa: BLE001 - one line to the parent
+        conn.send(("error", e if isinstance(e, UsageError) else MeasurementError(f"server failed: {e}")))
+
+
+@contextmanager
+def own_server(model: str, server_cpus: list[int]) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+    """Start ``inferperf serve MODEL`` in a child process; yields (url, model name, stop) where ``stop()``
+    stops it gracefully and returns its Result (kind serve) or None.
+
+    Raises:
+        UsageError: unknown or unloadable model (the server's own one-line error).
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=_serve_child, args=(model, server_cpus, there), daemon=True)
+    proc.start()
+    there.close()
+    state: dict[str, Any] = {"result": None, "stopped": False}
+
+    def stop() -> Any:
+        if not state["stopped"]:
+            state["stopped"] = True
+            from ..results.model import Result
+
+            here.send("stop")
+            if here.poll(120):
+                kind, payload = here.recv()
+                state["result"] = Result.model_validate(payload) if kind == "result" else None
+        return state["result"]
+
+    try:
+        if not here.poll(600):
+            raise MeasurementError(f"inferperf serve {model} did not become ready within 600 s")
+        kind, *rest = here.recv()
+        if kind == "error":
+            raise rest[0]
+        yield rest[0], rest[1], stop
+        stop()
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+
+
+def _runner(cfg: Any) -> Callable[..., list[Any]]:
+    """The library function a run dispatches to (stress, soak add their branches here)."""
+    from ..loadgen.run import load
+
+    return load
+
+
+def _table_header(mode: str) -> str:
+    step = "concurrency" if mode == "closed" else "rate/s"
+    return (f"{step:>11} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'p99 unc.':>9} {'lag p99':>8} "
+            f"{'errors':>7} {'incompl.':>8}  verdict")  # fmt: skip
+
+
+def table_row(r: Any) -> str:
+    """One console line of a load step."""
+    c = r.metrics.client or {}
+    step = r.config.concurrency if r.config.scenario == "concurrent" else (c.get("target_rate") or 0.0)
+    lat = r.metrics.latency_ms
+    unc = (c.get("uncorrected_latency_ms") or {}).get("p99", 0.0)
+    verdict = "VALID" if r.validity.valid else "INVALID: " + "; ".join(r.validity.reasons)
+    return (f"{step:>11g} {r.metrics.throughput.queries_per_s:>9.1f} {lat.p50:>9.2f} {lat.p99:>9.2f} {unc:>9.2f} "
+            f"{c.get('send_lag_ms', {}).get('p99', 0.0):>8.2f} {r.metrics.errors.count:>7d} "
+            f"{c.get('incomplete', 0):>8d}  {verdict}")  # fmt: skip
+
+
+@app.command("load")
+def load_command(
+    target: Annotated[str, typer.Argument(help="http://HOST:PORT of a KServe v2 server (with --model), any URL (with"
+                                               " --body), or an ONNX file / zoo:NAME to serve and load")],
+    model: Annotated[Optional[str], Opt(help="model name on the server")] = None,
+    concurrency: Annotated[Optional[str], Opt(help="closed loop: streams per step, e.g. 1,4,16 (default 1)")] = None,
+    request_rate: Annotated[Optional[str], Opt(help="open loop: requests/s per step, e.g. 50,100,200")] = None,
+    arrival: Annotated[str, Opt(help="open loop: constant | poisson | trace:FILE (one offset per line)")] = "constant",
+    trace_speed: Annotated[Optional[float], Opt(help="replay a trace this many times faster (default 1)")] = None,
+    protocol: Annotated[str, Opt(help="json | binary (Triton's binary tensors)")] = "json",
+    shape: Annotated[Optional[list[str]], Opt(help="input shape NAME:1x3x224x224; several make a mix; repeatable")] = None,
+    shape_weights: Annotated[Optional[str], Opt(help="weights of the --shape values, e.g. 3,1")] = None,
+    input_data: Annotated[Optional[str], Opt(help=".npz of inputs by name (leading axis = samples)")] = None,
+    body: Annotated[Optional[str], Opt(help="plain URL: POST this file as the body")] = None,
+    header: Annotated[Optional[list[str]], Opt(help="extra header K:V; repeatable")] = None,
+    warmup_s: Annotated[Optional[float], Opt(help="seconds of each step never counted (default 2)")] = None,
+    duration_s: Annotated[Optional[float], Opt(help="measured seconds per step (default: windows until stable)")] = None,
+    requests: Annotated[Optional[int], Opt(help="stop each step after N measured requests")] = None,
+    measurement_interval_ms: Annotated[Optional[int], Opt(help="window length, ms (default 5000)")] = None,
+    stability_percentage: Annotated[Optional[float], Opt(help="throughput and p99 within this %% over 3 windows"
+                                                              " (default 10)")] = None,
+    max_trials: Annotated[Optional[int], Opt(help="most windows per step (default 10)")] = None,
+    max_connections: Annotated[Optional[int], Opt(help="open loop: most connections (default 256)")] = None,
+    workers: Annotated[Optional[int], Opt(help="generator processes; samples pool exactly (default 1)")] = None,
+    timeout_ms: Annotated[Optional[int], Opt(help="per-request deadline, ms (default 30000)")] = None,
+    strict_rate: Annotated[bool, Opt("--strict-rate", help="exit 3 when an achieved rate is under 95 %% of"
+                                                           " its target")] = False,
+    seed: Annotated[Optional[int], Opt(help="seed of inputs and Poisson arrivals (default 0)")] = None,
+    input_pool_size: Annotated[Optional[int], Opt(help="distinct payloads (default 16)")] = None,
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="folder (or .json for one step) for the Results")] = None,
+    csv_path: Annotated[Optional[Path], Opt("--csv", help="also write perf_analyzer-style CSV rows here")] = None,
+    debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
+) -> int:
+    """Drive load at a served model and write one Result (kind load) per step: closed loop (--concurrency) or
+    open loop (--request-rate, latency from the scheduled send time). Exit 1 if the target died, 3 with
+    --strict-rate when a rate fell short."""
+    flags: dict[str, Any] = {
+        "model": model, "concurrency": _numbers(concurrency, "--concurrency", int) or None,
+        "request_rate": _numbers(request_rate, "--request-rate", float) or None, "arrival": arrival,
+        "trace_speed": trace_speed, "protocol": protocol, "shapes": shape, "input_data": input_data, "body": body,
+        "shape_weights": _numbers(shape_weights, "--shape-weights", float) or None, "headers": header,
+        "warmup_s": warmup_s, "duration_s": duration_s, "requests": requests,
+        "measurement_interval_ms": measurement_interval_ms, "stability_percentage": stability_percentage,
+        "max_trials": max_trials, "max_connections": max_connections, "workers": workers, "timeout_ms": timeout_ms,
+        "strict_rate": strict_rate or None, "seed": seed, "input_pool_size": input_pool_size,
+    }  # fmt: skip
+    is_url = "://" in target
+    cfg = load_config({**flags, "url": target if is_url else None})
+    if output is not None:
+        check_writable(output)
+    if cfg.arrival.startswith("trace:"):
+        from ..measure.arrivals import load_trace
+
+        load_trace(cfg.arrival[len("trace:"):])
+    command = ["inferperf", *sys.argv[1:]]
+    if is_url:
+        return _run(cfg, command, output, csv_path, placement=None)
+    return _run_own_server(target, cfg, command, output, csv_path)
+
+
+def _run_own_server(model_arg: str, cfg: Any, command: list[str], output: Path | None, csv_path: Path | None) -> int:
+    cpus = sorted(os.sched_getaffinity(0))
+    gen, srv = split_cpus(cpus)
+    placement = {"generator_cpus": gen, "server_cpus": srv, "disjoint": not set(gen) & set(srv)}
+    with own_server(model_arg, srv) as (url, name, stop):
+        cfg = cfg.model_copy(update={"url": url, "model": cfg.model or name})
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, gen)
+        try:
+            code = _run(cfg, command, output, csv_path, placement=placement, after=stop)
+        finally:
+            os.sched_setaffinity(0, before)
+    return code
+
+
+def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | None,
+         placement: dict | None, after: Callable[[], Any] | None = None) -> int:  # fmt: skip
+    from ..results.io import save
+
+    print(_table_header(cfg.mode), flush=True)
+
+    def on_step(r: Any) -> None:
+        if placement is not None:
+            r.run["placement"] = placement
+            r.config.placement.cpus = placement["generator_cpus"]
+            if not placement["disjoint"]:
+                r.notes.append("one CPU: the generator and the server share it")
+        print(table_row(r), flush=True)
+        for note in r.notes:
+            print(f"  note: {note}", flush=True)
+        if output is not None:
+            print(f"  result written to {save(r, output_path(output, r))}", file=sys.stderr)
+
+    results = _runner(cfg)(cfg, command=command, on_step=on_step)
+    server = after() if after is not None else None
+    if server is not None and output is not None:
+        server.run["placement"] = placement
+        print(f"server result written to {save(server, output_path(output, server))}", file=sys.stderr)
+    if csv_path is not None:
+        from ..loadgen.csv import write_csv
+
+        print(f"csv written to {write_csv(results, csv_path)}", file=sys.stderr)
+    lost = [r for r in results if (r.metrics.client or {}).get("target_lost")]
+    if lost:
+        by_kind = lost[0].metrics.errors.by_kind
+        raise MeasurementError(f"the target stopped answering during the step ({by_kind}): results kept, check the server")
+    if cfg.strict_rate:
+        from ..loadgen.run import rate_short
+
+        short = [r for r in results if rate_short(r)]
+        if short:
+            c = short[0].metrics.client or {}
+            raise GateFailed(f"--strict-rate: achieved {c['achieved_rate']:.1f} of {c['target_rate']:g} req/s")
+    return 0

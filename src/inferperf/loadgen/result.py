@@ -1,0 +1,258 @@
+"""One load step -> one Result (kind ``load``), with the ``metrics.client`` and ``metrics.server`` blocks.
+
+Latency (``metrics.latency_ms``, ``samples.latency_ns``) is the *corrected*
+latency of successful requests completed in the measured span: answer time
+minus scheduled send time (closed loop: the actual send). Failures never enter
+it; they are counted by kind with their timestamps in ``metrics.client.errors``,
+and ``error_adjusted_latency_ms`` counts failures and incomplete requests as
+infinitely slow (a percentile that falls on them is ``null``). Throughput
+divides completions by the measured wall time. ``metrics.server`` differences
+the target's Triton statistics (``GET /v2/models/{m}/stats``) over the step
+and splits the client's mean latency into server queue, compute and the rest
+(network, encode/decode, client). Every field: docs/results-schema.md,
+"Client block (kind load)".
+
+Honest client: the Result is INVALID when the generator, not the server, is
+the bottleneck: its CPU near one core (>= ``CLIENT_CPU_LIMIT_PERCENT``), or,
+with connections to spare, the send rate short of the target or the send lag
+growing over the step.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from .._version import __version__
+from ..results.io import case_key
+from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Result, Samples,
+                             SessionConfig, TensorInfo, Throughput, ToolInfo, Validity, WarmupConfig, Window)  # fmt: skip
+from ..stats import PERCENTILES, latency_summary, percentile_notes
+from ..system import collect_system
+from .driver import LATE_SEND_NS, StepSamples, window_figures
+from .options import LoadConfig
+from .target import TargetInfo
+
+CLIENT_CPU_LIMIT_PERCENT = 90.0
+RATE_SHORT_FRACTION = 0.95
+LAG_GROWTH_MS = 10.0
+LITTLE_TOLERANCE = 0.10
+MAX_ERRORS_LISTED = 1000
+_EMPTY = {"count": 0, **{k: 0.0 for k in ("mean", "std", "min", "p50", "p90", "p95", "p99", "p999", "max")}}
+
+
+def _summary(ns: np.ndarray) -> dict[str, Any]:
+    return latency_summary(ns) if ns.size else dict(_EMPTY)
+
+
+def error_adjusted(ok_ns: np.ndarray, failures: int) -> dict[str, Any]:
+    """Percentiles (ms, linear) with ``failures`` counted as infinitely slow; ``null`` where one lands on them."""
+    vals = np.sort(ok_ns) / 1e6
+    n = vals.size + failures
+    out: dict[str, Any] = {"count": int(n), "failures": int(failures)}
+    for name, q in PERCENTILES.items():
+        h = (n - 1) * q / 100.0
+        lo, hi = int(np.floor(h)), int(np.ceil(h))
+        out[name] = None if n == 0 or hi >= vals.size else float(vals[lo] + (h - lo) * (vals[hi] - vals[lo]))
+    return out
+
+
+def _lag_ms(lag: np.ndarray) -> dict[str, float]:
+    if not lag.size:
+        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
+    return {"p50": float(np.percentile(lag, 50)) / 1e6, "p99": float(np.percentile(lag, 99)) / 1e6,
+            "max": float(lag.max()) / 1e6}  # fmt: skip
+
+
+def _in_flight_mean(s: StepSamples) -> float:
+    """Mean requests in flight over the measured span (from each request's send to its answer)."""
+    a, b = s.measure_start_ns, s.measure_end_ns
+    sent = s.sent_ns
+    has = sent >= 0
+    start = np.maximum(sent[has], a)
+    end = np.where(s.done_ns[has] < 0, b, np.minimum(s.done_ns[has], b))
+    return float(np.clip(end - start, 0, None).sum() / max(b - a, 1))
+
+
+def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The ``metrics.client`` block of one step, the INVALID reasons and the notes it implies."""
+    m = s.measured()
+    ok = m & (s.error == 0)
+    corrected, uncorrected = s.done_ns[ok] - s.scheduled_ns[ok], s.done_ns[ok] - s.sent_ns[ok]
+    dur = max(s.duration_s, 1e-9)
+    sent_in = (s.sent_ns > s.measure_start_ns) & (s.sent_ns <= s.measure_end_ns)
+    lag = (s.sent_ns - s.scheduled_ns)[sent_in]
+    inc = s.incomplete_mask()
+    incomplete = int(inc.sum())
+    # an unanswered request older than every success is surely slower: counted as a failure; younger: censored
+    slowest = corrected.max() if corrected.size else 0
+    overdue = int((s.measure_end_ns - s.scheduled_ns[inc] > slowest).sum())
+    failed = m & (s.error > 0)
+    errs = [{"t_s": (int(d) - s.measure_start_ns) / 1e9, "kind": s.error_kinds[int(e)]}
+            for d, e in zip(s.done_ns[failed][:MAX_ERRORS_LISTED], s.error[failed][:MAX_ERRORS_LISTED], strict=True)]  # fmt: skip
+    target = (s.schedule or {}).get("rate_per_s") if s.mode == "open" else None
+    achieved = float(ok.sum() / dur)
+    mean_lat_s = float(corrected.mean() / 1e9) if corrected.size else 0.0
+    measured_conc = float(s.concurrency) if s.mode == "closed" else _in_flight_mean(s)
+    expected = achieved * mean_lat_s
+    little_ok = measured_conc > 0 and abs(expected - measured_conc) <= LITTLE_TOLERANCE * measured_conc
+    cpu_pct = 100.0 * s.client_cpu_s / dur / max(1, s.workers)
+    wins = [window_figures(s, a, b) for a, b in s.windows_ns]
+    zero = [i for i, w in enumerate(wins) if w["count"] == 0]
+    lost = bool(zero and zero[-1] == len(wins) - 1 and
+                any(s.error_kinds[int(e)] in ("connect", "disconnected") for e in np.unique(s.error[failed])))
+    block: dict[str, Any] = {
+        "mode": s.mode, "target_rate": target, "achieved_rate": achieved,
+        "send_rate": float(sent_in.sum() / dur),
+        "send_lag_ms": _lag_ms(lag), "late_sends": int((lag > LATE_SEND_NS).sum()), "late_send_ms": LATE_SEND_NS / 1e6,
+        "incomplete": incomplete,
+        "uncorrected_latency_ms": _summary(uncorrected),
+        "error_adjusted_latency_ms": error_adjusted(corrected, int(failed.sum()) + overdue),
+        "errors": errs, "errors_listed": len(errs),
+        "connections": {"peak": s.connections_peak, "max": s.max_connections, "ran_out": s.connections_ran_out},
+        "client_cpu_percent": cpu_pct, "workers": s.workers,
+        "littles_law": {"concurrency_expected": expected, "measured": measured_conc, "ok": bool(little_ok)},
+        "stable": s.stable, "zero_completion_windows": zero, "target_lost": lost, "schedule": s.schedule, "transport": s.transport,
+    }  # fmt: skip
+    reasons, notes = _honesty(s, block, lag, sent_in)
+    if zero:
+        notes.append(f"window(s) {zero} completed no request: the target stalled or died")
+    if not little_ok and corrected.size:
+        notes.append(f"Little's law mismatch: throughput x latency = {expected:.2f} in flight, measured"
+                     f" {measured_conc:.2f} (client time between requests, or requests outside the span)")  # fmt: skip
+    return block, reasons, notes
+
+
+def _honesty(s: StepSamples, block: dict[str, Any], lag: np.ndarray, sent_in: np.ndarray) -> tuple[list, list]:
+    reasons: list[str] = []
+    notes: list[str] = []
+    cpu = block["client_cpu_percent"]
+    if cpu >= CLIENT_CPU_LIMIT_PERCENT:
+        reasons.append(f"generator-bound: the client used {cpu:.0f} % of one core: add --workers or a client machine")
+    spare = s.connections_ran_out == 0
+    target = block["target_rate"]
+    if s.mode == "open" and target and block["send_rate"] < RATE_SHORT_FRACTION * target:
+        if spare:
+            reasons.append(f"generator-bound: sent {block['send_rate']:.1f} of {target:g} req/s with connections"
+                           " to spare")  # fmt: skip
+        else:
+            notes.append(f"connections ran out ({s.max_connections}): sent {block['send_rate']:.1f} of {target:g}"
+                         " req/s; the server is the bottleneck, or raise --max-connections")  # fmt: skip
+    if s.mode == "open" and lag.size >= 20:
+        k = max(1, lag.size // 10)
+        first, last = float(np.median(lag[:k])) / 1e6, float(np.median(lag[-k:])) / 1e6
+        if last - first > LAG_GROWTH_MS and spare:
+            reasons.append(f"generator-bound: send lag grew from {first:.1f} to {last:.1f} ms with connections to spare")
+    elif s.connections_ran_out and s.mode == "open":
+        notes.append(f"{s.connections_ran_out} requests waited for a connection (--max-connections {s.max_connections})")
+    return reasons, notes
+
+
+def server_block(before: dict[str, Any] | None, after: dict[str, Any] | None, client_mean_ms: float) -> dict | None:
+    """Triton statistics differenced over the step: per-request queue and compute means (ms), batch sizes,
+    and the client's mean latency split into ``queue_ms``, ``compute_ms`` and ``rest_ms``. None without stats."""
+    if not before or not after:
+        return None
+
+    def d(key: str) -> tuple[int, int]:
+        a, b = before["inference_stats"][key], after["inference_stats"][key]
+        return b["count"] - a["count"], b["ns"] - a["ns"]
+
+    n_ok, _ = d("success")
+    parts = {k: d(k) for k in ("queue", "compute_input", "compute_infer", "compute_output")}
+    mean = {k: (ns / c / 1e6 if c else 0.0) for k, (c, ns) in parts.items()}
+    compute = mean["compute_input"] + mean["compute_infer"] + mean["compute_output"]
+    b_before = {b["batch_size"]: b["compute_infer"]["count"] for b in before.get("batch_stats", [])}
+    batches = {str(b["batch_size"]): b["compute_infer"]["count"] - b_before.get(b["batch_size"], 0)
+               for b in after.get("batch_stats", [])}  # fmt: skip
+    return {
+        "source": "triton-statistics", "requests": n_ok, "fail": d("fail")[0],
+        "queue_ms": mean["queue"], "compute_input_ms": mean["compute_input"], "compute_infer_ms": mean["compute_infer"],
+        "compute_output_ms": mean["compute_output"], "compute_ms": compute,
+        "executions": after.get("execution_count", 0) - before.get("execution_count", 0),
+        "inferences": after.get("inference_count", 0) - before.get("inference_count", 0),
+        "batch_sizes": {k: v for k, v in batches.items() if v},
+        "latency_split_ms": {"queue_ms": mean["queue"], "compute_ms": compute,
+                             "rest_ms": max(0.0, client_mean_ms - mean["queue"] - compute)},
+    }  # fmt: skip
+
+
+def _model_info(t: TargetInfo) -> ModelInfo:
+    def tensors(key: str) -> list[TensorInfo]:
+        return [TensorInfo(name=x["name"], dtype=str(x["datatype"]).lower(), shape=list(x["shape"]))
+                for x in t.metadata.get(key, [])]  # fmt: skip
+
+    path = f"{t.url}/v2/models/{t.model}" if t.model else t.url
+    return ModelInfo(path=path, sha256=t.sha256, size_bytes=0, inputs=tensors("inputs"), outputs=tensors("outputs"),
+                     zoo_name=None)  # fmt: skip
+
+
+def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: list[str] | None = None, *,
+                stats_before: dict | None = None, stats_after: dict | None = None) -> Result:  # fmt: skip
+    """Build the kind-``load`` Result of one step (scenario ``concurrent`` for closed loop, ``server`` open).
+
+    Args:
+        s: the step's raw samples (pooled over workers).
+        target: what was loaded (metadata, shapes, payload pool).
+        cfg: the run's settings.
+        command: argv to record (default ``sys.argv``).
+        stats_before, stats_after: the model's Triton statistics around the step (None: no server block).
+    """
+    m = s.measured()
+    ok = m & (s.error == 0)
+    lat = s.done_ns[ok] - s.scheduled_ns[ok]
+    client, reasons, notes = client_block(s)
+    summary = _summary(lat)
+    rows = int(next(iter(target.shapes[0].values()))[0]) if target.shapes and target.shapes[0] else 1
+    dur = max(s.duration_s, 1e-9)
+    scenario = "concurrent" if s.mode == "closed" else "server"
+    rate = client["target_rate"]
+    shapes = target.shapes[0] if target.shapes else {}
+    case = CaseConfig(
+        backend="http", session=SessionConfig(),
+        workload={"shapes": shapes, "dtypes": {k: v.lower() for k, v in target.dtypes.items()},
+                  "batch_size": max(1, rows), "input_pool_size": len(target.payloads),
+                  "data_source": target.data_source, "seed": cfg.seed,
+                  "shape_mix": target.shapes if len(target.shapes) > 1 else [], "protocol": cfg.protocol},
+        scenario=scenario, concurrency=s.concurrency or 1, request_rate=rate,
+        warmup=WarmupConfig(iterations=0, duration_s=cfg.warmup_s),
+        stop={"min_iterations": cfg.requests or 0, "min_duration_s": cfg.duration_s or 0.0,
+              "max_duration_s": cfg.duration_s or cfg.measurement_interval_ms * cfg.max_trials / 1000},
+    )  # fmt: skip
+    key_doc = {"kind": "load", "url": target.url, "model": target.model, "scenario": scenario,
+               "concurrency": s.concurrency, "request_rate": rate, "arrival": cfg.arrival, "protocol": cfg.protocol,
+               "shapes": target.shapes, "workers": cfg.workers}  # fmt: skip
+    wins = [Window(t_s=(a - s.measure_start_ns) / 1e9, **window_figures(s, a, b)) for a, b in s.windows_ns]
+    if s.stable is False:
+        reasons.append(f"unstable: throughput or p99 of the last 3 windows not within {cfg.stability_percentage:g} %"
+                       f" after {len(s.windows_ns)} windows: raise --max-trials or quiet the machine")  # fmt: skip
+    if not lat.size:
+        reasons.append("no request succeeded in the measured span")
+    by_kind: dict[str, int] = {}
+    for e in s.error[m & (s.error > 0)]:
+        by_kind[s.error_kinds[int(e)]] = by_kind.get(s.error_kinds[int(e)], 0) + 1
+    return Result(
+        kind="load", tool=ToolInfo(version=__version__),
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        command=list(command if command is not None else sys.argv), case_key=case_key(target.sha256, key_doc),
+        run={"pid": os.getpid(), "target": target.url, "model_name": target.model, "server": target.server},
+        system=collect_system(), model=_model_info(target), config=case,
+        metrics=Metrics(
+            latency_ms=LatencySummary(**summary),
+            throughput=Throughput(queries_per_s=float(lat.size / dur), samples_per_s=float(lat.size * rows / dur),
+                                  duration_s=s.duration_s),
+            windows=wins, errors=ErrorCounts(count=sum(by_kind.values()), by_kind=by_kind),
+            client=client, server=server_block(stats_before, stats_after, float(summary["mean"])),
+        ),
+        samples=Samples(latency_ns=lat.tolist(), start_offsets_ns=(s.scheduled_ns[ok] - s.measure_start_ns).tolist(),
+                        stream_ids=s.worker[ok].tolist()),
+        validity=Validity(valid=not reasons, reasons=reasons),
+        notes=notes + percentile_notes(int(lat.size)),
+    )  # fmt: skip
+
+
+__all__ = ["client_block", "error_adjusted", "server_block", "step_result"]

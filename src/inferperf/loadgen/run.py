@@ -1,0 +1,195 @@
+"""``load(cfg)``: every step of one load run (a list of concurrencies or rates), one Result per step.
+
+Each step reads the target's Triton statistics before and after (when it
+serves them) for the server block. With ``--workers N`` a step runs in N
+processes (spawned, so nothing of this process's event loop or threads is
+inherited): closed loop splits the concurrency, open loop gives worker ``k``
+the offsets ``k, k+N, ...`` of ONE schedule (so the rate is global), all
+start at one time zero, and their raw samples are pooled exactly (arrays
+concatenated, never averaged percentiles). Windows then cover a fixed span:
+``--duration-s``, or 3 windows of ``--measurement-interval-ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..clock import SYSTEM_CLOCK
+from ..errors import MeasurementError
+from ..measure.arrivals import from_arrival, strided
+from ..results.model import Result
+from .driver import Closed, Open, StepSamples, WindowRule, is_stable, run_step, window_figures
+from .options import LoadConfig
+from .result import RATE_SHORT_FRACTION, step_result
+from .target import TargetInfo, fetch_stats, read_target
+from .transport import HttpTransport
+
+#: seconds between "all workers ready" and time zero (connections open in it).
+WORKER_START_S = 0.5
+
+
+def _share(total: int, k: int, n: int) -> int:
+    return total // n + (1 if k < total % n else 0)
+
+
+def build_mode(cfg: LoadConfig, value: float, k: int = 0, n: int = 1) -> Closed | Open:
+    """The driver mode of step ``value`` (a concurrency or a rate) for worker ``k`` of ``n``."""
+    if cfg.mode == "closed":
+        return Closed(_share(int(value), k, n))
+    rate = value if not cfg.arrival.startswith("trace:") else None
+    schedule = strided(from_arrival(cfg.arrival, rate, seed=cfg.seed, trace_speed=cfg.trace_speed), k, n)
+    return Open(schedule, max_connections=max(1, -(-cfg.max_connections // n)))
+
+
+def _rule(cfg: LoadConfig) -> WindowRule:
+    return WindowRule(cfg.measurement_interval_ms, cfg.stability_percentage, cfg.max_trials)
+
+
+async def _step(cfg: LoadConfig, payloads: list[bytes], mode: Closed | Open, duration_s: float | None,
+                requests: int | None, worker_id: int = 0, start_at_ns: int | None = None) -> StepSamples:  # fmt: skip
+    return await run_step(
+        HttpTransport(cfg.url), mode, payloads=payloads, warmup_s=cfg.warmup_s, duration_s=duration_s,
+        requests=requests, windows=_rule(cfg), timeout_s=cfg.timeout_ms / 1000, worker_id=worker_id,
+        start_at_ns=start_at_ns,
+    )  # fmt: skip
+
+
+def _worker(cfg: LoadConfig, payloads: list[bytes], value: float, k: int, n: int, duration_s: float | None,
+            requests: int | None, conn: Any) -> None:  # fmt: skip
+    """Worker process: say ready, wait for time zero, run the share, send the samples back."""
+    try:
+        mode = build_mode(cfg, value, k, n)
+        conn.send("ready")
+        start_at = conn.recv()
+        conn.send(asyncio.run(_step(cfg, payloads, mode, duration_s, requests, k, start_at)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent as one line
+        conn.send(MeasurementError(f"load worker {k} failed: {type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
+    """Pool workers' raw samples exactly: arrays concatenated (error codes remapped to one kind list), the
+    measured span the overlap of theirs, windows re-cut over it, CPU and connections summed."""
+    kinds = [""] + sorted({k for p in parts for k in p.error_kinds if k})
+    remap = [np.asarray([kinds.index(k) for k in p.error_kinds], np.int8) for p in parts]
+    cat = lambda f: np.concatenate([getattr(p, f) for p in parts])  # noqa: E731
+    a, b = max(p.measure_start_ns for p in parts), min(p.measure_end_ns for p in parts)
+    n = max(1, len(parts[0].windows_ns))
+    edges = [a + (b - a) * i // n for i in range(n + 1)]
+    first = parts[0]
+    pooled = StepSamples(
+        mode=first.mode, concurrency=sum(p.concurrency or 0 for p in parts) or None,
+        schedule={k: v for k, v in (first.schedule or {}).items() if k not in ("worker", "workers")} or None,
+        scheduled_ns=cat("scheduled_ns"), sent_ns=cat("sent_ns"), done_ns=cat("done_ns"), status=cat("status"),
+        error=np.concatenate([r[p.error] for r, p in zip(remap, parts, strict=True)]), worker=cat("worker"),
+        error_kinds=kinds, t0_ns=min(p.t0_ns for p in parts), measure_start_ns=a, measure_end_ns=b,
+        windows_ns=list(zip(edges[:-1], edges[1:], strict=True)),
+        client_cpu_s=sum(p.client_cpu_s for p in parts), connections_peak=sum(p.connections_peak for p in parts),
+        connections_ran_out=sum(p.connections_ran_out for p in parts),
+        max_connections=sum(p.max_connections for p in parts), workers=len(parts), transport=first.transport,
+    )  # fmt: skip
+    pooled.stable = is_stable([window_figures(pooled, x, y) for x, y in pooled.windows_ns],
+                              rule.stability_percentage, rule.consecutive)  # fmt: skip
+    return pooled
+
+
+def run_workers(cfg: LoadConfig, payloads: list[bytes], value: float) -> StepSamples:
+    """One step over ``cfg.workers`` processes, pooled.
+
+    Raises:
+        MeasurementError: a worker failed or did not answer.
+    """
+    n = cfg.workers
+    duration = cfg.duration_s
+    if duration is None and cfg.requests is None:
+        duration = 3 * cfg.measurement_interval_ms / 1000
+    ctx = mp.get_context("spawn")
+    pipes, procs = [], []
+    try:
+        for k in range(n):
+            reqs = None if cfg.requests is None else _share(cfg.requests, k, n)
+            here, there = ctx.Pipe()
+            p = ctx.Process(target=_worker, args=(cfg, payloads, value, k, n, duration, reqs, there), daemon=True)
+            p.start()
+            there.close()
+            pipes.append(here)
+            procs.append(p)
+        for c in pipes:
+            _expect(c, 120.0, "ready")
+        start_at = SYSTEM_CLOCK.now_ns() + round(WORKER_START_S * 1e9)
+        for c in pipes:
+            c.send(start_at)
+        limit = cfg.warmup_s + (duration or 0) + cfg.timeout_ms / 1000 + 60.0
+        parts = [_expect(c, limit, "samples") for c in pipes]
+    finally:
+        for p in procs:
+            p.join(5.0)
+            if p.is_alive():
+                p.kill()
+    return pool_samples(parts, _rule(cfg))
+
+
+def _expect(conn: Any, timeout_s: float, what: str) -> Any:
+    if not conn.poll(timeout_s):
+        raise MeasurementError(f"a load worker sent no {what} within {timeout_s:.0f} s")
+    try:
+        msg = conn.recv()
+    except EOFError:
+        raise MeasurementError(f"a load worker died before sending its {what}") from None
+    if isinstance(msg, BaseException):
+        raise msg
+    return msg
+
+
+def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str] | None = None) -> Result:
+    """One step at ``value`` (concurrency or rate): samples, then its Result with the server block."""
+    before = fetch_stats(target)
+    if cfg.workers > 1:
+        s = run_workers(cfg, target.payloads, value)
+    else:
+        s = asyncio.run(_step(cfg, target.payloads, build_mode(cfg, value), cfg.duration_s, cfg.requests))
+    after = fetch_stats(target)
+    return step_result(s, target, cfg, command, stats_before=before, stats_after=after)
+
+
+def load(cfg: LoadConfig, command: list[str] | None = None,
+         on_step: Callable[[Result], None] | None = None, target: TargetInfo | None = None) -> list[Result]:  # fmt: skip
+    """Run every step of ``cfg`` against its target; one Result (kind ``load``) per step, in order.
+
+    Args:
+        cfg: settings (``concurrency`` steps for closed loop, ``request_rate`` for open loop).
+        command: argv recorded in each Result.
+        on_step: called with each Result as soon as its step ends (print, write).
+        target: an already read target (default: :func:`read_target`).
+
+    Raises:
+        UsageError: unreachable target, unknown model, bad payload settings (before any load).
+        MeasurementError: a worker process failed.
+    """
+    build_mode(cfg, cfg.steps[0])  # a bad trace file or rate is a usage error before any request
+    target = target or read_target(cfg)
+    out = []
+    for value in cfg.steps:
+        r = run_one(cfg, target, value, command)
+        out.append(r)
+        if on_step is not None:
+            on_step(r)
+        if (r.metrics.client or {}).get("target_lost"):
+            break  # the target died: later steps would only measure refusals
+    return out
+
+
+def rate_short(r: Result) -> bool:
+    """True when an open-loop step's achieved rate fell below 95 % of its target (``--strict-rate``)."""
+    c = r.metrics.client or {}
+    target = c.get("target_rate")
+    return bool(target) and c.get("achieved_rate", 0.0) < RATE_SHORT_FRACTION * target
+
+
+__all__ = ["build_mode", "load", "pool_samples", "rate_short", "run_one", "run_workers"]
