@@ -94,7 +94,9 @@ def run_wrk(url: str, bodies: Path, path: str, conc: int, seconds: float, cpu: i
 def run_bench(model: Model, batch: int, seconds: float, cpu: int, workdir: Path) -> dict[str, Any]:
     """In-process `inferperf bench` at ``batch``, intra-op 1, pinned to ``cpu``: rows/s and p50 ms."""
     out = workdir / f"bench-{model.name}-{batch}.json"
-    cmd = ["taskset", "-c", str(cpu), sys.executable, "-m", "inferperf", "bench", model.spec, *model.shape_flags,
+    # --shape NAME:1x... becomes NAME:{batch}x... (bench refuses a batch size that contradicts the shape)
+    shape = [re.sub(r":1x", f":{batch}x", f, count=1) if f.startswith(f"{model.input}:") else f for f in model.shape_flags]
+    cmd = ["taskset", "-c", str(cpu), sys.executable, "-m", "inferperf", "bench", model.spec, *shape,
            "--batch-size", str(batch), "--intra-op-num-threads", "1", "--duration-s", f"{seconds:g}",
            "--max-duration-s", f"{seconds * 3:g}", "--iterations", "10", "--output", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 3 + 180)
@@ -154,8 +156,11 @@ def measure_model(model: Model, arms: list[Arm], args: argparse.Namespace, work:
             arm.start(model, work / model.name, probes)
             started.append(arm)
         res["output_check_max_abs_diff"] = check_outputs(arms, model, xs[1])
+        short = model.spec.removeprefix("zoo:")
         items: list[tuple[Any, ...]] = [("wrk", a, e, c) for a in arms for e in a.encodings
-                                        if e in args.encodings for c in args.concurrency]
+                                        if e in args.encodings and f"{short}:{a.key}/{e}" not in args.skip
+                                        for c in args.concurrency]
+        seconds = args.model_seconds.get(short, args.seconds)
         items += [("bench", b) for b in sorted({1, model.max_batch_size})]
         rng = random.Random(args.seed)
         for r in range(args.rounds):
@@ -163,17 +168,20 @@ def measure_model(model: Model, arms: list[Arm], args: argparse.Namespace, work:
             for it in items:
                 if it[0] == "bench":
                     res["ceiling"].setdefault(str(it[1]), []).append(
-                        run_bench(model, it[1], args.seconds, args.server_cpu, work))
+                        run_bench(model, it[1], seconds, args.server_cpu, work))
                     continue
                 _, arm, enc, conc = it
+                if f"{short}:{arm.key}/{enc}/{conc}" in args.skip:
+                    continue
                 before = arm.metrics() if isinstance(arm, InferperfArm) else ""
                 pt = run_wrk(f"http://127.0.0.1:{arm.port}", bodies[enc], f"/v2/models/{model.name}/infer", conc,
-                             args.seconds, args.client_cpu)
+                             seconds, args.client_cpu)
                 key = f"{arm.key}/{enc}/{conc}"
                 if before:
                     (s0, c0), (s1, c1) = batch_stats(before), batch_stats(arm.metrics())
                     if c1 > c0:
                         pt["batch_mean"] = (s1 - s0) / (c1 - c0)
+                pt["drain_s"] = arm.wait_idle()
                 res["points"].setdefault(key, []).append(pt)
                 print(f"  [{model.label} r{r}] {key}: {pt['rps']:.1f} req/s p50 {pt['p50_ms']:.2f} ms "
                       f"p99 {pt['p99_ms']:.2f} ms errors {pt['errors']}"
@@ -206,6 +214,46 @@ def tiny_latency(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return out
 
 
+def metrics_cost(cpu: int, n: int = 200_000, rounds: int = 5) -> dict[str, Any]:
+    """Cost of the metrics hooks one request triggers, in us (`inferperf serve` has no switch to turn them off).
+
+    One request with batching off calls ServerMetrics' request_started, decoded, request_queued,
+    request_dequeued, batch_executed (one row), encoded and request_finished; they run ``n`` times pinned
+    to ``cpu``; the median over ``rounds`` of the per-request time is returned, with one /metrics
+    exposition's time (a scrape, every 15 s with Prometheus' default).
+    """
+    from inferperf.serve.metrics import ServerMetrics
+
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        per_req, scrape = [], []
+        for _ in range(rounds):
+            m = ServerMetrics()
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                t = m.request_started("m")
+                m.decoded("m", 20_000)
+                m.request_queued("m")
+                m.request_dequeued("m")
+                m.batch_executed("m", 1, 1, [50_000], 2_000_000, False)
+                m.encoded("m", 10_000)
+                m.request_finished("m", 200, t)
+            per_req.append((time.perf_counter_ns() - t0) / n / 1e3)
+            t1 = time.perf_counter_ns()
+            m.exposition()
+            scrape.append((time.perf_counter_ns() - t1) / 1e6)
+    finally:
+        os.sched_setaffinity(0, old)
+    return {"per_request_us": statistics.median(per_req), "per_request_us_all": per_req,
+            "scrape_ms": statistics.median(scrape)}
+
+
+def _pairs(text: str) -> dict[str, float]:
+    """'a=1,b=2' -> {'a': 1.0, 'b': 2.0}."""
+    return {k: float(v) for k, v in (p.split("=") for p in text.split(",") if p)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="zoo:squeezenet,zoo:ppocr-det@1x3x640x640")
@@ -214,6 +262,12 @@ def main() -> None:
     ap.add_argument("--arms", default="off,on,minimal,mlserver", type=lambda s: s.split(","))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=5.0, help="per point (wrk duration, bench min duration)")
+    ap.add_argument("--model-seconds", default="ppocr-det=8", type=_pairs,
+                    help="per-model point duration, e.g. ppocr-det=8 (zoo name without zoo:)")
+    ap.add_argument("--skip", type=lambda s: set(s.split(",")),
+                    default="ppocr-det:off/json,ppocr-det:minimal/json,ppocr-det:on/json/64,ppocr-det:mlserver/json/64",
+                    help="MODEL:ARM/ENCODING[/CONC] points left out (det 640 JSON bodies are ~8 MB: only batching on and"
+                         " MLServer, which has no binary extension, get them, up to concurrency 16)")
     ap.add_argument("--bodies", type=int, default=64, help="distinct pre-built request bodies per model (>= 64)")
     ap.add_argument("--batch-flags", default="--dynamic-batching --max-queue-delay-us 2000")
     ap.add_argument("--max-batch-size", type=int, default=8)
@@ -226,11 +280,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.concurrency = 1, 2.0, [1, 16]
+        args.model_seconds = {k: min(v, 4.0) for k, v in args.model_seconds.items()}
     cmd = "python benchmarks/serve.py " + shlex.join(sys.argv[1:])
     started = dt.datetime.now(dt.timezone.utc)
     meta = {"command": cmd, "started": started.isoformat(timespec="seconds"), "load_before": os.getloadavg(),
             "server_cpu": args.server_cpu, "client_cpu": args.client_cpu, "rounds": args.rounds,
-            "seconds": args.seconds, "bodies": args.bodies, "batch_flags": args.batch_flags,
+            "seconds": args.seconds, "model_seconds": args.model_seconds, "bodies": args.bodies, "batch_flags": args.batch_flags,
             "max_batch_size": args.max_batch_size, "nproc": os.cpu_count()}
     results: dict[str, Any] = {"meta": meta, "models": {}}
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
@@ -241,6 +296,7 @@ def main() -> None:
             results["models"][model.label] = measure_model(model, arms, args, work)
         if not args.no_tiny:
             results["tiny"] = tiny_latency(args, work)
+        results["metrics_cost"] = metrics_cost(args.server_cpu)
     meta["load_after"] = os.getloadavg()
     meta["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -111,6 +111,34 @@ class Arm:
         """The POST URL of ``model``."""
         return f"http://127.0.0.1:{self.port}/v2/models/{model.name}/infer"
 
+    def wait_idle(self, cpu_share: float = 0.05, window_s: float = 0.3, deadline_s: float = 120.0) -> float:
+        """Wait until the server (and its children) used under ``cpu_share`` of one CPU over ``window_s``:
+        requests a load point left queued (wrk stops with requests in flight) must not run into the next
+        point. Returns the seconds waited (the deadline ends the wait)."""
+        import psutil
+
+        if self.proc is None:
+            return 0.0
+        t0 = time.monotonic()
+        root = psutil.Process(self.proc.pid)
+
+        def cpu() -> float:
+            total = 0.0
+            for p in [root, *root.children(recursive=True)]:
+                try:
+                    t = p.cpu_times()
+                    total += t.user + t.system
+                except psutil.Error:
+                    pass
+            return total
+
+        while time.monotonic() - t0 < deadline_s:
+            c0 = cpu()
+            time.sleep(window_s)
+            if cpu() - c0 < cpu_share * window_s:
+                break
+        return time.monotonic() - t0
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 20 s."""
         if self.proc is not None and self.proc.poll() is None:

@@ -102,7 +102,8 @@ def markdown(results: dict[str, Any]) -> str:
     out = [f"Command: `{meta['command']}` ({meta['started']} to {meta.get('finished', '?')}, load average"
            f" {meta['load_before'][0]:.2f} before, {meta.get('load_after', [float('nan')])[0]:.2f} after; servers pinned"
            f" to CPU {meta['server_cpu']} with `taskset`, wrk to CPU {meta['client_cpu']}; {meta['rounds']} rounds x"
-           f" {meta['seconds']:g} s a point; {meta['bodies']} distinct bodies a model; batching on ="
+           f" {meta['seconds']:g} s a point"
+           f"{''.join(f', {k} {v:g} s' for k, v in meta.get('model_seconds', {}).items())}; {meta['bodies']} distinct bodies a model; batching on ="
            f" `--max-batch-size {meta['max_batch_size']} {meta['batch_flags']}`).", ""]
     for label, m in results["models"].items():
         out += _model_table(label, m)
@@ -117,4 +118,18 @@ def markdown(results: dict[str, Any]) -> str:
             rows.append(f"| mul_1 [3,2] | added latency, tiny {enc}, conc. 1, batching off (ms) | {_span(d, '{:.3f}')} |"
                         f" <= {TARGET_TINY_MS} | {_verdict(d, TARGET_TINY_MS, higher=False)} |")
         rows.append(f"| mul_1 [3,2] | in-process p50 (ms) | {_span([b['p50_ms'] for b in tiny['bench']], '{:.4f}')} | - | - |")
+    mc = results.get("metrics_cost")
+    if mc:
+        rows.append(f"| - | metrics hooks per request (us, in-process, pinned; no switch to turn them off) |"
+                    f" {_span(mc['per_request_us_all'], '{:.1f}')} | - | - |")
+        for label, m in results["models"].items():
+            runs = m["points"].get(f"off/binary/{max(int(k.split('/')[2]) for k in m['points'])}")
+            if runs:
+                share = [100 * mc["per_request_us"] * r["rps"] / 1e6 for r in runs]
+                rows.append(f"| {label} | metrics hooks as % of the server's time per request (batching off, binary,"
+                            f" top conc.) | {_span(share, '{:.2f}')} | <= 2 | {_verdict(share, 2.0, higher=False)} |")
+        if tiny:
+            share = [100 * mc["per_request_us"] * r["rps"] / 1e6 for r in tiny["binary"]]
+            rows.append(f"| mul_1 [3,2] | metrics hooks as % of the time per request (conc. 1, binary) |"
+                        f" {_span(share, '{:.2f}')} | <= 2 | {_verdict(share, 2.0, higher=False)} |")
     return "\n".join(out + ["#### Targets", ""] + rows) + "\n"
