@@ -125,10 +125,14 @@ class StepSamples:
     max_connections: int = 0
     workers: int = 1
     transport: dict[str, Any] = field(default_factory=dict)
+    by_send: bool = False
 
     def measured(self) -> np.ndarray:
-        """Boolean mask of requests that completed (with or without error) in the measured span (start, end]."""
+        """Boolean mask of requests that completed (with or without error) in the measured span (start, end];
+        with ``by_send`` (``requests`` N) those *sent* in it that were answered, exactly the N asked."""
         d = self.done_ns
+        if self.by_send:
+            return (self.sent_ns >= self.measure_start_ns) & (d >= 0) & (d <= self.measure_end_ns)
         return (d > self.measure_start_ns) & (d <= self.measure_end_ns)
 
     def incomplete_mask(self) -> np.ndarray:
@@ -441,7 +445,7 @@ async def run_step(
         error=np.asarray(run.err, np.int8), worker=np.full(n, worker_id, np.int16), error_kinds=kinds,
         t0_ns=t0, measure_start_ns=span[0], measure_end_ns=span[1], windows_ns=span[2], stable=span[3],
         client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,
-        max_connections=cap, transport=transport.describe(),
+        max_connections=cap, transport=transport.describe(), by_send=requests is not None,
     )  # fmt: skip
 
 

@@ -79,7 +79,9 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
     kinds = [""] + sorted({k for p in parts for k in p.error_kinds if k})
     remap = [np.asarray([kinds.index(k) for k in p.error_kinds], np.int8) for p in parts]
     cat = lambda f: np.concatenate([getattr(p, f) for p in parts])  # noqa: E731
-    a, b = max(p.measure_start_ns for p in parts), min(p.measure_end_ns for p in parts)
+    by_send = parts[0].by_send  # requests N: every worker's sends count (union); else the common span
+    starts, ends = [p.measure_start_ns for p in parts], [p.measure_end_ns for p in parts]
+    a, b = (min(starts), max(ends)) if by_send else (max(starts), min(ends))
     n = max(1, len(parts[0].windows_ns))
     edges = [a + (b - a) * i // n for i in range(n + 1)]
     first = parts[0]
@@ -93,6 +95,7 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         client_cpu_s=sum(p.client_cpu_s for p in parts), connections_peak=sum(p.connections_peak for p in parts),
         connections_ran_out=sum(p.connections_ran_out for p in parts),
         max_connections=sum(p.max_connections for p in parts), workers=len(parts), transport=first.transport,
+        by_send=by_send,
     )  # fmt: skip
     pooled.stable = is_stable([window_figures(pooled, x, y) for x, y in pooled.windows_ns],
                               rule.stability_percentage, rule.consecutive)  # fmt: skip
