@@ -5,8 +5,8 @@ writes one prebuilt request (request line, headers and body in one ``bytes``)
 and reads the status line, headers and a ``Content-Length`` (or chunked) body.
 It was chosen by measurement over aiohttp and httpx (BENCHMARKS.md, "Load
 generator HTTP client"): at the same concurrency against the same trivial
-server it made the most requests per client CPU-second, and it needs no
-dependency beyond the standard library (``uvloop`` is used when installed).
+server it made ~4x aiohttp's requests per client CPU-second, and it needs no
+dependency beyond the standard library.
 
 Connections are explicit objects so the driver can count, grow and cap them
 (``--max-connections``). Every failure is a :class:`Response` with an
