@@ -122,3 +122,117 @@ def test_timeouts_are_errors_and_outstanding_requests_are_incomplete() -> None:
     clock = FakeClock()
     s = step(clock, SimulatedServer(clock, service_s=0.3, slots=1), Closed(1), duration_s=1.0)
     assert s.incomplete_mask().sum() == 1  # the one in flight at the end: counted, not dropped
+
+
+# ---------------------------------------------------------------- from samples to the Result (result.py, run.py, csv.py)
+
+from inferperf.loadgen.csv import PA_COLUMNS, write_csv  # noqa: E402
+from inferperf.loadgen.options import LoadConfig  # noqa: E402
+from inferperf.loadgen.result import error_adjusted, server_block, step_result  # noqa: E402
+from inferperf.loadgen.run import pool_samples  # noqa: E402
+from inferperf.loadgen.target import TargetInfo  # noqa: E402
+
+
+def target() -> TargetInfo:
+    return TargetInfo(kind="kserve", url="http://127.0.0.1:1", model="m",
+                      metadata={"name": "m", "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
+                                "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 2]}]},
+                      shapes=[{"x": [1, 4]}], dtypes={"x": "FP32"}, payloads=[b""])  # fmt: skip
+
+
+def test_a_closed_loop_result_carries_the_client_block_and_littles_law() -> None:
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=0.020, slots=8), Closed(8), duration_s=5.0)
+    r = step_result(s, target(), LoadConfig(concurrency=[8]), ["inferperf", "load"])
+    c = r.metrics.client
+    assert r.kind == "load" and r.config.scenario == "concurrent" and r.config.concurrency == 8
+    assert r.metrics.throughput.queries_per_s == pytest.approx(400, rel=1e-3)
+    assert r.metrics.latency_ms.p99 == pytest.approx(20.0, abs=1e-3)
+    assert c["littles_law"]["ok"] and c["littles_law"]["concurrency_expected"] == pytest.approx(8, rel=0.01)
+    assert c["error_adjusted_latency_ms"]["p99"] == pytest.approx(20.0, abs=1e-3)
+    assert r.validity.valid, r.validity.reasons
+    assert r.metrics.server is None  # no statistics endpoint
+
+
+def test_open_loop_result_sets_corrected_beside_uncorrected() -> None:
+    clock = FakeClock()
+    server = SimulatedServer(clock, service_s=0.001, slots=1, freezes=[(3.0, 4.0)])
+    s = step(clock, server, Open(arrivals.constant(100), max_connections=1), duration_s=10.0)
+    r = step_result(s, target(), LoadConfig(request_rate=[100]), [])
+    c = r.metrics.client
+    assert r.config.scenario == "server" and c["target_rate"] == 100
+    assert 850 <= r.metrics.latency_ms.p99 <= 1000 and c["uncorrected_latency_ms"]["p99"] < 5
+    assert c["late_sends"] > 90 and c["send_lag_ms"]["max"] > 900
+    assert c["connections"]["ran_out"] > 90
+    assert not any("generator-bound" in x for x in r.validity.reasons)  # connections ran out: the server's stall
+
+
+def test_a_busy_client_is_invalid_with_the_reason() -> None:
+    clock = FakeClock()
+    readings = iter([0.0, 9.5])
+    s = step(clock, SimulatedServer(clock, service_s=0.005, slots=2), Closed(2), duration_s=10.0,
+             cpu=lambda: next(readings))
+    r = step_result(s, target(), LoadConfig(concurrency=[2]), [])
+    assert not r.validity.valid and "generator-bound: the client used 95 %" in r.validity.reasons[0]
+
+
+def _manual(lag_ns: np.ndarray, ran_out: int = 0) -> StepSamples:
+    n = lag_ns.size
+    sched = np.arange(n, dtype=np.int64) * 10 * MS + 1
+    sent = sched + lag_ns
+    return StepSamples(mode="open", concurrency=None, schedule={"arrival": "constant", "rate_per_s": 100.0},
+                       scheduled_ns=sched, sent_ns=sent, done_ns=sent + MS, status=np.full(n, 200, np.int16),
+                       error=np.zeros(n, np.int8), worker=np.zeros(n, np.int16), error_kinds=[""], t0_ns=0,
+                       measure_start_ns=0, measure_end_ns=int(sent[-1] + MS), connections_ran_out=ran_out,
+                       max_connections=8)  # fmt: skip
+
+
+def test_growing_send_lag_with_connections_to_spare_is_the_clients_fault() -> None:
+    lag = np.linspace(0, 200 * MS, 500).astype(np.int64)
+    r = step_result(_manual(lag), target(), LoadConfig(request_rate=[100]), [])
+    assert not r.validity.valid and any("send lag grew" in x for x in r.validity.reasons)
+    r = step_result(_manual(lag, ran_out=100), target(), LoadConfig(request_rate=[100]), [])
+    assert not any("send lag grew" in x for x in r.validity.reasons)
+
+
+def test_error_adjusted_percentiles_count_failures_as_infinitely_slow() -> None:
+    ok = np.arange(1, 100, dtype=np.int64) * MS
+    e = error_adjusted(ok, 1)
+    assert e["p50"] == pytest.approx(50.5) and e["p99"] is None and e["count"] == 100
+    assert error_adjusted(ok, 0)["p99"] == pytest.approx(float(np.percentile(ok / 1e6, 99)))
+
+
+def test_server_block_differences_triton_statistics_over_the_step() -> None:
+    def st(n: int, queue_ns: int, infer_ns: int, b1: int) -> dict:
+        z = {"count": n, "ns": 0}
+        return {"execution_count": b1, "inference_count": n,
+                "inference_stats": {"success": {"count": n, "ns": 0}, "fail": {"count": 0, "ns": 0},
+                                    "queue": {"count": n, "ns": queue_ns}, "compute_input": z,
+                                    "compute_infer": {"count": n, "ns": infer_ns}, "compute_output": z},
+                "batch_stats": [{"batch_size": 1, "compute_infer": {"count": b1, "ns": 0}}]}  # fmt: skip
+
+    b = server_block(st(10, 10 * MS, 50 * MS, 10), st(110, 210 * MS, 550 * MS, 110), client_mean_ms=9.0)
+    assert b is not None and b["requests"] == 100
+    assert b["queue_ms"] == pytest.approx(2.0) and b["compute_ms"] == pytest.approx(5.0)
+    assert b["latency_split_ms"] == {"queue_ms": 2.0, "compute_ms": 5.0, "rest_ms": 2.0}
+    assert b["batch_sizes"] == {"1": 100}
+    assert server_block(None, st(1, 0, 0, 1), 1.0) is None
+
+
+def test_two_workers_pool_raw_samples_exactly(tmp_path) -> None:  # noqa: ANN001
+    parts = []
+    for k, kind_server in enumerate([dict(die_at_s=None), dict(die_at_s=1.5)]):
+        clock = FakeClock()
+        server = SimulatedServer(clock, service_s=0.010, slots=1, **kind_server)
+        parts.append(step(clock, server, Closed(1), duration_s=2.0, worker_id=k))
+    pooled = pool_samples(parts, WindowRule())
+    assert pooled.scheduled_ns.size == sum(p.scheduled_ns.size for p in parts)
+    assert sorted(set(pooled.worker.tolist())) == [0, 1] and pooled.workers == 2
+    ok0 = (parts[0].measured() & (parts[0].error == 0)).sum() + (parts[1].measured() & (parts[1].error == 0)).sum()
+    assert (pooled.measured() & (pooled.error == 0)).sum() == ok0
+    kinds = {pooled.error_kinds[c] for c in pooled.error[pooled.error > 0]}
+    assert kinds == {parts[1].error_kinds[c] for c in parts[1].error[parts[1].error > 0]}
+    r = step_result(pooled, target(), LoadConfig(concurrency=[2]), [])
+    p = write_csv([r], tmp_path / "load.csv")
+    header = p.read_text().splitlines()[0].split(",")
+    assert header[0] == "Concurrency" and header[1 : 1 + len(PA_COLUMNS)] == PA_COLUMNS
