@@ -53,6 +53,14 @@ def test_open_loop_poisson_binary_smoke(server) -> None:
     assert c["send_lag_ms"]["max"] >= 0 and c["connections"]["peak"] >= 1
 
 
+def test_a_weighted_shape_mix_is_accepted_by_the_server(server) -> None:
+    cfg = LoadConfig(url=server.url, model="mlp", concurrency=[2], shapes=["x:1x32", "x:3x32"], shape_weights=[3, 1],
+                     requests=30, warmup_s=0.2)  # fmt: skip
+    (r,) = load(cfg)
+    assert r.metrics.errors.count == 0 and r.metrics.latency_ms.count == 30
+    assert r.metrics.throughput.samples_per_s > 0
+
+
 def test_requests_n_over_two_workers_pools_raw_samples(server) -> None:
     cfg = LoadConfig(url=server.url, model="mlp", concurrency=[2], workers=2, requests=20, warmup_s=0.2)
     (r,) = load(cfg)

@@ -236,3 +236,59 @@ def test_two_workers_pool_raw_samples_exactly(tmp_path) -> None:  # noqa: ANN001
     p = write_csv([r], tmp_path / "load.csv")
     header = p.read_text().splitlines()[0].split(",")
     assert header[0] == "Concurrency" and header[1 : 1 + len(PA_COLUMNS)] == PA_COLUMNS
+
+
+# ---------------------------------------------------------------- payload pool (target.py)
+
+from inferperf.errors import UsageError  # noqa: E402
+from inferperf.loadgen.target import build_payloads, parse_headers  # noqa: E402
+from inferperf.loadgen.transport import Endpoint  # noqa: E402
+
+
+def _bodies(info: TargetInfo) -> list[bytes]:
+    return [p.split(b"\r\n\r\n", 1)[1] for p in info.payloads]
+
+
+def test_shape_mix_follows_the_weights_and_payloads_are_distinct_and_seeded() -> None:
+    cfg = LoadConfig(model="m", shapes=["x:1x4", "x:3x4"], shape_weights=[3, 1], input_pool_size=8, seed=5)
+    info = target()
+    info.payloads = []
+    build_payloads(info, cfg, Endpoint.parse("http://127.0.0.1:8000"))
+    import orjson
+
+    docs = [orjson.loads(b) for b in _bodies(info)]
+    rows = sorted(d["inputs"][0]["shape"][0] for d in docs)
+    assert rows == [1] * 6 + [3] * 2
+    assert len({bytes(b) for b in _bodies(info)}) == 8
+    again = target()
+    again.payloads = []
+    build_payloads(again, cfg, Endpoint.parse("http://127.0.0.1:8000"))
+    assert again.payloads == info.payloads
+    assert info.payloads[0].startswith(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n")
+
+
+def test_binary_payloads_carry_the_header_length_and_raw_tensors(tmp_path) -> None:  # noqa: ANN001
+    np.savez(tmp_path / "in.npz", x=np.arange(12, dtype=np.float32).reshape(3, 4))
+    cfg = LoadConfig(model="m", protocol="binary", input_data=str(tmp_path / "in.npz"), headers=["X-Trace: 1"])
+    info = target()
+    info.payloads = []
+    build_payloads(info, cfg, Endpoint.parse("http://h:80"))
+    assert len(info.payloads) == 3 and info.data_source.endswith("in.npz")
+    head, body = info.payloads[1].split(b"\r\n\r\n", 1)
+    n = int(head.split(b"Inference-Header-Content-Length: ")[1].split(b"\r\n")[0])
+    assert b"X-Trace: 1" in head and b"Host: h\r\n" in head
+    assert np.frombuffer(body[n:], np.float32).tolist() == [4, 5, 6, 7]
+
+
+def test_bad_payload_settings_are_one_line_usage_errors(tmp_path) -> None:  # noqa: ANN001
+    info = target()
+    info.metadata["inputs"][0]["shape"] = [-1, -1]
+    with pytest.raises(UsageError, match="free dims.*--shape x:"):
+        build_payloads(info, LoadConfig(model="m"), Endpoint.parse("http://h"))
+    with pytest.raises(UsageError, match="no input 'y'"):
+        build_payloads(target(), LoadConfig(model="m", shapes=["y:1x4"]), Endpoint.parse("http://h"))
+    with pytest.raises(UsageError, match="Name:value"):
+        parse_headers(["novalue"])
+    with pytest.raises(UsageError, match="lacks input"):
+        np.savez(tmp_path / "z.npz", other=np.zeros((2, 4), np.float32))
+        build_payloads(target(), LoadConfig(model="m", input_data=str(tmp_path / "z.npz")), Endpoint.parse("http://h"))
