@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +41,7 @@ import numpy as np
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..measure.arrivals import Schedule
+from .windows import WindowRule, _equal, _window, is_stable
 from .transport import CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
 
 RECONNECT_BACKOFF_S = 0.010
@@ -74,17 +74,6 @@ class Open:
             return max(1, min(self.max_connections, self.initial_connections))
         rate = self.schedule.describe().get("rate_per_s") or 20.0
         return max(1, min(self.max_connections, math.ceil(rate * 0.05)))
-
-
-@dataclass(frozen=True)
-class WindowRule:
-    """perf_analyzer's window rule: ``interval_ms`` windows, stable when the last ``consecutive`` windows'
-    throughput and p99 are within ``stability_percentage`` of their mean, at most ``max_trials`` windows."""
-
-    interval_ms: int = 5000
-    stability_percentage: float = 10.0
-    max_trials: int = 10
-    consecutive: int = 3
 
 
 @dataclass
@@ -152,31 +141,6 @@ def window_figures(s: StepSamples, a_ns: int, b_ns: int) -> dict[str, float]:
     """Completions (successes) in ``(a_ns, b_ns]`` of ``s``: ``count``, ``queries_per_s``, ``p50_ms``,
     ``p99_ms`` of corrected latency (0 when empty)."""
     return _window(s.scheduled_ns, s.done_ns, s.error, a_ns, b_ns)
-
-
-def _window(sched: np.ndarray, done: np.ndarray, err: np.ndarray, a: int, b: int) -> dict[str, float]:
-    sel = (done > a) & (done <= b) & (err == 0)
-    lat = (done[sel] - sched[sel]) / 1e6
-    width_s = max(b - a, 1) / 1e9
-    return {"count": int(lat.size), "queries_per_s": lat.size / width_s,
-            "p50_ms": float(np.percentile(lat, 50)) if lat.size else 0.0,
-            "p99_ms": float(np.percentile(lat, 99)) if lat.size else 0.0}  # fmt: skip
-
-
-def is_stable(windows: Sequence[dict[str, float]], percentage: float, consecutive: int = 3) -> bool | None:
-    """perf_analyzer's rule over the last ``consecutive`` windows (None when there are fewer)."""
-    if len(windows) < consecutive:
-        return None
-    last = windows[-consecutive:]
-    if any(w["count"] == 0 for w in last):
-        return False
-    p = percentage / 100.0
-    for key in ("queries_per_s", "p99_ms"):
-        vals = [w[key] for w in last]
-        mean = sum(vals) / len(vals)
-        if max(vals) > mean * (1 + p) or min(vals) < mean * (1 - p):
-            return False
-    return True
 
 
 def cpu_seconds() -> float:
@@ -350,11 +314,6 @@ async def _control(run: _StepRun, rule: WindowRule, start_ns: int, duration_ns: 
             break
     last = wins[-rule.consecutive:]
     return last[0][0], last[-1][1], wins, _stability(run, wins, rule)
-
-
-def _equal(a: int, b: int, n: int) -> list[tuple[int, int]]:
-    edges = [a + (b - a) * k // n for k in range(n + 1)]
-    return list(zip(edges[:-1], edges[1:], strict=True))
 
 
 def _stability(run: _StepRun, wins: list[tuple[int, int]], rule: WindowRule) -> bool | None:

@@ -69,12 +69,11 @@ def _lag_ms(lag: np.ndarray) -> dict[str, float]:
 
 
 def _in_flight_mean(s: StepSamples) -> float:
-    """Mean requests in flight over the measured span (from each request's send to its answer)."""
+    """Mean requests in the system over the measured span, each from its scheduled send to its answer (the
+    span the corrected latency covers; an unanswered one until the span's end)."""
     a, b = s.measure_start_ns, s.measure_end_ns
-    sent = s.sent_ns
-    has = sent >= 0
-    start = np.maximum(sent[has], a)
-    end = np.where(s.done_ns[has] < 0, b, np.minimum(s.done_ns[has], b))
+    start = np.maximum(s.scheduled_ns, a)
+    end = np.where(s.done_ns < 0, b, np.minimum(s.done_ns, b))
     return float(np.clip(end - start, 0, None).sum() / max(b - a, 1))
 
 
