@@ -292,3 +292,13 @@ def test_bad_payload_settings_are_one_line_usage_errors(tmp_path) -> None:  # no
     with pytest.raises(UsageError, match="lacks input"):
         np.savez(tmp_path / "z.npz", other=np.zeros((2, 4), np.float32))
         build_payloads(target(), LoadConfig(model="m", input_data=str(tmp_path / "z.npz")), Endpoint.parse("http://h"))
+
+
+def test_poisson_noise_in_a_short_span_is_not_called_a_missed_rate() -> None:
+    for seed in range(5):
+        clock = FakeClock()
+        server = SimulatedServer(clock, service_s=0.002, slots=4)
+        s = step(clock, server, Open(arrivals.poisson(30, seed=seed), max_connections=8), duration_s=3.0)
+        r = step_result(s, target(), LoadConfig(request_rate=[30], arrival="poisson"), [])
+        assert r.validity.valid, r.validity.reasons
+        assert r.metrics.client["send_rate"] == pytest.approx(r.metrics.client["scheduled_rate"], abs=0.4)

@@ -262,5 +262,6 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         short = [r for r in results if rate_short(r)]
         if short:
             c = short[0].metrics.client or {}
-            raise GateFailed(f"--strict-rate: achieved {c['achieved_rate']:.1f} of {c['target_rate']:g} req/s")
+            raise GateFailed(f"--strict-rate: achieved {c['achieved_rate']:.1f} req/s of the {c['scheduled_rate']:.1f}"
+                             f" scheduled (target {c['target_rate']:g})")
     return 0
