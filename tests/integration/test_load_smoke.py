@@ -84,6 +84,12 @@ def test_bad_input_exits_2(server, argv, capsys) -> None:
     assert len(err) == 1 and err[0].startswith("error: ")
 
 
+def test_an_unknown_model_to_serve_exits_2_with_one_line(capsys) -> None:
+    assert main(["load", "zoo:doesnotexist", "--concurrency", "1", "--duration-s", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown zoo model 'doesnotexist'" in err[0]
+
+
 def test_strict_rate_short_exits_3(server, capsys) -> None:
     argv = ["load", server.url, "--model", "mlp", "--request-rate", "5000", "--max-connections", "1",
             "--warmup-s", "0.2", "--duration-s", "1", "--strict-rate"]
