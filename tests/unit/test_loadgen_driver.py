@@ -302,3 +302,13 @@ def test_poisson_noise_in_a_short_span_is_not_called_a_missed_rate() -> None:
         r = step_result(s, target(), LoadConfig(request_rate=[30], arrival="poisson"), [])
         assert r.validity.valid, r.validity.reasons
         assert r.metrics.client["send_rate"] == pytest.approx(r.metrics.client["scheduled_rate"], abs=0.4)
+
+
+def test_pooled_requests_n_counts_each_workers_own_sends_exactly() -> None:
+    parts = []
+    for k, start in enumerate([0, 3_000]):  # time zeros a few microseconds apart, as real workers' are
+        clock = FakeClock(start)
+        server = SimulatedServer(clock, service_s=0.001, slots=1)
+        parts.append(step(clock, server, Closed(1), warmup_s=0.1, requests=10, worker_id=k))
+    pooled = pool_samples(parts, WindowRule())
+    assert pooled.measured().sum() == 20 == sum(p.measured().sum() for p in parts)

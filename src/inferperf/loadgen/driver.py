@@ -115,11 +115,14 @@ class StepSamples:
     workers: int = 1
     transport: dict[str, Any] = field(default_factory=dict)
     by_send: bool = False
+    counted: np.ndarray | None = None  # pooled workers with ``requests``: each worker's own measured mask
 
     def measured(self) -> np.ndarray:
         """Boolean mask of requests that completed (with or without error) in the measured span (start, end];
         with ``by_send`` (``requests`` N) those *sent* in it that were answered, exactly the N asked."""
         d = self.done_ns
+        if self.counted is not None:
+            return self.counted
         if self.by_send:
             return (self.sent_ns >= self.measure_start_ns) & (d >= 0) & (d <= self.measure_end_ns)
         return (d > self.measure_start_ns) & (d <= self.measure_end_ns)

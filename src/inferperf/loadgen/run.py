@@ -95,11 +95,17 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         client_cpu_s=sum(p.client_cpu_s for p in parts), connections_peak=sum(p.connections_peak for p in parts),
         connections_ran_out=sum(p.connections_ran_out for p in parts),
         max_connections=sum(p.max_connections for p in parts), workers=len(parts), transport=first.transport,
-        by_send=by_send,
+        by_send=by_send, counted=cat_mask(parts) if by_send else None,
     )  # fmt: skip
     pooled.stable = is_stable([window_figures(pooled, x, y) for x, y in pooled.windows_ns],
                               rule.stability_percentage, rule.consecutive)  # fmt: skip
     return pooled
+
+
+def cat_mask(parts: list[StepSamples]) -> np.ndarray:
+    """Each worker's own measured mask, concatenated (``requests`` N: exactly the N each worker sent after
+    its own warm-up, whatever microseconds their time zeros differ by)."""
+    return np.concatenate([p.measured() for p in parts])
 
 
 def run_workers(cfg: LoadConfig, payloads: list[bytes], value: float) -> StepSamples:
