@@ -18,7 +18,7 @@ most Locust users seen) that says what it is and what it lacks:
 - ``metrics.throughput``: successful requests over Locust's duration (request count / Locust's requests/s).
 - ``metrics.windows``: from the history, requests/s exact from the running totals between rows; p50/p99 are
   Locust's "current" percentiles of that row (its last ~10 s, not the window alone).
-- ``validity``: ``valid`` when requests were made; its reasons say that stability cannot be judged from
+- ``validity``: ``valid`` when a request succeeded; its reasons say that stability cannot be judged from
   summaries (``validity.stability_judged = false``).
 
 The figures are Locust's last CSV write (once a second), so the console's final counts can be a little
@@ -264,7 +264,7 @@ def row_result(data: LocustCsv, row: LocustRow, *, system: SystemInfo, command: 
         stop=StopConfig(min_iterations=0, min_duration_s=0.0, max_duration_s=duration_s),
         percentile_method="nearest-rank",
     )  # fmt: skip
-    reasons = [STABILITY_REASON] + ([] if row.count else [f"Locust made no {row.name} requests"])
+    reasons = [STABILITY_REASON] + ([] if ok else [f"no successful {row.name} request ({row.failures} failed)"])
     return Result(
         kind="load", tool=ToolInfo(version=__version__), created_at=created_at, command=command,
         case_key=case_key(info.sha256, key), run={"imported": "locust", "locust": locust},
@@ -275,7 +275,7 @@ def row_result(data: LocustCsv, row: LocustRow, *, system: SystemInfo, command: 
             windows=_windows(history), errors=_errors(data.failures, row), client=client,
         ),
         samples=Samples(),
-        validity=Validity(valid=row.count > 0, reasons=reasons, stability_judged=False),
+        validity=Validity(valid=ok > 0, reasons=reasons, stability_judged=False),
         notes=_notes(row, history, users),
     )  # fmt: skip
 
