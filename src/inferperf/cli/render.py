@@ -66,7 +66,9 @@ def result_table(r: Result) -> Table:
     tput = f"{tp.queries_per_s:.1f} queries/s  {tp.samples_per_s:.1f} samples/s  ({lat.count} queries in {tp.duration_s:.2f} s)"
     if tp.queries_per_s_ci95:
         lo, hi = tp.queries_per_s_ci95
-        tput = (f"{tp.queries_per_s:.1f} queries/s, 95 % CI [{lo:.1f}, {hi:.1f}] over {len(tp.per_run)} runs"
+        # the runner clips a rate's t interval at 0: such a bound was not measured, so it is not printed as one
+        ci = f"[{lo:.1f}, {hi:.1f}]" if lo > 0 else f"reaches 0, up to {hi:.1f} (too noisy to bound: --repeat >= 3)"
+        tput = (f"{tp.queries_per_s:.1f} queries/s, 95 % CI {ci} over {len(tp.per_run)} runs"
                 f"  {tp.samples_per_s:.1f} samples/s  ({lat.count} queries in {tp.duration_s:.2f} s)")
     t.add_row("throughput", tput)
     if ref := getattr(tp, "batch1_reference", None):  # offline: the same session at batch 1 (issue 10)
