@@ -23,7 +23,7 @@ from .downsample import MAX_POINTS_PER_CHART, every_kth, minmax_indices
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 VERDICT_COLORS = {"REFERENCE": "#7f7f7f", "FASTER": "#2ca02c", "NO GAIN": "#1f77b4", "SLOWER": "#ff7f0e",
-                  "REJECT": "#d62728", "FAILED": "#d62728"}
+                  "REJECT": "#d62728", "FAILED": "#d62728", "UNDECIDED": "#bcbd22", "NOT MEASURED": "#c7c7c7"}
 
 
 @dataclass
