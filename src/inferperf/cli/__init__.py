@@ -27,6 +27,7 @@ app = typer.Typer(
 from . import bench as _bench  # noqa: E402,F401  (registers the command)
 from . import load as _load  # noqa: E402,F401
 from . import backends as _backends  # noqa: E402,F401
+from . import compare as _compare  # noqa: E402,F401
 from . import optimize as _optimize  # noqa: E402,F401
 from . import report as _report  # noqa: E402,F401
 from . import serve as _serve  # noqa: E402,F401

@@ -1,0 +1,65 @@
+"""``inferperf compare BASELINE CURRENT``: the CI performance gate (exit 3 on a regression)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import GateFailed, UsageError
+from . import app
+
+Opt = typer.Option
+
+
+@app.command("compare")
+def compare_command(
+    baseline: Annotated[Path, typer.Argument(help="baseline Result file or folder")],
+    current: Annotated[Path, typer.Argument(help="current Result file or folder")],
+    match: Annotated[str, Opt(help="auto | case_key | config (config ignores the model file's hash;"
+                                   " auto picks it when each side holds one case or the models differ)")] = "auto",
+    max_throughput_drop: Annotated[Optional[str], Opt(help="largest tolerated throughput drop (default 5%)")] = None,
+    max_p50_increase: Annotated[Optional[str], Opt(help="largest tolerated p50 increase (default 5%)")] = None,
+    max_p99_increase: Annotated[Optional[str], Opt(help="largest tolerated p99 increase (default 10%)")] = None,
+    max_cold_start_increase: Annotated[Optional[str], Opt(help="largest tolerated cold-start increase (default 20%)")] = None,
+    max_rss_increase: Annotated[Optional[str], Opt(help="largest tolerated peak-RSS increase (default 10%)")] = None,
+    gate: Annotated[Optional[Path], Opt(help="YAML gate file (thresholds, metrics, strict, correction); flags override it")] = None,
+    metrics: Annotated[Optional[str], Opt(help="comma list of throughput,p50,p99,cold_start,rss_peak (default all)")] = None,
+    strict: Annotated[Optional[bool], Opt("--strict/--no-strict", help="fail on inconclusive results that may be"
+                                                                        " regressions (default: they pass)")] = None,
+    correction: Annotated[Optional[str], Opt(help="holm (family-wise error, default) | bh (false-discovery rate)")] = None,
+    fmt: Annotated[str, Opt("--format", help="markdown (a pull-request comment) | json")] = "markdown",
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="also write the report to this file")] = None,
+    debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
+) -> int:
+    """Compare CURRENT Results against BASELINE per case and metric; exit 3 when something regressed,
+    2 on usage errors or when no case matched, 0 otherwise."""
+    from ..analysis.compare import compare
+    from ..analysis.compare_gate import build_gate
+    from ..analysis.compare_render import headline, to_json, to_markdown
+
+    if fmt not in ("markdown", "json"):
+        raise UsageError(f"unknown --format {fmt!r}: use markdown or json")
+    thresholds = {"max-throughput-drop": max_throughput_drop, "max-p50-increase": max_p50_increase,
+                  "max-p99-increase": max_p99_increase, "max-cold-start-increase": max_cold_start_increase,
+                  "max-rss-increase": max_rss_increase}
+    g = build_gate(gate, thresholds, metrics, strict, correction)
+    result = compare([baseline], [current], g, match=match)  # type: ignore[arg-type]
+    text = to_markdown(result) if fmt == "markdown" else to_json(result) + "\n"
+    sys.stdout.write(text)
+    if output is not None:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(text)
+        except OSError as e:
+            raise UsageError(f"cannot write '{output}' ({e.strerror or e}): choose another --output") from None
+    for w in result.warnings:
+        print(f"WARNING: not comparable: {w}", file=sys.stderr)
+    if result.exit_code:
+        worst = result.failures[0]
+        raise GateFailed(f"{headline(result).replace('**', '')}; first: {worst.case} {worst.metric} "
+                         f"{worst.change:+.1f} % ({worst.verdict})" if worst.change is not None else
+                         headline(result).replace("**", ""))
+    return 0
