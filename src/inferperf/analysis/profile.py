@@ -1,0 +1,176 @@
+"""Operator profiles from ONNX Runtime's Chrome-trace events (pure; no runtime imported).
+
+ORT's profiler (``SessionOptions.enable_profiling``) records from session creation and writes a JSON list
+of Chrome-trace events (``ph: X``, ``ts``/``dur`` in microseconds). Session events (``cat: Session``) include
+one ``model_run`` per ``run()`` call; node events (``cat: Node``) are named ``<node>_kernel_time`` (and
+``_fence_before``/``_fence_after``) with ``args.op_name``, ``args.provider`` and the input/output shapes.
+Source: onnxruntime/core/common/profiler.cc and core/framework/sequential_executor.cc.
+
+Warm-up is excluded by timestamp: every kernel event is assigned to the ``model_run`` window holding it,
+and the first ``skip_runs`` windows (warm-up; the first of them includes kernel search) are set apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: ORT stops recording once this many events are held (onnxruntime/core/common/profiler.h, max_num_events_).
+ORT_MAX_EVENTS = 1_000_000
+
+
+def events_per_run(num_nodes: int) -> int:
+    """Upper estimate of trace events one run adds: 3 per node (fences + kernel) plus ~4 session events."""
+    return 3 * max(num_nodes, 1) + 4
+
+
+def cap_runs(requested: int, warmup: int, num_nodes: int, limit: int = ORT_MAX_EVENTS) -> int:
+    """Profiled runs that fit under ORT's event cap (``limit``) after ``warmup`` runs and ~100 load events.
+
+    Returns:
+        ``min(requested, fit)``, at least 1.
+    """
+    fit = (limit - 100) // events_per_run(num_nodes) - warmup
+    return max(1, min(requested, fit))
+
+
+def _runs(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """``model_run`` windows (start_us, end_us) in time order."""
+    runs = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+            for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    return sorted(runs)
+
+
+def _kernels(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
+
+
+def _shape(args: dict[str, Any]) -> list[list[int]]:
+    out = []
+    for item in args.get("input_type_shape", []) or []:
+        for _, dims in dict(item).items():
+            out.append([int(d) for d in dims])
+    return out
+
+
+def _out_shape(args: dict[str, Any]) -> list[list[int]]:
+    out = []
+    for item in args.get("output_type_shape", []) or []:
+        for _, dims in dict(item).items():
+            out.append([int(d) for d in dims])
+    return out
+
+
+def split_runs(events: list[dict[str, Any]], skip_runs: int = 0) -> dict[str, Any]:
+    """Assign kernel events to ``model_run`` windows and keep the complete runs after ``skip_runs``.
+
+    Args:
+        events: the trace (list of dicts as ORT writes them).
+        skip_runs: leading runs to set apart (warm-up).
+
+    Returns:
+        ``{"runs": [(start_us, end_us, [kernel events])...], "skipped": [...same...], "dropped_partial": n}``;
+        a run whose kernel count falls short of the most common count (the trace was cut at ORT's event cap)
+        is dropped and counted in ``dropped_partial``.
+    """
+    windows = _runs(events)
+    buckets: list[list[dict[str, Any]]] = [[] for _ in windows]
+    starts = np.array([w[0] for w in windows])
+    for k in _kernels(events):
+        ts = float(k["ts"])
+        i = int(np.searchsorted(starts, ts, side="right")) - 1
+        if 0 <= i and ts <= windows[i][1] + 1:
+            buckets[i].append(k)
+    all_runs = [(w[0], w[1], b) for w, b in zip(windows, buckets)]
+    kept = all_runs[skip_runs:]
+    dropped = 0
+    if kept:
+        full = max(len(r[2]) for r in kept)
+        complete = [r for r in kept if len(r[2]) >= full]
+        dropped = len(kept) - len(complete)
+        kept = complete
+    return {"runs": kept, "skipped": all_runs[:skip_runs], "dropped_partial": dropped}
+
+
+def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) -> dict[str, Any]:
+    """The ``metrics.profile`` block from one ORT trace.
+
+    Args:
+        events: ORT Chrome-trace events.
+        skip_runs: warm-up runs at the start of the trace to set apart (not counted).
+        top: how many nodes to list in ``nodes`` (heaviest first).
+
+    Returns:
+        dict with ``runs`` (profiled runs counted), ``run_ms`` (per run), ``profiled_run_ms_mean``,
+        ``kernel_ms_mean`` and ``outside_kernels_ms`` (mean per run: run time not inside any kernel),
+        ``ops`` (per op type: total_ms over all runs, mean_ms per run, count per run, percent of run time,
+        amdahl_speedup = the end-to-end speed-up if that op type cost nothing, per_run_ms), ``nodes`` (top nodes with
+        op, shapes, mean_ms, percent), ``first_run_ms`` and ``first_run_kernel_ms`` (the first set-apart run,
+        which holds kernel search), ``dropped_partial_runs``.
+
+    Raises:
+        ValueError: no complete ``model_run`` after ``skip_runs`` in the trace.
+    """
+    parts = split_runs(events, skip_runs)
+    runs = parts["runs"]
+    if not runs:
+        raise ValueError(f"trace has no complete model_run after {skip_runs} warm-up run(s): profile more runs")
+    n = len(runs)
+    run_us = np.array([r[1] - r[0] for r in runs])
+    total_run_us = float(run_us.sum())
+    by_op: dict[str, list[float]] = {}
+    by_node: dict[str, dict[str, Any]] = {}
+    per_run: dict[str, list[float]] = {}
+    for r, (_, _, ks) in enumerate(runs):
+        for k in ks:
+            args = k.get("args", {}) or {}
+            op = str(args.get("op_name", "?"))
+            dur = float(k.get("dur", 0))
+            by_op.setdefault(op, [0.0, 0])
+            by_op[op][0] += dur
+            by_op[op][1] += 1
+            per_run.setdefault(op, [0.0] * n)[r] += dur / 1e3
+            name = str(k["name"])[: -len("_kernel_time")]
+            node = by_node.setdefault(name, {"name": name, "op": op, "provider": args.get("provider"),
+                                             "input_shapes": _shape(args), "output_shapes": _out_shape(args),
+                                             "total_us": 0.0, "count": 0})
+            node["total_us"] += dur
+            node["count"] += 1
+    kernel_us = sum(v[0] for v in by_op.values())
+    ops = []
+    for op, (tot, cnt) in sorted(by_op.items(), key=lambda kv: -kv[1][0]):
+        frac = tot / total_run_us if total_run_us else 0.0
+        ops.append({"op": op, "total_ms": tot / 1e3, "mean_ms": tot / n / 1e3, "count": cnt // n,
+                    "percent": 100 * frac, "percent_of_kernels": 100 * tot / kernel_us if kernel_us else 0.0,
+                    "amdahl_speedup": (1 / (1 - frac)) if frac < 1 else float("inf"),
+                    "per_run_ms": per_run[op]})
+    nodes = []
+    for node in sorted(by_node.values(), key=lambda d: -d["total_us"])[:top]:
+        tot = node.pop("total_us")
+        node["mean_ms"] = tot / node.pop("count") / 1e3
+        node["percent"] = 100 * tot / total_run_us if total_run_us else 0.0
+        nodes.append(node)
+    out: dict[str, Any] = {
+        "runs": n, "run_ms": [float(x) / 1e3 for x in run_us],
+        "profiled_run_ms_mean": total_run_us / n / 1e3, "kernel_ms_mean": kernel_us / n / 1e3,
+        "outside_kernels_ms": (total_run_us - kernel_us) / n / 1e3,
+        "outside_kernels_percent": 100 * (total_run_us - kernel_us) / total_run_us if total_run_us else 0.0,
+        "ops": ops, "nodes": nodes, "dropped_partial_runs": parts["dropped_partial"],
+        "first_run_ms": None, "first_run_kernel_ms": None,
+    }
+    if parts["skipped"]:
+        s0, e0, ks0 = parts["skipped"][0]
+        out["first_run_ms"] = (e0 - s0) / 1e3
+        out["first_run_kernel_ms"] = sum(float(k.get("dur", 0)) for k in ks0) / 1e3
+    return out
+
+
+def overhead_flag(profiled_ms: float, unprofiled_ms: float, limit: float = 1.2) -> tuple[float, str | None]:
+    """Ratio of profiled to unprofiled run time and a note when it exceeds ``limit`` (profiler distorts)."""
+    ratio = profiled_ms / unprofiled_ms if unprofiled_ms > 0 else float("nan")
+    note = None
+    if ratio > limit:
+        note = (f"profiled runs take {ratio:.2f}x the unprofiled ones (> {limit}): the profiler's own cost "
+                "distorts small ops; read per-op shares with care")
+    return ratio, note

@@ -1,0 +1,51 @@
+"""``profile --diff``: which operator types got faster or slower between two profiles (pure).
+
+Significance from the profiled runs: each side's per-run time of an op type gives a 95 % confidence interval
+for its median (:func:`inferperf.stats.median_ci`); a change is called only when the intervals separate
+(:func:`inferperf.stats.intervals_separate`, the one rule) and exceeds ``min_change_percent``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..stats import intervals_separate, median_ci
+
+
+def _ci(values: list[float]) -> list[float] | None:
+    if len(values) < 3:
+        return None
+    lo, hi = median_ci(values)
+    return [float(lo), float(hi)]
+
+
+def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: float = 5.0) -> list[dict[str, Any]]:
+    """Per op type present in either profile (``metrics.profile`` blocks): A and B median ms per run, change %,
+    both intervals and a verdict (``faster``, ``slower``, ``unchanged``, ``only in A``/``only in B``).
+
+    Op types match by name (so ORT vs another runtime compares only where names agree). Heaviest first.
+    """
+    ops_a = {o["op"]: o for o in a.get("ops", [])}
+    ops_b = {o["op"]: o for o in b.get("ops", [])}
+    rows = []
+    for op in sorted(set(ops_a) | set(ops_b), key=lambda k: -max(ops_a.get(k, {}).get("mean_ms", 0),
+                                                                  ops_b.get(k, {}).get("mean_ms", 0))):
+        if op not in ops_a or op not in ops_b:
+            side = ops_a.get(op) or ops_b[op]
+            rows.append({"op": op, "a_ms": ops_a[op]["mean_ms"] if op in ops_a else None,
+                         "b_ms": ops_b[op]["mean_ms"] if op in ops_b else None, "change_percent": None,
+                         "verdict": "only in A" if op in ops_a else "only in B", "count": side.get("count")})
+            continue
+        ra, rb = ops_a[op].get("per_run_ms", []), ops_b[op].get("per_run_ms", [])
+        ma = float(np.median(ra)) if ra else ops_a[op]["mean_ms"]
+        mb = float(np.median(rb)) if rb else ops_b[op]["mean_ms"]
+        change = 100 * (mb - ma) / ma if ma else float("nan")
+        ci_a, ci_b = _ci(ra), _ci(rb)
+        verdict = "unchanged"
+        if intervals_separate(ci_a, ci_b) and abs(change) >= min_change_percent:
+            verdict = "slower" if change > 0 else "faster"
+        rows.append({"op": op, "a_ms": ma, "b_ms": mb, "change_percent": change, "a_ci95": ci_a, "b_ci95": ci_b,
+                     "verdict": verdict, "count": ops_b[op].get("count")})
+    return rows

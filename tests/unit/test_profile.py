@@ -1,0 +1,104 @@
+"""Issue 16 (profile): trace parsing, warm-up split, event cap, Amdahl, roofline, diff — on hand-made traces."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferperf.analysis.profile import ORT_MAX_EVENTS, cap_runs, op_profile, overhead_flag, split_runs
+from inferperf.analysis.profile_diff import diff_profiles
+from inferperf.analysis.roofline import classify, node_cost
+
+
+def _run(ts: float, kernels: list[tuple[str, str, float]], gap: float = 10.0) -> list[dict]:
+    """One model_run at ``ts`` us holding ``kernels`` (name, op, dur_us) back to back after ``gap``."""
+    ev, t = [], ts + gap
+    for name, op, dur in kernels:
+        ev.append({"cat": "Node", "name": f"{name}_fence_before", "ts": t, "dur": 0, "ph": "X", "args": {}})
+        ev.append({"cat": "Node", "name": f"{name}_kernel_time", "ts": t, "dur": dur, "ph": "X",
+                   "args": {"op_name": op, "provider": "CPUExecutionProvider",
+                            "input_type_shape": [{"float": [1, 3, 8, 8]}, {"float": [4, 3, 3, 3]}],
+                            "output_type_shape": [{"float": [1, 4, 8, 8]}]}})
+        t += dur
+    ev.append({"cat": "Session", "name": "model_run", "ts": ts, "dur": t - ts + gap, "ph": "X", "args": {}})
+    return ev
+
+
+KS = [("conv1", "Conv", 60.0), ("relu1", "Relu", 10.0), ("conv2", "Conv", 20.0)]
+
+
+def _trace(n_warm: int = 1, n: int = 3) -> list[dict]:
+    ev = [{"cat": "Session", "name": "session_initialization", "ts": 0, "dur": 50, "ph": "X"}]
+    for i in range(n_warm):  # the warm-up run: slower kernels (kernel search)
+        ev += _run(1000 + 1000 * i, [(a, b, d * 5) for a, b, d in KS])
+    for i in range(n):
+        ev += _run(10_000 + 1000 * i, KS)
+    return ev
+
+
+def test_totals_add_up_and_warmup_set_apart():
+    p = op_profile(_trace(), skip_runs=1)
+    assert p["runs"] == 3
+    assert p["profiled_run_ms_mean"] == pytest.approx(0.110)  # 90 us kernels + 2 x 10 us gaps
+    assert p["kernel_ms_mean"] == pytest.approx(0.090)
+    assert p["outside_kernels_ms"] == pytest.approx(0.020)
+    conv = p["ops"][0]
+    assert conv["op"] == "Conv" and conv["count"] == 2 and conv["mean_ms"] == pytest.approx(0.080)
+    assert sum(o["mean_ms"] for o in p["ops"]) + p["outside_kernels_ms"] == pytest.approx(p["profiled_run_ms_mean"])
+    assert conv["amdahl_speedup"] == pytest.approx(110 / 30)
+    assert p["first_run_kernel_ms"] == pytest.approx(0.450)  # warm-up run's kernels, shown apart
+    assert p["nodes"][0]["name"] == "conv1" and p["nodes"][0]["input_shapes"][1] == [4, 3, 3, 3]
+
+
+def test_partial_run_at_event_cap_dropped():
+    ev = _trace(n=3)
+    ev += _run(50_000, KS[:1])  # trace cut mid-run
+    parts = split_runs(ev, skip_runs=1)
+    assert len(parts["runs"]) == 3 and parts["dropped_partial"] == 1
+    assert op_profile(ev, skip_runs=1)["dropped_partial_runs"] == 1
+
+
+def test_no_runs_after_warmup_raises():
+    with pytest.raises(ValueError, match="profile more runs"):
+        op_profile(_trace(n=0), skip_runs=1)
+
+
+def test_cap_runs_fits_event_limit():
+    assert cap_runs(100, 3, 10) == 100
+    n = cap_runs(10**9, 3, 1000)
+    assert (n + 3) * (3 * 1000 + 4) <= ORT_MAX_EVENTS
+    assert cap_runs(5, 3, 10**7) == 1
+
+
+def test_overhead_flag():
+    assert overhead_flag(12.5, 10.0)[1] is not None
+    assert overhead_flag(11.0, 10.0)[1] is None
+
+
+def test_roofline_costs_and_classes():
+    c = node_cost("Conv", [[1, 3, 8, 8], [4, 3, 3, 3]], [[1, 4, 8, 8]])
+    assert c["flops"] == 2 * 4 * 8 * 8 * 27
+    m = node_cost("MatMul", [[64, 128], [128, 32]], [[64, 32]])
+    assert m["flops"] == 2 * 64 * 32 * 128
+    assert node_cost("Shape", [[1]], [[1]]) is None
+    nodes = [{"op": "MatMul", "input_shapes": [[512, 512], [512, 512]], "output_shapes": [[512, 512]], "mean_ms": 1},
+             {"op": "Relu", "input_shapes": [[1, 1000]], "output_shapes": [[1, 1000]], "mean_ms": 0.01}]
+    got = {n["op"]: n["bound"] for n in classify(nodes, peak_flops_per_s=1e11, peak_bytes_per_s=1e10)}
+    assert got == {"MatMul": "compute", "Relu": "memory"}
+
+
+def test_diff_self_shows_no_change():
+    a = op_profile(_trace(n=5), skip_runs=1)
+    rows = diff_profiles(a, a)
+    assert rows and all(r["verdict"] == "unchanged" for r in rows)
+
+
+def test_diff_planted_slowdown():
+    a = op_profile(_trace(n=5), skip_runs=1)
+    slow = [("conv1", "Conv", 120.0), ("relu1", "Relu", 10.0), ("conv2", "Conv", 40.0)]
+    ev = _trace(n=0) + [e for i in range(5) for e in _run(10_000 + 1000 * i, [(x, y, d + i) for x, y, d in slow])]
+    a2 = op_profile(_trace(n=0) + [e for i in range(5) for e in _run(10_000 + 1000 * i, [(x, y, d + i) for x, y, d in KS])],
+                    skip_runs=1)
+    b = op_profile(ev, skip_runs=1)
+    rows = {r["op"]: r for r in diff_profiles(a2, b)}
+    assert rows["Conv"]["verdict"] == "slower" and rows["Relu"]["verdict"] == "unchanged"
+    assert a["runs"] == 5
