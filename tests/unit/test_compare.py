@@ -1,0 +1,145 @@
+"""Issue 16 (compare): verdicts, directions, thresholds, small samples, gate files, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferperf.analysis.compare import Gate, compare
+from inferperf.analysis.compare_gate import build_gate
+from inferperf.analysis.compare_render import to_dict, to_markdown
+from inferperf.errors import UsageError
+from inferperf.results.io import save
+from inferperf.results.model import Result
+
+SYSTEM = {"cpu_model": "X", "logical_cores": 2, "effective_cpus": 2, "os": "Linux", "python": "3.11",
+          "packages": {"onnxruntime": "1.0"}}
+
+
+def make_result(latency_ms: float, runs: int = 5, seed: int = 0, n: int = 400, sha: str = "a" * 64,
+                qps_scale: float = 1.0, noise: float = 0.02, cpu: str = "X", sidecar: bool = False) -> Result:
+    """A pooled Result of ``runs`` runs whose latencies centre on ``latency_ms`` with ``noise`` between runs."""
+    rng = np.random.default_rng(seed)
+    lat, ids, qps, cold, wins = [], [], [], [], []
+    for k in range(runs):
+        level = latency_ms * (1 + noise * rng.standard_normal())
+        x = rng.gamma(20.0, level / 20.0, n) * 1e6
+        lat.extend(x.astype(np.int64).tolist())
+        ids.extend([k] * n)
+        qps.append(1000.0 / level * qps_scale)
+        cold.append({"session_create_ms": 50 * (1 + noise * rng.standard_normal()), "first_inference_ms": level})
+        for w in range(10):
+            chunk = x[w * n // 10:(w + 1) * n // 10] / 1e6
+            wins.append({"run": k, "t_s": w * 0.1, "count": chunk.size, "queries_per_s": 1000 / chunk.mean(),
+                         "p50_ms": float(np.median(chunk)), "p99_ms": float(np.percentile(chunk, 99))})
+    doc = {"tool": {"version": "0"}, "created_at": "2026-12-01T00:00:00Z", "case_key": sha[:16],
+           "system": {**SYSTEM, "cpu_model": cpu},
+           "model": {"path": "m.onnx", "sha256": sha, "size_bytes": 1, "inputs": [], "outputs": []},
+           "config": {"backend": "onnxruntime", "session": {}, "workload": {"shapes": {"x": [1, 3]}, "input_pool_size": 1},
+                      "warmup": {"iterations": 1, "duration_s": 0}, "stop": {"min_iterations": 1, "min_duration_s": 0,
+                                                                            "max_duration_s": 1}, "repeat": runs},
+           "metrics": {"latency_ms": {"count": 1, "mean": 1, "std": 0, "min": 1, "p50": 1, "p90": 1, "p95": 1, "p99": 1,
+                                      "p999": 1, "max": 1},
+                       "throughput": {"queries_per_s": float(np.mean(qps)), "samples_per_s": float(np.mean(qps)),
+                                      "duration_s": 1.0, "per_run": qps if runs > 1 else []},
+                       "cold_start": {"session_create_ms": 50, "first_inference_ms": latency_ms,
+                                      "per_run": cold if runs > 1 else []},
+                       "windows": wins},
+           "samples": {"latency_ns": lat, "run_ids": ids}, "validity": {"valid": True},
+           "run": {"pids": list(range(runs))} if runs > 1 else {"pid": 1}}
+    return Result.model_validate(doc)
+
+
+def write(tmp: Path, name: str, *results: Result, sidecar_threshold: int = 100_000) -> Path:
+    folder = tmp / name
+    for i, r in enumerate(results):
+        save(r, folder / f"r{i}.json", sidecar_threshold=sidecar_threshold)
+    return folder
+
+
+def verdicts(c) -> dict[str, str]:
+    """Verdict per metric measured on both sides (peak RSS is not in these synthetic Results)."""
+    return {r.metric: r.verdict for r in c.rows if r.baseline is not None}
+
+
+def test_identical_results_are_unchanged_exit_0(tmp_path: Path) -> None:
+    r = make_result(2.0)
+    c = compare([write(tmp_path, "a", r)], [write(tmp_path, "b", r)])
+    assert set(verdicts(c).values()) == {"unchanged"}
+    assert c.exit_code == 0
+
+
+def test_planted_20_percent_slowdown_regresses_exit_3(tmp_path: Path) -> None:
+    c = compare([write(tmp_path, "a", make_result(2.0, seed=1))], [write(tmp_path, "b", make_result(2.4, seed=2))])
+    v = verdicts(c)
+    assert v["throughput"] == "regressed" and v["p50"] == "regressed"
+    assert c.exit_code == 3
+    assert "Holm" in c.notes[0]
+
+
+def test_2_percent_change_under_5_percent_threshold_passes(tmp_path: Path) -> None:
+    base = make_result(2.0, seed=1, noise=0.003, runs=8)
+    cur = make_result(2.04, seed=2, noise=0.003, runs=8)
+    c = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)],
+                Gate(thresholds={"throughput": 0.05, "p50": 0.05}, metrics=("throughput", "p50")))
+    assert c.exit_code == 0
+    assert all(r.verdict in ("unchanged", "inconclusive") for r in c.rows)
+    assert any(r.verdict == "unchanged" for r in c.rows)
+
+
+def test_tiny_samples_are_inconclusive(tmp_path: Path) -> None:
+    base, cur = make_result(2.0, runs=1, n=20), make_result(2.2, runs=1, n=20, seed=3)
+    c = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)])
+    v = verdicts(c)
+    assert set(v.values()) == {"inconclusive"}, v
+    assert "too few runs" in next(r.why for r in c.rows if r.metric == "cold_start")
+    assert c.exit_code == 0
+    strict = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)], Gate(strict=True))
+    assert strict.exit_code == 3
+
+
+def test_directions_per_metric(tmp_path: Path) -> None:
+    # faster current: latency down and throughput up are both improvements, never regressions
+    c = compare([write(tmp_path, "a", make_result(2.4, seed=1))], [write(tmp_path, "b", make_result(2.0, seed=2))])
+    v = verdicts(c)
+    assert v["throughput"] == "improved" and v["p50"] == "improved"
+    assert c.exit_code == 0
+    # throughput up alone (same latency): improved, not regressed
+    c2 = compare([write(tmp_path, "c", make_result(2.0, seed=1))],
+                 [write(tmp_path, "d", make_result(2.0, seed=1, qps_scale=1.3))])
+    assert verdicts(c2)["throughput"] == "improved"
+
+
+def test_match_config_pairs_different_models_and_warns(tmp_path: Path) -> None:
+    base = make_result(2.0, sha="a" * 64)
+    cur = make_result(2.0, sha="b" * 64, cpu="Y")
+    c = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)])
+    assert c.match == "config"
+    assert any("CPU model differs" in w for w in c.warnings)
+    with pytest.raises(UsageError, match="no case matched"):
+        compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)], match="case_key")
+
+
+def test_sidecar_samples_and_json_markdown(tmp_path: Path) -> None:
+    r = make_result(2.0)
+    c = compare([write(tmp_path, "a", r, sidecar_threshold=10)], [write(tmp_path, "b", r, sidecar_threshold=10)])
+    assert list((tmp_path / "a").glob("*.npz"))
+    doc = to_dict(c)
+    json.dumps(doc)
+    assert doc["passed"] and doc["gate"]["directions"]["throughput"] == "higher is better"
+    assert "95 % CI of change" in to_markdown(c)
+
+
+def test_gate_file_and_flags(tmp_path: Path) -> None:
+    f = tmp_path / "gate.yaml"
+    f.write_text("max-p99-increase: 20%\nmetrics: [p99, throughput]\nstrict: true\ncorrection: bh\n")
+    g = build_gate(f, {"max-throughput-drop": "3"})
+    assert g.thresholds == {"p99": 0.2, "throughput": 0.03} and g.strict and g.correction == "bh"
+    f.write_text("max-p98: 1%\n")
+    with pytest.raises(UsageError, match="unknown key"):
+        build_gate(f)
+    with pytest.raises(UsageError, match="percentage"):
+        build_gate(None, {"max-p99-increase": "ten"})
