@@ -99,6 +99,14 @@ def test_diff_planted_slowdown():
     a2 = op_profile(_trace(n=0) + [e for i in range(5) for e in _run(10_000 + 1000 * i, [(x, y, d + i) for x, y, d in KS])],
                     skip_runs=1)
     b = op_profile(ev, skip_runs=1)
-    rows = {r["op"]: r for r in diff_profiles(a2, b)}
+    rows = {r["op"]: r for r in diff_profiles(a2, b, basis="ms")}
     assert rows["Conv"]["verdict"] == "slower" and rows["Relu"]["verdict"] == "unchanged"
     assert a["runs"] == 5
+
+
+def test_diff_share_basis_ignores_uniform_drift():
+    base = _trace(n=0) + [e for i in range(5) for e in _run(10_000 + 1000 * i, [(x, y, d + i) for x, y, d in KS])]
+    drift = _trace(n=0) + [e for i in range(5) for e in _run(10_000 + 1000 * i, [(x, y, 1.3 * (d + i)) for x, y, d in KS])]
+    a, b = op_profile(base, skip_runs=1), op_profile(drift, skip_runs=1)
+    assert {r["verdict"] for r in diff_profiles(a, b)} == {"unchanged"}
+    assert "slower" in {r["verdict"] for r in diff_profiles(a, b, basis="ms")}

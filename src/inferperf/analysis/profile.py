@@ -20,6 +20,21 @@ import numpy as np
 ORT_MAX_EVENTS = 1_000_000
 
 
+#: op type -> family, so fused and layout-specific kernels of one ONNX op add up (FusedConv is Conv + activation).
+FAMILIES = {"Conv": "Conv", "FusedConv": "Conv", "NhwcFusedConv": "Conv", "NhwcConv": "Conv",
+            "ConvTranspose": "Conv", "MatMul": "MatMul", "FusedMatMul": "MatMul", "Gemm": "MatMul",
+            "MatMulNBits": "MatMul", "ReorderInput": "Layout", "ReorderOutput": "Layout"}
+
+
+def family_percent(prof: dict[str, Any]) -> dict[str, float]:
+    """Percent of kernel time per op family (:data:`FAMILIES`; other op types are their own family)."""
+    out: dict[str, float] = {}
+    for o in prof["ops"]:
+        fam = FAMILIES.get(o["op"], o["op"])
+        out[fam] = out.get(fam, 0.0) + o["percent_of_kernels"]
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def events_per_run(num_nodes: int) -> int:
     """Upper estimate of trace events one run adds: 3 per node (fences + kernel) plus ~4 session events."""
     return 3 * max(num_nodes, 1) + 4
@@ -154,11 +169,13 @@ def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) 
     out: dict[str, Any] = {
         "runs": n, "run_ms": [float(x) / 1e3 for x in run_us],
         "profiled_run_ms_mean": total_run_us / n / 1e3, "kernel_ms_mean": kernel_us / n / 1e3,
+        "kernel_ms_per_run": [float(x) for x in np.sum(list(per_run.values()), axis=0)] if per_run else [],
         "outside_kernels_ms": (total_run_us - kernel_us) / n / 1e3,
         "outside_kernels_percent": 100 * (total_run_us - kernel_us) / total_run_us if total_run_us else 0.0,
-        "ops": ops, "nodes": nodes, "dropped_partial_runs": parts["dropped_partial"],
+        "ops": ops, "nodes": nodes, "families_percent_of_kernels": {}, "dropped_partial_runs": parts["dropped_partial"],
         "first_run_ms": None, "first_run_kernel_ms": None,
     }
+    out["families_percent_of_kernels"] = family_percent(out)
     if parts["skipped"]:
         s0, e0, ks0 = parts["skipped"][0]
         out["first_run_ms"] = (e0 - s0) / 1e3

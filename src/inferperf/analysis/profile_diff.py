@@ -21,9 +21,23 @@ def _ci(values: list[float]) -> list[float] | None:
     return [float(lo), float(hi)]
 
 
-def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: float = 5.0) -> list[dict[str, Any]]:
-    """Per op type present in either profile (``metrics.profile`` blocks): A and B median ms per run, change %,
+def _values(prof: dict[str, Any], op: dict[str, Any], basis: str) -> list[float]:
+    runs = op.get("per_run_ms", [])
+    if basis == "ms":
+        return runs
+    tot = prof.get("kernel_ms_per_run", [])
+    return [100 * v / t for v, t in zip(runs, tot) if t > 0] if len(tot) == len(runs) else []
+
+
+def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: float = 10.0,
+                  basis: str = "share") -> list[dict[str, Any]]:
+    """Per op type present in either profile (``metrics.profile`` blocks): A and B median per run, change %,
     both intervals and a verdict (``faster``, ``slower``, ``unchanged``, ``only in A``/``only in B``).
+
+    ``basis="share"`` (default) compares each op type's share of its own run's kernel time, so a machine that
+    drifts 10-30 % between sequential profiles (this one does) does not make every op "slower"; it answers
+    "which ops got faster or slower relative to the rest" (the run-level change is the Results' own latency).
+    ``basis="ms"`` compares absolute ms per run (use only for interleaved runs on a quiet machine).
 
     Op types match by name (so ORT vs another runtime compares only where names agree). Heaviest first.
     """
@@ -36,16 +50,18 @@ def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: floa
             side = ops_a.get(op) or ops_b[op]
             rows.append({"op": op, "a_ms": ops_a[op]["mean_ms"] if op in ops_a else None,
                          "b_ms": ops_b[op]["mean_ms"] if op in ops_b else None, "change_percent": None,
-                         "verdict": "only in A" if op in ops_a else "only in B", "count": side.get("count")})
+                         "verdict": "only in A" if op in ops_a else "only in B", "count": side.get("count"),
+                         "basis": basis})
             continue
-        ra, rb = ops_a[op].get("per_run_ms", []), ops_b[op].get("per_run_ms", [])
-        ma = float(np.median(ra)) if ra else ops_a[op]["mean_ms"]
-        mb = float(np.median(rb)) if rb else ops_b[op]["mean_ms"]
+        ra, rb = _values(a, ops_a[op], basis), _values(b, ops_b[op], basis)
+        key = "mean_ms" if basis == "ms" else "percent_of_kernels"
+        ma = float(np.median(ra)) if ra else ops_a[op][key]
+        mb = float(np.median(rb)) if rb else ops_b[op][key]
         change = 100 * (mb - ma) / ma if ma else float("nan")
         ci_a, ci_b = _ci(ra), _ci(rb)
         verdict = "unchanged"
         if intervals_separate(ci_a, ci_b) and abs(change) >= min_change_percent:
             verdict = "slower" if change > 0 else "faster"
         rows.append({"op": op, "a_ms": ma, "b_ms": mb, "change_percent": change, "a_ci95": ci_a, "b_ci95": ci_b,
-                     "verdict": verdict, "count": ops_b[op].get("count")})
+                     "verdict": verdict, "count": ops_b[op].get("count"), "basis": basis})
     return rows

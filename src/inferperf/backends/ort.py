@@ -295,6 +295,34 @@ class OnnxRuntimeBackend(RuntimeBackend):
         return nodes_by_provider(events)
 
 
+    def profile_runs(self, feeds: list[dict[str, Any]], runs: int, warmup: int, prefix: Path) -> tuple[Path, int]:
+        """Run ``warmup`` + ``runs`` calls in a second, profiling session (same settings; never the measured one).
+
+        ORT records from session creation until ``end_profiling()``; warm-up is told apart later by the
+        trace's ``model_run`` timestamps (analysis/profile.py). ``prefix`` should be unique per process
+        (ORT appends a timestamp); the path ORT returns is the trace's.
+
+        Returns:
+            (Chrome-trace JSON path, profiled wall time of the measured runs in ns).
+        """
+        import time
+
+        names = [p for p, _ in self._providers]
+        so = self._session_options()
+        so.enable_profiling = True
+        so.profile_file_prefix = str(prefix)
+        with contextlib.redirect_stdout(io.StringIO()):
+            sess = ort.InferenceSession(str(self._model_path), so, providers=names,
+                                        provider_options=[o for _, o in self._providers])
+        for i in range(warmup):
+            sess.run(None, feeds[i % len(feeds)])
+        t0 = time.perf_counter_ns()
+        for i in range(runs):
+            sess.run(None, feeds[i % len(feeds)])
+        wall = time.perf_counter_ns() - t0
+        return Path(sess.end_profiling()), wall
+
+
 def nodes_by_provider(events: list[dict[str, Any]]) -> dict[str, int]:
     """Count distinct nodes per execution provider in an ORT profile (``cat: Node`` events' ``args.provider``)."""
     seen: dict[str, set[str]] = {}

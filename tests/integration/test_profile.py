@@ -1,0 +1,53 @@
+"""Issue 16 (profile) on a real-weight model: PP-OCRv4 det (rapidocr) at 1x3x320x320."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferperf.analysis.profile_diff import diff_profiles
+from inferperf.config import BenchConfig
+
+pytest.importorskip("onnxruntime")
+
+
+def _cfg(**session) -> BenchConfig:
+    return BenchConfig.model_validate({
+        "workload": {"shapes": {"x": [1, 3, 320, 320]}},
+        "stop": {"min_duration_s": 0.5, "min_iterations": 5, "max_duration_s": 2},
+        "session": {"intra_op_num_threads": 2, **session},
+    })
+
+
+@pytest.fixture(scope="module")
+def det(tmp_path_factory):
+    from inferperf import zoo
+    from inferperf.measure.profile import profile
+
+    try:
+        zoo.resolve("zoo:ppocr-det")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"PP-OCRv4 det not available: {e}")
+    tmp = tmp_path_factory.mktemp("prof")
+    cfg = _cfg(graph_optimization_level="extended")  # NCHWc layout ('all') splits Conv into Reorder* ops
+    return [profile("zoo:ppocr-det", cfg, runs=6, warmup=2, trace_dir=tmp) for _ in range(2)]
+
+
+def test_ops_plus_outside_add_up_to_profiled_time(det):
+    p = det[0].metrics.profile
+    assert det[0].kind == "profile" and p["runs"] == 6
+    total = sum(o["mean_ms"] for o in p["ops"]) + p["outside_kernels_ms"]
+    assert total == pytest.approx(p["profiled_run_ms_mean"], rel=0.05)
+    assert p["first_run_ms"] is not None and p["trace_path"] != det[1].metrics.profile["trace_path"]
+
+
+def test_conv_dominates_ppocr_det(det):
+    p = det[0].metrics.profile
+    assert p["families_percent_of_kernels"]["Conv"] >= 50.0
+    assert p["nodes"][0]["input_shapes"]
+
+
+def test_same_config_diffed_against_itself_no_significant_change(det):
+    rows = diff_profiles(det[0].metrics.profile, det[1].metrics.profile, min_change_percent=10.0)
+    heavy = {o["op"] for o in det[0].metrics.profile["ops"] if o["percent_of_kernels"] >= 10}
+    assert rows and heavy
+    assert not [r for r in rows if r["verdict"] in ("faster", "slower") and r["op"] in heavy]
