@@ -1,0 +1,68 @@
+"""Issue 16 (compare): the CLI gate end to end, and docs/ci.md's workflow commands on the null backend.
+
+Real runs in separate processes: the workflow's ABBA slots (8 ``bench --repeat 1`` calls of one
+configuration) must not be called ``regressed``; a planted 30 % slowdown must exit 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = f"{sys.executable} -m inferperf"
+FAST = "--backend null --duration-s 0.3 --iterations 50 --warmup 2"
+
+
+def workflow_steps() -> dict[str, str]:
+    """The ``run`` scripts of docs/ci.md's workflow, by step id."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    block = re.search(r"```yaml\n(name: performance.*?)```", text, re.S).group(1)
+    steps = yaml.safe_load(block)["jobs"]["perf"]["steps"]
+    return {s["id"]: s["run"] for s in steps if "id" in s}
+
+
+def sh(script: str, cwd: Path, env: dict[str, str], timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.timeout(300)
+def test_ci_workflow_on_null_backend_then_planted_slowdown(tmp_path: Path) -> None:
+    steps = workflow_steps()
+    env = {"INFERPERF_BASE": CLI, "INFERPERF_HEAD": CLI, "MODEL": "zoo:resnet50",
+           "BENCH_FLAGS": f"{FAST} --null-latency-ms 1"}
+    bench = sh(steps["bench"], tmp_path, env)
+    assert bench.returncode == 0, bench.stderr[-2000:]
+    assert len(list((tmp_path / "perf" / "base").glob("*.json"))) == 4
+    comp = sh(steps["compare"], tmp_path, env)
+    assert comp.returncode == 0, comp.stderr[-2000:]
+    # two sets of real runs of the same config, each run its own process: not regressed
+    assert (tmp_path / "perf" / "exit_code").read_text().strip() == "0"
+    doc = json.loads((tmp_path / "perf" / "compare.json").read_text())
+    assert doc["passed"] and not [r for r in doc["rows"] if r["verdict"] == "regressed"]
+    assert {r["runs"][0] for r in doc["rows"] if r["metric"] == "throughput"} == {4}
+    assert "95 % CI of change" in (tmp_path / "perf" / "comment.md").read_text()
+
+    slow = sh(f"{CLI} bench zoo:resnet50 {FAST} --null-latency-ms 1.3 --repeat 3 -o slow/", tmp_path, {})
+    assert slow.returncode == 0, slow.stderr[-2000:]
+    gate = sh(f"{CLI} compare perf/base slow --format json", tmp_path, {})
+    assert gate.returncode == 3, gate.stderr[-2000:]
+    rows = {r["metric"]: r for r in json.loads(gate.stdout)["rows"]}
+    assert rows["p50"]["verdict"] == "regressed" and rows["p50"]["change_pct"] > 20
+    assert rows["throughput"]["change_pct"] < -15
+
+
+def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
+    missing = sh(f"{CLI} compare nowhere also-nowhere", tmp_path, {}, timeout=60)
+    assert missing.returncode == 2 and "not found" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    bad = sh(f"{CLI} compare empty empty --format xml", tmp_path, {}, timeout=60)
+    assert bad.returncode == 2 and "--format" in bad.stderr
