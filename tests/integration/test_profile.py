@@ -51,3 +51,22 @@ def test_same_config_diffed_against_itself_no_significant_change(det):
     heavy = {o["op"] for o in det[0].metrics.profile["ops"] if o["percent_of_kernels"] >= 10}
     assert rows and heavy
     assert not [r for r in rows if r["verdict"] in ("faster", "slower") and r["op"] in heavy]
+
+
+def test_roofline_classifies_heavy_nodes(det):
+    p = det[0].metrics.profile
+    assert p["peaks"]["peak_flops_per_s"] > 0 and p["peaks"]["peak_bytes_per_s"] > 0
+    assert p["roofline"] and {r["bound"] for r in p["roofline"]} <= {"compute", "memory"}
+    assert "rough" in p["roofline_note"]
+
+
+def test_profile_cli_and_diff_roundtrip(det, tmp_path):
+    from typer.testing import CliRunner
+
+    from inferperf.cli import app
+    from inferperf.results.io import save
+
+    a, b = save(det[0], tmp_path / "a.json"), save(det[1], tmp_path / "b.json")
+    out = CliRunner().invoke(app, ["profile", "--diff", str(a), "--diff", str(b)])
+    assert out.exit_code == 0, out.output
+    assert "Conv" in out.output and "verdict" in out.output

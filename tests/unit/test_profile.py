@@ -110,3 +110,10 @@ def test_diff_share_basis_ignores_uniform_drift():
     a, b = op_profile(base, skip_runs=1), op_profile(drift, skip_runs=1)
     assert {r["verdict"] for r in diff_profiles(a, b)} == {"unchanged"}
     assert "slower" in {r["verdict"] for r in diff_profiles(a, b, basis="ms")}
+
+
+def test_trace_prefix_unique_per_call(tmp_path):
+    from inferperf.measure.profile import trace_prefix
+
+    a, b = trace_prefix(tmp_path), trace_prefix(tmp_path)
+    assert a != b and str(__import__("os").getpid()) in a.name

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.profile import cap_runs, op_profile, overhead_flag
+from ..analysis.roofline import ROUGHNESS, classify
 from ..clock import SYSTEM_CLOCK
 from ..config import BenchConfig
 from ..errors import UsageError
@@ -34,6 +35,16 @@ def _num_nodes(path: Path) -> int:
         return 2000
 
 
+def _add_roofline(prof: dict[str, Any], threads: int) -> None:
+    from ..backends.ort_probe import probe_peaks
+
+    peaks = probe_peaks(threads)
+    prof["peaks"] = {k: peaks[k] for k in ("peak_flops_per_s", "peak_bytes_per_s", "matmul_n", "copy_bytes",
+                                            "threads", "cached", "path")}
+    prof["roofline"] = classify(prof["nodes"], peaks["peak_flops_per_s"], peaks["peak_bytes_per_s"])
+    prof["roofline_note"] = ROUGHNESS
+
+
 def trace_prefix(trace_dir: Path) -> Path:
     """A trace file prefix unique per process and call (pid + random); ORT appends a timestamp."""
     trace_dir.mkdir(parents=True, exist_ok=True)
@@ -41,7 +52,8 @@ def trace_prefix(trace_dir: Path) -> Path:
 
 
 def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int = 20, warmup: int = 3,
-            trace_dir: Path | None = None, top: int = 10, command: list[str] | None = None) -> Result:
+            trace_dir: Path | None = None, top: int = 10, command: list[str] | None = None,
+            roofline: bool = True) -> Result:
     """Measure ``model`` unprofiled, then profile ``runs`` runs after ``warmup`` and return a profile Result.
 
     Args:
@@ -51,6 +63,7 @@ def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int =
         warmup: runs set apart at the start of the trace; the first holds kernel search (shown apart).
         trace_dir: where the Chrome trace goes (default: the system temp dir).
         top: nodes listed.
+        roofline: probe this machine's peaks through ORT (cached) and classify the top nodes.
 
     Raises:
         UsageError: a backend other than onnxruntime, runs < 1.
@@ -74,6 +87,7 @@ def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int =
         backend = sessions.backends[0]
         prefix = trace_prefix(trace_dir or Path(tempfile.gettempdir()))
         trace, wall_ns = backend.profile_runs(workload.feeds, capped, warmup, prefix)
+        threads = backend.effective_settings().get("intra_op_num_threads") or 1
     finally:
         sessions.close()
     events = json.loads(trace.read_text())
@@ -87,6 +101,8 @@ def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int =
     prof.update({"trace_path": str(trace), "warmup_runs": warmup, "requested_runs": runs,
                  "unprofiled_run_ms_mean": unprof_ms, "profiled_wall_ms_mean": wall_ns / capped / 1e6,
                  "overhead_ratio": ratio, "overhead_flagged": note is not None, "backend": "onnxruntime"})
+    if roofline:
+        _add_roofline(prof, int(threads))
     result.kind = "profile"
     result.metrics.profile = prof
     result.notes.extend(notes)
