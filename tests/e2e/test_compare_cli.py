@@ -66,3 +66,17 @@ def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     bad = sh(f"{CLI} compare empty empty --format xml", tmp_path, {}, timeout=60)
     assert bad.returncode == 2 and "--format" in bad.stderr
+
+
+@pytest.mark.timeout(200)
+def test_bench_ab_writes_both_sides_then_compare(tmp_path: Path) -> None:
+    run = sh(f"{CLI} bench --ab zoo:resnet50 zoo:squeezenet {FAST} --null-latency-ms 1 --repeat 2 -o ab", tmp_path, {})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(list((tmp_path / "ab" / "base" / "runs").glob("*.json"))) == 2
+    sides = [json.loads(next((tmp_path / "ab" / s).glob("*.json")).read_text()) for s in ("base", "current")]
+    assert [d["run"]["runs"][0]["ab_side"] for d in sides] == ["base", "current"]
+    assert [r["round_order"] for r in sides[0]["run"]["runs"]] == [[0, 1], [1, 0]]
+    gate = sh(f"{CLI} compare ab/base ab/current --format json", tmp_path, {})
+    assert gate.returncode in (0, 3), gate.stderr[-2000:]
+    doc = json.loads(gate.stdout)
+    assert doc["match"] == "config" and doc["cases"][0]["runs"] == {"baseline": 2, "current": 2}

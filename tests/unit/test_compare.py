@@ -143,3 +143,16 @@ def test_gate_file_and_flags(tmp_path: Path) -> None:
         build_gate(f)
     with pytest.raises(UsageError, match="percentage"):
         build_gate(None, {"max-p99-increase": "ten"})
+
+
+def test_abba_schedule_is_balanced() -> None:
+    from inferperf.measure.ab import abba_slots, run_ab
+    from inferperf.config import BenchConfig
+
+    order = [s.case for s in abba_slots(4)]
+    assert order == [0, 1, 1, 0, 0, 1, 1, 0]
+    # each side holds the first position of a round equally often
+    firsts = [s.order[0] for s in abba_slots(4) if s.case == s.order[0]]
+    assert firsts.count(0) == firsts.count(1) == 2
+    with pytest.raises(UsageError, match="even"):
+        run_ab("a.onnx", "b.onnx", BenchConfig(), 3)

@@ -86,6 +86,8 @@ def bench_command(
     cpus: Annotated[Optional[str], Opt(help="pin the measuring process to these CPUs, e.g. 0-1")] = None,
     numa_node: Annotated[Optional[int], Opt(help="bind CPUs and memory to this NUMA node (numactl)")] = None,
     repeat: Annotated[Optional[int], Opt(help="runs, each in a fresh worker process (CIs over runs)")] = None,
+    ab: Annotated[Optional[tuple[str, str]], Opt("--ab", help="BASE CURRENT: two models in ABBA rounds (--repeat, even,"
+                                                             " default 4) -> OUTPUT/base and OUTPUT/current")] = None,
     no_sampler: Annotated[bool, Opt("--no-sampler", help="turn the 10 Hz resource sampler off")] = False,
     null_latency_ms: Annotated[Optional[str], Opt(help="null backend: comma list of latencies (ms) to replay")] = None,
     config: Annotated[Optional[Path], Opt(help="settings file (.json/.toml) under BenchConfig's field names")] = None,
@@ -135,6 +137,10 @@ def bench_command(
     cfg = build_config(flags, config)
     if output is not None:
         check_writable(output)
+    if ab:
+        from .compare import ab_command
+
+        return ab_command(ab, cfg, output, repeat)
     if compare:
         from .runtimes import compare_command
 

@@ -63,3 +63,31 @@ def compare_command(
                          f"{worst.change:+.1f} % ({worst.verdict})" if worst.change is not None else
                          headline(result).replace("**", ""))
     return 0
+
+
+def ab_command(models: tuple[str, str], cfg: object, output: Path | None, repeat: int | None) -> int:
+    """``bench --ab BASE CURRENT``: both models in ABBA rounds (``--repeat``, default 4), each side's
+    pooled Result (and its single runs under ``runs/``) written to ``OUTPUT/base`` and ``OUTPUT/current``."""
+    from rich.console import Console
+
+    from ..measure.ab import run_ab
+    from ..results.io import save
+    from .bench import output_path
+
+    out = output or Path("inferperf-ab")
+    if out.suffix.lower() == ".json":
+        raise UsageError("--ab writes two sides: give --output a folder, not a .json file")
+    err = Console(stderr=True)
+    rounds = repeat or 4
+
+    def on_run(side: str, round_: int, run: object) -> None:
+        path = save(run, out / side / "runs" / f"{run.case_key}-run{round_}-pid{run.run.get('pid')}.json")  # type: ignore[attr-defined]
+        err.print(f"round {round_ + 1}/{rounds} {side}: {run.metrics.throughput.queries_per_s:.1f} queries/s"  # type: ignore[attr-defined]
+                  f" -> {path}", highlight=False)
+
+    argv = ["inferperf", *sys.argv[1:]]
+    base, current = run_ab(models[0], models[1], cfg, rounds, command=argv, on_result=on_run)  # type: ignore[arg-type]
+    for side, res in (("base", base), ("current", current)):
+        print(f"{side}: {save(res, output_path(out / side, res))}")
+    print(f"compare with: inferperf compare {out / 'base'} {out / 'current'}")
+    return 0
