@@ -70,3 +70,11 @@ def test_profile_cli_and_diff_roundtrip(det, tmp_path):
     out = CliRunner().invoke(app, ["profile", "--diff", str(a), "--diff", str(b)])
     assert out.exit_code == 0, out.output
     assert "Conv" in out.output and "verdict" in out.output
+
+
+def test_report_draws_profile_charts(det, tmp_path):
+    from inferperf.report.build import build
+    from inferperf.results.io import save
+
+    ids = {c.id for c in build([str(save(det[0], tmp_path / "p.json"))]).charts}
+    assert {"profile-ops-0", "profile-amdahl-0", "profile-roofline-0"} <= ids

@@ -24,6 +24,7 @@ from ..analysis.spikes import find_spikes
 from ..analysis.steady import memory_growth, steady_state
 from ..results.model import Result
 from . import charts as ch
+from .profile import profile_charts
 from .collect import Entry, collect
 from .comparisons import precision, runtimes
 from .insights import CaseAnalysis, bottlenecks, recommendations, summary
@@ -232,6 +233,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     if rss:
         charts.append(rss)
     charts += prec_charts + rt_charts
+    charts += profile_charts(coll.of_kind("profile"))  # issue 16: report/profile.py
 
     plans = _capacity(entries, labels, opts)
     issues = bottlenecks(cases, found)

@@ -23,6 +23,7 @@ GROUP_TITLES = {
     "distribution": "Latency distribution", "timeline": "Latency over time", "threads": "Thread scaling",
     "batch": "Batch size", "size": "Input size", "concurrency": "Concurrency", "resources": "CPU and memory",
     "precision": "Precision comparison", "runtimes": "Runtime comparison",
+    "profile": "Operator profile",
 }  # fmt: skip
 
 SECTION_TITLES = {
