@@ -78,3 +78,15 @@ def test_report_draws_profile_charts(det, tmp_path):
 
     ids = {c.id for c in build([str(save(det[0], tmp_path / "p.json"))]).charts}
     assert {"profile-ops-0", "profile-amdahl-0", "profile-roofline-0"} <= ids
+
+
+def test_openvino_perf_counters_give_the_same_table(tmp_path):
+    pytest.importorskip("openvino")
+    from inferperf.measure.profile import profile
+
+    cfg = _cfg().model_copy(update={"backend": "openvino"})
+    p = profile("zoo:ppocr-det", cfg, runs=3, warmup=1, trace_dir=tmp_path).metrics.profile
+    assert p["backend"] == "openvino" and p["runs"] == 3
+    total = sum(o["mean_ms"] for o in p["ops"]) + p["outside_kernels_ms"]
+    assert total == pytest.approx(p["profiled_run_ms_mean"], rel=0.05)
+    assert p["families_percent_of_kernels"]["Conv"] >= 50.0

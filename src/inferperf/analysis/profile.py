@@ -23,7 +23,8 @@ ORT_MAX_EVENTS = 1_000_000
 #: op type -> family, so fused and layout-specific kernels of one ONNX op add up (FusedConv is Conv + activation).
 FAMILIES = {"Conv": "Conv", "FusedConv": "Conv", "NhwcFusedConv": "Conv", "NhwcConv": "Conv",
             "ConvTranspose": "Conv", "MatMul": "MatMul", "FusedMatMul": "MatMul", "Gemm": "MatMul",
-            "MatMulNBits": "MatMul", "ReorderInput": "Layout", "ReorderOutput": "Layout"}
+            "MatMulNBits": "MatMul", "ReorderInput": "Layout", "ReorderOutput": "Layout",
+            "Convolution": "Conv", "GroupConvolution": "Conv", "FullyConnected": "MatMul"}  # last: OpenVINO
 
 
 def family_percent(prof: dict[str, Any]) -> dict[str, float]:

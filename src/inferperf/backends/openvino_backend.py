@@ -258,6 +258,51 @@ class OpenVinoBackend(RuntimeBackend):
         res = self._need().create_infer_request().infer(feed)
         return [np.array(v, copy=True) for v in res.values()]
 
+    def profile_runs(self, feeds: list[dict[str, Any]], runs: int, warmup: int, prefix: Path) -> tuple[Path, int]:
+        """Per-layer performance counters (``PERF_COUNT``) of ``warmup`` + ``runs`` calls, written as a Chrome trace.
+
+        Compiles a second model with ``PERF_COUNT=YES`` (never the measured one). Each run becomes a
+        ``model_run`` event spanning its wall time, holding one ``<layer>_kernel_time`` event per EXECUTED layer
+        (``real_time``; ``op_name`` = OpenVINO's layer type), laid back to back, so
+        :func:`inferperf.analysis.profile.op_profile` reads it like ORT's trace.
+
+        Returns:
+            (trace JSON path ``<prefix>.json``, wall time of the measured runs in ns).
+        """
+        import json
+
+        if self._model_path is None:
+            raise RuntimeError("session not loaded: call load() first")
+        model = self._core.read_model(str(self._model_path))
+        if self._static_shapes:
+            dyn = {p.get_any_name() for p in model.inputs if p.get_partial_shape().is_dynamic}
+            shapes = {n: ov.PartialShape(list(v)) for n, v in self._static_shapes.items() if n in dyn}
+            if shapes:
+                model.reshape(shapes)
+        compiled = self._core.compile_model(model, self._device, {**dict(self._props), "PERF_COUNT": True})
+        request = compiled.create_infer_request()
+        events: list[dict[str, Any]] = []
+        t_us, wall = 0.0, 0
+        for i in range(warmup + runs):
+            t0 = time.perf_counter_ns()
+            request.infer(feeds[i % len(feeds)])
+            dt = time.perf_counter_ns() - t0
+            if i >= warmup:
+                wall += dt
+            start, k_t = t_us, t_us
+            for info in request.profiling_info:
+                if str(info.status).endswith("EXECUTED") and not str(info.status).endswith("NOT_RUN"):
+                    dur = info.real_time.total_seconds() * 1e6
+                    events.append({"cat": "Node", "ph": "X", "name": f"{info.node_name}_kernel_time", "ts": k_t,
+                                   "dur": dur, "args": {"op_name": info.node_type, "provider": info.exec_type}})
+                    k_t += dur
+            run_us = max(dt / 1e3, k_t - start)
+            events.append({"cat": "Session", "ph": "X", "name": "model_run", "ts": start, "dur": run_us})
+            t_us = start + run_us + 1.0
+        path = Path(f"{prefix}.json")
+        path.write_text(json.dumps(events))
+        return path, wall
+
     def async_executor(self, jobs: int) -> OpenVinoAsyncExecutor:
         """An :class:`openvino.AsyncInferQueue` of ``jobs`` infer requests (the Concurrent executor)."""
         return OpenVinoAsyncExecutor(self._need(), jobs)

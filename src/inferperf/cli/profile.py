@@ -40,6 +40,7 @@ def profile_command(
     warmup_runs: Annotated[int, Opt(help="runs set apart at the start of the trace (kernel search)")] = 3,
     top: Annotated[int, Opt(help="nodes listed")] = 10,
     shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640; repeatable")] = None,
+    backend: Annotated[Optional[str], Opt(help="onnxruntime (default) | openvino (PERF_COUNT counters)")] = None,
     intra_op_num_threads: Annotated[Optional[int], Opt(help="ORT intra-op threads")] = None,
     graph_optimization_level: Annotated[Optional[str], Opt(help="disable | basic | extended | all")] = None,
     duration_s: Annotated[Optional[float], Opt(help="unprofiled reference: minimum seconds (default 2)")] = 2.0,
@@ -63,7 +64,7 @@ def profile_command(
     from ..measure.profile import profile
     from ..results.io import save
 
-    flags = {"workload.shapes": shape, "session.intra_op_num_threads": intra_op_num_threads,
+    flags = {"backend": backend, "workload.shapes": shape, "session.intra_op_num_threads": intra_op_num_threads,
              "session.graph_optimization_level": graph_optimization_level,
              "stop.min_duration_s": duration_s, "stop.max_duration_s": max(10.0, (duration_s or 0) * 2)}
     cfg = build_config(flags, config)

@@ -69,8 +69,8 @@ def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int =
         UsageError: a backend other than onnxruntime, runs < 1.
     """
     cfg = config or BenchConfig()
-    if cfg.backend != "onnxruntime":
-        raise UsageError(f"profile supports --backend onnxruntime only (got {cfg.backend}): drop --backend")
+    if cfg.backend not in ("onnxruntime", "openvino"):
+        raise UsageError(f"profile supports --backend onnxruntime or openvino (got {cfg.backend})")
     if runs < 1 or warmup < 1:
         raise UsageError("profile needs --runs >= 1 and --warmup-runs >= 1 (the first run holds kernel search)")
     result = bench(model, cfg, command=command)
@@ -100,8 +100,8 @@ def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int =
         notes.append(note)
     prof.update({"trace_path": str(trace), "warmup_runs": warmup, "requested_runs": runs,
                  "unprofiled_run_ms_mean": unprof_ms, "profiled_wall_ms_mean": wall_ns / capped / 1e6,
-                 "overhead_ratio": ratio, "overhead_flagged": note is not None, "backend": "onnxruntime"})
-    if roofline:
+                 "overhead_ratio": ratio, "overhead_flagged": note is not None, "backend": cfg.backend})
+    if roofline and cfg.backend == "onnxruntime":  # OpenVINO's counters carry no shapes
         _add_roofline(prof, int(threads))
     result.kind = "profile"
     result.metrics.profile = prof
