@@ -129,6 +129,10 @@ def _runner(cfg: Any) -> Callable[..., list[Any]]:
     """The library function a run dispatches to (stress, soak add their branches here)."""
     from ..loadgen.run import load
 
+    if getattr(cfg, "soak_s", None) is not None:
+        from ..loadgen.soak import soak
+
+        return soak
     return load
 
 
@@ -181,6 +185,12 @@ def load_command(
     input_pool_size: Annotated[Optional[int], Opt(help="distinct payloads (default 16)")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="folder (or .json for one step) for the Results")] = None,
     csv_path: Annotated[Optional[Path], Opt("--csv", help="also write perf_analyzer-style CSV rows here")] = None,
+    soak_s: Annotated[Optional[float], Opt(help="soak: hold ONE load this many seconds; per-interval figures,"
+                                                " server RSS leak verdict and p99 drift")] = None,
+    soak_interval_s: Annotated[Optional[float], Opt(help="soak: seconds per interval (default 10)")] = None,
+    server_pid: Annotated[Optional[int], Opt(help="soak: read the server's RSS with psutil (default: its /metrics)")] = None,
+    fail_on_leak: Annotated[bool, Opt("--fail-on-leak", help="soak: exit 3 when RSS growth is significant (95 %%"
+                                      " Newey-West CI) AND above 1 MiB/h and 1 KiB per 1,000 requests")] = False,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
     """Drive load at a served model and write one Result (kind load) per step: closed loop (--concurrency) or
@@ -195,6 +205,8 @@ def load_command(
         "measurement_interval_ms": measurement_interval_ms, "stability_percentage": stability_percentage,
         "max_trials": max_trials, "max_connections": max_connections, "workers": workers, "timeout_ms": timeout_ms,
         "strict_rate": strict_rate or None, "seed": seed, "input_pool_size": input_pool_size,
+        "soak_s": soak_s, "soak_interval_s": soak_interval_s, "server_pid": server_pid,
+        "fail_on_leak": fail_on_leak or None,
     }  # fmt: skip
     is_url = "://" in target
     cfg = load_config({**flags, "url": target if is_url else None})

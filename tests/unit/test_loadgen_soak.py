@@ -1,0 +1,60 @@
+"""Soak (issue 13 item 6) on the fake clock: a server whose RSS grows per request is flagged, a flat one not."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferperf.cli import main
+from inferperf.clock import FakeClock
+from inferperf.errors import UsageError
+from inferperf.loadgen.driver import Closed
+from inferperf.loadgen.options import LoadConfig
+from inferperf.loadgen.soak import parse_rss, soak, soak_block, soak_samples
+from inferperf.loadgen.transport import SimulatedServer
+from tests.fake_loop import run_fake
+
+
+def _run(per_request_bytes: float, sawtooth: bool = False):
+    clock = FakeClock()
+    server = SimulatedServer(clock, service_s=0.020, slots=2)
+
+    def rss() -> float:
+        base = 100e6 + per_request_bytes * server.served
+        return base + ((server.served // 500) % 4) * 3e6 if sawtooth else base
+
+    s, taken = run_fake(clock, lambda: soak_samples(server, Closed(2), soak_s=300.0, interval_s=10.0,
+                                                    warmup_s=1.0, rss=rss, clock=clock), timeout_s=3600.0)
+    return soak_block(s, taken, 10.0, rss_source="given", bytes_per_hour=1024 * 1024, bytes_per_1000_requests=1024)
+
+
+def test_growth_per_request_flagged() -> None:
+    b = _run(per_request_bytes=16.0)  # 16 B/request at ~100 req/s = ~5.8 MB/h
+    assert len(b["intervals"]) == 30
+    assert b["verdict"] == "leak" and b["rss"]["leak"]
+    assert b["rss"]["slope_bytes_per_request"] == pytest.approx(16.0, rel=0.05)
+    assert b["intervals"][-1]["requests"] > b["intervals"][0]["requests"] > 0
+    assert b["latency_drift"] is not None and not b["latency_drift"]["drift"]
+
+
+def test_flat_and_sawtooth_not_flagged() -> None:
+    assert _run(0.0)["verdict"] == "no leak"
+    assert _run(0.0, sawtooth=True)["verdict"] == "no leak"
+
+
+def test_parse_rss() -> None:
+    text = "# HELP x\nprocess_resident_memory_bytes 1.5e+08\nother 1\n"
+    assert parse_rss(text) == 1.5e8
+    assert parse_rss("nothing here") is None
+
+
+def test_soak_bad_interval_is_usage_error() -> None:
+    cfg = LoadConfig(url="http://127.0.0.1:9", model="m", concurrency=[1], soak_s=10, soak_interval_s=5)
+    with pytest.raises(UsageError, match="soak-interval-s"):
+        soak(cfg)
+
+
+def test_cli_fail_on_leak_without_soak_exit_2(capsys) -> None:
+    assert main(["load", "http://127.0.0.1:9", "--model", "m", "--fail-on-leak"]) == 2
+    assert main(["load", "http://127.0.0.1:9", "--model", "m", "--soak-s", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "soak" in err[0]
