@@ -90,3 +90,19 @@ def test_openvino_perf_counters_give_the_same_table(tmp_path):
     total = sum(o["mean_ms"] for o in p["ops"]) + p["outside_kernels_ms"]
     assert total == pytest.approx(p["profiled_run_ms_mean"], rel=0.05)
     assert p["families_percent_of_kernels"]["Conv"] >= 50.0
+
+
+def test_torch_profiler_gives_the_same_table(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    from inferperf.measure.profile import profile
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    cfg = BenchConfig.model_validate({"backend": "torch", "session": {"intra_op_num_threads": 1},
+                                      "stop": {"min_duration_s": 0.2, "min_iterations": 5, "max_duration_s": 2}})
+    p = profile("tests.models:seeded_cnn", cfg, runs=3, warmup=1, trace_dir=tmp_path).metrics.profile
+    assert p["backend"] == "torch" and p["runs"] == 3
+    total = sum(o["mean_ms"] for o in p["ops"]) + p["outside_kernels_ms"]
+    assert total == pytest.approx(p["profiled_run_ms_mean"], rel=0.05)
+    assert "aten::conv2d" in {o["op"] for o in p["ops"]}

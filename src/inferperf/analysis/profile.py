@@ -24,7 +24,9 @@ ORT_MAX_EVENTS = 1_000_000
 FAMILIES = {"Conv": "Conv", "FusedConv": "Conv", "NhwcFusedConv": "Conv", "NhwcConv": "Conv",
             "ConvTranspose": "Conv", "MatMul": "MatMul", "FusedMatMul": "MatMul", "Gemm": "MatMul",
             "MatMulNBits": "MatMul", "ReorderInput": "Layout", "ReorderOutput": "Layout",
-            "Convolution": "Conv", "GroupConvolution": "Conv", "FullyConnected": "MatMul"}  # last: OpenVINO
+            "Convolution": "Conv", "GroupConvolution": "Conv", "FullyConnected": "MatMul",  # OpenVINO
+            "aten::conv2d": "Conv", "aten::convolution": "Conv", "aten::linear": "MatMul", "aten::matmul": "MatMul",
+            "aten::addmm": "MatMul", "aten::mm": "MatMul"}  # torch
 
 
 def family_percent(prof: dict[str, Any]) -> dict[str, float]:

@@ -307,6 +307,48 @@ class TorchBackend(RuntimeBackend):
 
         return run_device
 
+    def profile_runs(self, feeds: list[dict[str, Any]], runs: int, warmup: int, prefix: Path) -> tuple[Path, int]:
+        """``torch.profiler`` over ``warmup`` + ``runs`` calls, each inside ``record_function("model_run")``.
+
+        The top-level ops under each run become ``<op>#<i>_kernel_time`` events (``op_name`` = the aten op,
+        input shapes recorded) in the ORT-like trace form :func:`inferperf.analysis.profile.op_profile` reads;
+        torch's own Chrome trace is written beside it (``<prefix>.torch.json``) for Perfetto.
+
+        Returns:
+            (trace JSON path ``<prefix>.json``, wall time of the measured runs in ns).
+        """
+        import json
+        import time
+
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        run = self.runner()
+        wall = 0
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            for i in range(warmup + runs):
+                t0 = time.perf_counter_ns()
+                with record_function("model_run"):
+                    run(feeds[i % len(feeds)])
+                if i >= warmup:
+                    wall += time.perf_counter_ns() - t0
+        prof.export_chrome_trace(f"{prefix}.torch.json")
+        events: list[dict[str, Any]] = []
+        for ev in prof.events():
+            if ev.name != "model_run":
+                continue
+            start = float(ev.time_range.start)
+            events.append({"cat": "Session", "ph": "X", "name": "model_run", "ts": start,
+                           "dur": float(ev.time_range.end) - start})
+            for k, child in enumerate(ev.cpu_children):
+                shapes = [{"float": list(s)} for s in (child.input_shapes or []) if s]
+                events.append({"cat": "Node", "ph": "X", "name": f"{child.name}#{k}_kernel_time",
+                               "ts": float(child.time_range.start),
+                               "dur": float(child.time_range.end) - float(child.time_range.start),
+                               "args": {"op_name": child.name, "provider": "torch-cpu", "input_type_shape": shapes}})
+        path = Path(f"{prefix}.json")
+        path.write_text(json.dumps(events))
+        return path, wall
+
     def fetch(self, feed: dict[str, Any]) -> list[np.ndarray]:
         """Run one feed outside any timed window; outputs (flattened) as float/int numpy arrays on the host."""
         out = self.runner()(feed)

@@ -40,7 +40,7 @@ def profile_command(
     warmup_runs: Annotated[int, Opt(help="runs set apart at the start of the trace (kernel search)")] = 3,
     top: Annotated[int, Opt(help="nodes listed")] = 10,
     shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640; repeatable")] = None,
-    backend: Annotated[Optional[str], Opt(help="onnxruntime (default) | openvino (PERF_COUNT counters)")] = None,
+    backend: Annotated[Optional[str], Opt(help="onnxruntime (default) | openvino (PERF_COUNT counters) | torch (torch.profiler)")] = None,
     intra_op_num_threads: Annotated[Optional[int], Opt(help="ORT intra-op threads")] = None,
     graph_optimization_level: Annotated[Optional[str], Opt(help="disable | basic | extended | all")] = None,
     duration_s: Annotated[Optional[float], Opt(help="unprofiled reference: minimum seconds (default 2)")] = 2.0,

@@ -69,13 +69,13 @@ def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int =
         UsageError: a backend other than onnxruntime, runs < 1.
     """
     cfg = config or BenchConfig()
-    if cfg.backend not in ("onnxruntime", "openvino"):
-        raise UsageError(f"profile supports --backend onnxruntime or openvino (got {cfg.backend})")
+    if cfg.backend not in ("onnxruntime", "openvino", "torch"):
+        raise UsageError(f"profile supports --backend onnxruntime, openvino or torch (got {cfg.backend})")
     if runs < 1 or warmup < 1:
         raise UsageError("profile needs --runs >= 1 and --warmup-runs >= 1 (the first run holds kernel search)")
     result = bench(model, cfg, command=command)
     plan = resolve_model(model, cfg, SYSTEM_CLOCK)
-    nodes = _num_nodes(Path(plan.facts.path))
+    nodes = _num_nodes(Path(plan.facts.path)) if cfg.backend == "onnxruntime" else 0
     capped = cap_runs(runs, warmup, nodes)
     notes: list[str] = []
     if capped < runs:
