@@ -23,7 +23,7 @@ GROUP_TITLES = {
     "distribution": "Latency distribution", "timeline": "Latency over time", "threads": "Thread scaling",
     "batch": "Batch size", "size": "Input size", "concurrency": "Concurrency", "resources": "CPU and memory",
     "precision": "Precision comparison", "runtimes": "Runtime comparison",
-    "profile": "Operator profile",
+    "profile": "Operator profile", "load": "Load (HTTP)", "serve": "Serving (server side)",
 }  # fmt: skip
 
 SECTION_TITLES = {

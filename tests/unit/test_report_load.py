@@ -1,0 +1,96 @@
+"""Report draws load and serve Results (issue 13 item 8): synthetic steps on the fake clock through loadgen.result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inferperf.clock import FakeClock
+from inferperf.loadgen.driver import Closed, Open
+from inferperf.loadgen.options import LoadConfig
+from inferperf.loadgen.result import step_result
+from inferperf.loadgen.transport import SimulatedServer
+from inferperf.measure import arrivals
+from inferperf.report.build import ReportOptions, build
+from inferperf.report.render import render_html, render_markdown
+from inferperf.results.io import save
+from tests.unit.test_loadgen_driver import step, target
+
+
+def closed(c: int):
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=0.020, slots=4), Closed(c), duration_s=3.0)
+    return step_result(s, target(), LoadConfig(concurrency=[c]), ["inferperf", "load"])
+
+
+def opened(rate: float, freeze: bool = False):
+    clock = FakeClock()
+    server = SimulatedServer(clock, service_s=0.001, slots=1, freezes=[(2.0, 2.5)] if freeze else [])
+    s = step(clock, server, Open(arrivals.constant(rate), max_connections=1), duration_s=4.0)
+    return step_result(s, target(), LoadConfig(request_rate=[rate]), ["inferperf", "load"])
+
+
+def charts_of(tmp: Path, results, slo=None):
+    for i, r in enumerate(results):
+        save(r, tmp / f"r{i}.json")
+    rep = build([tmp], ReportOptions(slo_p99_ms=slo))
+    return rep, {c.id: c for c in rep.charts}
+
+
+def test_closed_loop_throughput_x_is_concurrency_and_y_each_results_throughput(tmp_path: Path) -> None:
+    rs = [closed(c) for c in (1, 2, 4, 8)]
+    rep, ch = charts_of(tmp_path, rs, slo=30.0)
+    tr = ch["load-tput-0"].figure["data"][0]
+    assert tr["x"] == [1, 2, 4, 8]
+    assert tr["y"] == pytest.approx([r.metrics.throughput.queries_per_s for r in rs])
+    assert tr["y"][2] == pytest.approx(200, rel=0.01)  # 4 slots of 20 ms
+    lat = ch["load-lat-0"].figure["data"]
+    assert [t["name"] for t in lat[:3]] == ["p50", "p90", "p99"]
+    assert lat[2]["y"] == pytest.approx([r.metrics.latency_ms.p99 for r in rs])
+    assert "load-err-0" in ch and "load-tail-0" not in ch  # no corrected/uncorrected chart in closed loop
+    texts = " ".join(s["text"] for s in rep.summary)
+    assert "knee at 4" in texts and "highest load meeting p99 <= 30 ms: 4" in texts
+    html, md = render_html(rep), render_markdown(rep)
+    assert "load-tput-0" in html and "throughput vs concurrency" in md
+
+
+def test_open_loop_draws_achieved_vs_target_and_corrected_vs_uncorrected(tmp_path: Path) -> None:
+    rs = [opened(50), opened(100, freeze=True)]
+    _, ch = charts_of(tmp_path, rs)
+    tput = ch["load-tput-0"].figure["data"]
+    assert tput[0]["x"] == [50, 100] and tput[1]["y"] == [50, 100]
+    tail = ch["load-tail-0"].figure["data"]
+    assert tail[0]["y"][1] > 300 > tail[1]["y"][1]  # corrected p99 shows the freeze; uncorrected hides it
+
+
+def test_groups_never_mix_workloads_and_invalid_steps_are_marked(tmp_path: Path) -> None:
+    bad = closed(2)
+    bad.validity.valid, bad.validity.reasons = False, ["generator-bound: client CPU 95 %"]
+    _, ch = charts_of(tmp_path, [closed(1), bad, opened(20)])
+    assert {"load-tput-0", "load-tput-1"} <= set(ch)
+    inv = [t for t in ch["load-tput-0"].figure["data"] if t["name"] == "INVALID step"]
+    assert inv and inv[0]["x"] == [2] and "INVALID steps: 2 (generator-bound" in ch["load-tput-0"].caption
+
+
+def test_server_split_serve_histogram_locust_mark_and_soak_timeline(tmp_path: Path) -> None:
+    a = closed(2)
+    a.metrics.server = {"latency_split_ms": {"queue_ms": 1.0, "compute_ms": 15.0, "rest_ms": 4.0}}
+    loc = closed(4)
+    loc.run["imported"] = "locust"
+    soak = closed(1)
+    soak.metrics.client["soak"] = {"verdict": "leak", "rss": {"slope_bytes_per_hour": 5 * 2**20, "reason": "grows"},
+                                   "intervals": [{"t_s": t, "p99_ms": 20.0, "queries_per_s": 50.0,
+                                                  "rss_bytes": 2**20 * (100 + t)} for t in (10, 20, 30)]}  # fmt: skip
+    srv = closed(1)
+    srv.kind = "serve"
+    q = {"min": 0.1, "p50": 1.0, "p90": 2.0, "p99": 3.0, "mean": 1.2}
+    srv.metrics.server = {"batch_sizes": {"1": 5, "4": 7}, "queue_ms": q, "compute_ms": q, "execution_count": 12}
+    _, ch = charts_of(tmp_path, [a, loc, soak, srv])
+    assert [t["y"][0] for t in ch["load-split-0"].figure["data"]] == [1.0, 15.0, 4.0]
+    assert "summary-only" in ch["load-tput-0"].caption
+    assert ch["serve-batch-0"].figure["data"][0]["x"] == [1, 4] and ch["serve-batch-0"].figure["data"][0]["y"] == [5, 7]
+    assert "serve-dist-0" in ch
+    s = ch["load-soak-0"]
+    assert "LEAK" in s.title and s.figure["data"][2]["y"] == pytest.approx([110, 120, 130])
+    assert s.figure["data"][0]["x"] == [10, 20, 30]
