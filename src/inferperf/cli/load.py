@@ -156,8 +156,8 @@ def table_row(r: Any) -> str:
 
 @app.command("load")
 def load_command(
-    target: Annotated[str, typer.Argument(help="http://HOST:PORT of a KServe v2 server (with --model), any URL (with"
-                                               " --body), or an ONNX file / zoo:NAME to serve and load")],
+    target: Annotated[Optional[str], typer.Argument(help="http://HOST:PORT of a KServe v2 server (with --model), any URL"
+                                                         " (with --body), or an ONNX file / zoo:NAME to serve and load")] = None,
     model: Annotated[Optional[str], Opt(help="model name on the server")] = None,
     concurrency: Annotated[Optional[str], Opt(help="closed loop: streams per step, e.g. 1,4,16 (default 1)")] = None,
     request_rate: Annotated[Optional[str], Opt(help="open loop: requests/s per step, e.g. 50,100,200")] = None,
@@ -191,6 +191,8 @@ def load_command(
     server_pid: Annotated[Optional[int], Opt(help="soak: read the server's RSS with psutil (default: its /metrics)")] = None,
     fail_on_leak: Annotated[bool, Opt("--fail-on-leak", help="soak: exit 3 when RSS growth is significant (95 %%"
                                       " Newey-West CI) AND above 1 MiB/h and 1 KiB per 1,000 requests")] = False,
+    from_locust_csv: Annotated[Optional[str], Opt("--from-locust-csv", help="import `locust --csv PREFIX` files as"
+                                                  " summary-only Results (no TARGET)")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
     """Drive load at a served model and write one Result (kind load) per step: closed loop (--concurrency) or
@@ -208,6 +210,10 @@ def load_command(
         "soak_s": soak_s, "soak_interval_s": soak_interval_s, "server_pid": server_pid,
         "fail_on_leak": fail_on_leak or None,
     }  # fmt: skip
+    if from_locust_csv is not None:
+        return _import_locust(from_locust_csv, target, output)
+    if target is None:
+        raise UsageError("give a TARGET (URL, ONNX file or zoo:NAME) or --from-locust-csv PREFIX")
     is_url = "://" in target
     cfg = load_config({**flags, "url": target if is_url else None})
     if output is not None:
@@ -220,6 +226,26 @@ def load_command(
     if is_url:
         return _run(cfg, command, output, csv_path, placement=None)
     return _run_own_server(target, cfg, command, output, csv_path)
+
+
+def _import_locust(prefix: str, target: str | None, output: Path | None) -> int:
+    """``--from-locust-csv``: Locust CSVs -> summary-only Results, written like other load Results."""
+    from ..loadgen.locust_import import describe, locust_results
+    from ..results.io import save
+
+    if target is not None:
+        raise UsageError("--from-locust-csv takes no TARGET: drop it")
+    if output is not None:
+        check_writable(output)
+    results = locust_results(prefix, command=["inferperf", *sys.argv[1:]])
+    print(f"{'name':<28} {'users':>5} {'requests':>8} {'failures':>8} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9}")
+    for row in describe(results):
+        print(f"{row['name']:<28} {row['users']:>5d} {row['requests']:>8d} {row['failures']:>8d}"
+              f" {row['queries_per_s']:>9.1f} {row['p50_ms']:>9.2f} {row['p99_ms']:>9.2f}")  # fmt: skip
+    for r in results:
+        if output is not None:
+            print(f"  result written to {save(r, output_path(output, r))}", file=sys.stderr)
+    return 0
 
 
 def _run_own_server(model_arg: str, cfg: Any, command: list[str], output: Path | None, csv_path: Path | None) -> int:
