@@ -64,20 +64,9 @@ def _kernels(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
 
 
-def _shape(args: dict[str, Any]) -> list[list[int]]:
-    out = []
-    for item in args.get("input_type_shape", []) or []:
-        for _, dims in dict(item).items():
-            out.append([int(d) for d in dims])
-    return out
-
-
-def _out_shape(args: dict[str, Any]) -> list[list[int]]:
-    out = []
-    for item in args.get("output_type_shape", []) or []:
-        for _, dims in dict(item).items():
-            out.append([int(d) for d in dims])
-    return out
+def _shape(args: dict[str, Any], key: str = "input_type_shape") -> list[list[int]]:
+    """Shapes from ORT's ``[{"float": [1, 3, 8, 8]}, ...]`` lists (``input_type_shape``/``output_type_shape``)."""
+    return [[int(d) for d in dims] for item in (args.get(key) or []) for dims in dict(item).values()]
 
 
 def split_runs(events: list[dict[str, Any]], skip_runs: int = 0) -> dict[str, Any]:
@@ -151,7 +140,7 @@ def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) 
             per_run.setdefault(op, [0.0] * n)[r] += dur / 1e3
             name = str(k["name"])[: -len("_kernel_time")]
             node = by_node.setdefault(name, {"name": name, "op": op, "provider": args.get("provider"),
-                                             "input_shapes": _shape(args), "output_shapes": _out_shape(args),
+                                             "input_shapes": _shape(args), "output_shapes": _shape(args, "output_type_shape"),
                                              "total_us": 0.0, "count": 0})
             node["total_us"] += dur
             node["count"] += 1
