@@ -58,3 +58,33 @@ def test_cli_fail_on_leak_without_soak_exit_2(capsys) -> None:
     assert main(["load", "http://127.0.0.1:9", "--model", "m", "--soak-s", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "soak" in err[0]
+
+
+def test_bench_soak_small_run(tmp_path) -> None:
+    from inferperf.results.io import load as load_result
+
+    out = tmp_path / "b.json"
+    assert main(["bench", "--backend", "null", "--null-latency-ms", "1", "--soak-s", "1.5", "-o", str(out)]) == 0
+    s = load_result(out).metrics.resources.soak
+    assert s["rss_source"] == "psutil" and len(s["intervals"]) >= 3 and s["verdict"] in ("leak", "no leak")
+
+
+def test_bench_soak_bad_flags_exit_2(capsys) -> None:
+    assert main(["bench", "--backend", "null", "--null-latency-ms", "1", "--soak-s", "0"]) == 2
+    assert main(["bench", "--backend", "null", "--null-latency-ms", "1", "--fail-on-leak"]) == 2
+    assert "--soak-s" in capsys.readouterr().err
+
+
+def test_bench_soak_block_flat_and_growing() -> None:
+    from types import SimpleNamespace
+
+    from inferperf.measure.soak import bench_soak_block
+
+    t = [i * 0.1 for i in range(600)]
+
+    def res(rss):
+        return SimpleNamespace(samples=SimpleNamespace(timeline={"t_s": t, "rss_bytes": rss}),
+                               metrics=SimpleNamespace(latency_ms=SimpleNamespace(count=60000)))
+
+    assert bench_soak_block(res([1e8] * 600))["verdict"] == "no leak"
+    assert bench_soak_block(res([1e8 + 1e4 * x for x in t]))["verdict"] == "leak"

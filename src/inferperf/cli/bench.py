@@ -94,6 +94,9 @@ def bench_command(
     output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
     json_out: Annotated[bool, Opt("--json", help="print the Result JSON to stdout (no table)")] = False,
     fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the result is INVALID")] = False,
+    soak_s: Annotated[Optional[float], Opt(help="soak: run exactly N measured seconds and give an RSS leak verdict"
+                                                " (significant AND above 1 MiB/h and 1 KiB per 1,000 requests)")] = None,
+    fail_on_leak: Annotated[bool, Opt("--fail-on-leak", help="with --soak-s: exit 3 on a leak")] = False,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
 ) -> int:
     """Measure latency percentiles, throughput and cold start of MODEL (SingleStream by default;
@@ -130,6 +133,10 @@ def bench_command(
         "repeat": repeat,
         "sampler": False if no_sampler else None,
     }
+    if soak_s is not None or fail_on_leak:
+        if soak_s is None or not soak_s > 0 or no_sampler:
+            raise UsageError("--soak-s N needs N > 0 seconds and the sampler on (drop --no-sampler)")
+        flags.update({"stop.min_duration_s": soak_s, "stop.max_duration_s": soak_s, "stop.min_iterations": 1})
     _check_flags(flags, model, cpus, null_latency_ms)
     compare = backend is not None and "," in backend
     if compare:
@@ -146,7 +153,13 @@ def bench_command(
 
         return compare_command(model or DEFAULT_MODEL, backend, cfg, output, json_out, fail_on_invalid)
     result = _measure(model or DEFAULT_MODEL, cfg, output)
+    if soak_s is not None:
+        from ..measure.soak import apply_bench_soak
+
+        block = apply_bench_soak(result)
     _report(result, output, json_out)
+    if fail_on_leak and block["verdict"] == "leak":
+        raise GateFailed(f"--fail-on-leak: {block['rss']['reason']}")
     if fail_on_invalid and not result.validity.valid:
         raise GateFailed(f"result is INVALID ({'; '.join(result.validity.reasons)}) and --fail-on-invalid is set")
     return 0

@@ -36,6 +36,8 @@ RssSource = Callable[[], "float | None"]
 _RSS_RE = re.compile(r"^process_resident_memory_bytes(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 #: p99 drift threshold as a fraction of the median interval p99, per hour.
 DRIFT_FRACTION_PER_HOUR = 0.10
+#: under this many seconds a soak is marked short: settling growth (allocator arenas, caches) can read as a leak.
+SHORT_SOAK_S = 600.0
 
 
 def parse_rss(text: str) -> float | None:
@@ -129,7 +131,8 @@ def soak_block(s: StepSamples, rss: list[tuple[int, float]], interval_s: float, 
                           "p99_ms": float(f["p99_ms"]), "rss_bytes": prior[-1] if prior else None})  # fmt: skip
         a = b
     block: dict[str, Any] = {"interval_s": interval_s, "duration_s": (end - a0) / 1e9, "rss_source": rss_source,
-                             "intervals": intervals, "rss": None, "latency_drift": None, "verdict": "no rss source"}
+                             "intervals": intervals, "rss": None, "latency_drift": None, "verdict": "no rss source",
+                             "short_soak": (end - a0) / 1e9 < SHORT_SOAK_S}
     with_rss = [iv for iv in intervals if iv["rss_bytes"] is not None]
     if len(with_rss) >= 3:
         t = [iv["t_s"] for iv in with_rss]
@@ -200,4 +203,6 @@ def soak_line(block: dict) -> str:
     if block["latency_drift"]:
         d = block["latency_drift"]
         line += f"; p99 drift {d['slope_ms_per_hour']:+.2f} ms/h" + (" (DRIFT)" if d["drift"] else "")
+    if block.get("short_soak"):
+        line += f"; short soak (< {SHORT_SOAK_S:.0f} s): early growth may settle, rerun longer before calling it a leak"
     return line

@@ -1,0 +1,68 @@
+"""``inferperf bench --soak-s N`` (issue 13 item 6): the leak verdict over an in-process run's RSS timeline.
+
+The bench runs for exactly ``N`` measured seconds with the resource sampler on
+(``samples.timeline``: ``t_s``, ``rss_bytes``). The samples are averaged into
+``n_bins`` bins (default 30: the Newey-West lag then covers the sampler's
+short-range correlation), and :func:`inferperf.stats.leak_verdict` gives the
+slope in bytes/hour and bytes/request (requests taken as spread evenly over the
+run: ``count * t / duration``). The verdict goes into
+``metrics.resources.soak``: ``{interval_s, duration_s, rss_source: "psutil",
+intervals: [{t_s, requests, rss_bytes}], rss: {...}, verdict}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..stats import leak_verdict
+
+#: 1 MiB/h and 1 KiB per 1,000 requests, as for load --soak-s.
+DEFAULT_BYTES_PER_HOUR = 1024 * 1024
+DEFAULT_BYTES_PER_1000_REQUESTS = 1024
+
+
+def _timeline(result: Any) -> dict | None:
+    tl = result.samples.timeline
+    if tl and "runs" in tl:
+        tl = next((r for r in tl["runs"] if r), None)
+    return tl if tl and tl.get("rss_bytes") else None
+
+
+def bench_soak_block(result: Any, *, n_bins: int = 30, bytes_per_hour: float = DEFAULT_BYTES_PER_HOUR,
+                     bytes_per_1000_requests: float = DEFAULT_BYTES_PER_1000_REQUESTS) -> dict:  # fmt: skip
+    """The soak block of a bench Result from its RSS timeline (``verdict`` "no rss source" without one)."""
+    tl = _timeline(result)
+    if tl is None:
+        return {"rss_source": None, "intervals": [], "rss": None, "verdict": "no rss source"}
+    t = np.asarray(tl["t_s"], dtype=float)
+    rss = np.asarray(tl["rss_bytes"], dtype=float)
+    k = min(n_bins, t.size)
+    bins = np.array_split(np.arange(t.size), k)
+    tb = np.array([t[b].mean() for b in bins])
+    rb = np.array([rss[b].mean() for b in bins])
+    duration = float(t[-1] - t[0]) if t.size > 1 else 0.0
+    count = result.metrics.latency_ms.count
+    req = count * (tb - t[0]) / duration if duration > 0 else np.zeros_like(tb)
+    intervals = [{"t_s": float(a), "requests": float(q), "rss_bytes": float(r)} for a, q, r in zip(tb, req, rb)]
+    block: dict[str, Any] = {"interval_s": duration / k if k else None, "duration_s": duration,
+                             "rss_source": "psutil", "intervals": intervals, "rss": None,
+                             "verdict": "too few intervals"}  # fmt: skip
+    if k >= 3 and duration > 0:
+        block["rss"] = leak_verdict(tb, rb, req, bytes_per_hour=bytes_per_hour,
+                                    bytes_per_1000_requests=bytes_per_1000_requests)  # fmt: skip
+        block["verdict"] = "leak" if block["rss"]["leak"] else "no leak"
+    return block
+
+
+def apply_bench_soak(result: Any) -> dict:
+    """Attach :func:`bench_soak_block` as ``metrics.resources.soak`` (+ a note); returns the block."""
+    block = bench_soak_block(result)
+    if result.metrics.resources is not None:
+        setattr(result.metrics.resources, "soak", block)
+    line = f"soak {block.get('duration_s', 0) or 0:.0f} s: {block['verdict']}"
+    if block["rss"]:
+        line += f" ({block['rss']['reason']})"
+    result.notes.append(line + "; in-process RSS includes inferperf's own per-request samples and warm-up growth")
+    return block
