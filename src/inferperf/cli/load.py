@@ -133,6 +133,10 @@ def _runner(cfg: Any) -> Callable[..., list[Any]]:
         from ..loadgen.soak import soak
 
         return soak
+    if getattr(cfg, "stress", False) or getattr(cfg, "find_max_rate", False):
+        from ..loadgen.stress import stress
+
+        return stress
     return load
 
 
@@ -193,6 +197,14 @@ def load_command(
                                       " Newey-West CI) AND above 1 MiB/h and 1 KiB per 1,000 requests")] = False,
     from_locust_csv: Annotated[Optional[str], Opt("--from-locust-csv", help="import `locust --csv PREFIX` files as"
                                                   " summary-only Results (no TARGET)")] = None,
+    stress: Annotated[bool, Opt("--stress", help="ramp the load (doubling) until throughput gains < --stress-gain-percent"
+                                " over two steps, p99 > --slo-p99-ms or errors > --max-error-rate")] = False,
+    find_max_rate: Annotated[bool, Opt("--find-max-rate", help="bracket then bisect open-loop rates: highest rate"
+                                       " meeting --slo-p99-ms (goodput)")] = False,
+    slo_p99_ms: Annotated[Optional[float], Opt(help="stress/capacity: p99 latency SLO, ms")] = None,
+    max_error_rate: Annotated[Optional[float], Opt(help="stress/capacity: most errors per request (0..1)")] = None,
+    stress_gain_percent: Annotated[Optional[float], Opt(help="stress: saturation when gains stay below this"
+                                                        " (default 5)")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
     """Drive load at a served model and write one Result (kind load) per step: closed loop (--concurrency) or
@@ -209,6 +221,8 @@ def load_command(
         "strict_rate": strict_rate or None, "seed": seed, "input_pool_size": input_pool_size,
         "soak_s": soak_s, "soak_interval_s": soak_interval_s, "server_pid": server_pid,
         "fail_on_leak": fail_on_leak or None,
+        "stress": stress or None, "find_max_rate": find_max_rate or None, "slo_p99_ms": slo_p99_ms,
+        "max_error_rate": max_error_rate, "stress_gain_percent": stress_gain_percent,
     }  # fmt: skip
     if from_locust_csv is not None:
         return _import_locust(from_locust_csv, target, output)
@@ -282,6 +296,10 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
             print(f"  result written to {save(r, output_path(output, r))}", file=sys.stderr)
 
     results = _runner(cfg)(cfg, command=command, on_step=on_step)
+    found = (results[-1].metrics.client or {}).get("stress") if results else None
+    if found:
+        print("findings: " + ", ".join(f"{k}={found[k]}" for k in ("knee", "max_load_meeting_slo", "errors_began_at",
+              "goodput_rate", "bracket", "stop_reason") if k in found), flush=True)  # fmt: skip
     server = after() if after is not None else None
     if server is not None and output is not None:
         server.run["placement"] = placement

@@ -155,6 +155,16 @@ class LoadConfig(BaseModel):
                 raise ValueError("--shape-weights must be >= 0 with a positive sum")
         if self.max_error_rate is not None and not 0 <= self.max_error_rate <= 1:
             raise ValueError(f"--max-error-rate {self.max_error_rate}: a fraction between 0 and 1")
+        if self.find_max_rate and self.slo_p99_ms is None:
+            raise ValueError("--find-max-rate needs --slo-p99-ms X (the p99 the rate must meet)")
+        if self.find_max_rate and (self.stress or self.concurrency or self.soak_s is not None):
+            raise ValueError("--find-max-rate searches open-loop rates: drop --stress, --concurrency and --soak-s")
+        if self.stress and self.soak_s is not None:
+            raise ValueError("pass --stress or --soak-s, not both")
+        if self.slo_p99_ms is not None and not self.slo_p99_ms > 0:
+            raise ValueError(f"--slo-p99-ms {self.slo_p99_ms}: must be > 0 ms")
+        if not self.stress_gain_percent > 0:
+            raise ValueError(f"--stress-gain-percent {self.stress_gain_percent}: must be > 0")
         return self
 
     @property

@@ -1,0 +1,246 @@
+"""Stress ramp and capacity search for ``inferperf load`` (issue 13 item 5).
+
+Two pure ask/tell strategies decide the next load from the outcomes so far; they never touch a socket,
+so they are tested with scripted outcomes:
+
+- :class:`Ramp` (``--stress``): concurrency (closed loop: 1, 2, 4, 8, ... or the ``--concurrency`` ladder,
+  then doubling its last value) or rate (open loop: the ``--request-rate`` ladder, then doubling) until the
+  throughput gain stays below ``gain_percent`` over two consecutive steps (saturation), p99 exceeds the
+  SLO, the error rate exceeds its maximum, or ``max_steps`` is reached.
+- :class:`RateSearch` (``--find-max-rate``): doubling the open-loop rate until the SLO breaks (bracketing),
+  then bisection until the bracket is narrower than ``resolution_percent`` of its lower end. The highest
+  rate meeting the SLO is the goodput.
+
+Step length rule for the capacity search: each step measures at least :data:`MIN_P99_REQUESTS` (1,000)
+completed requests, so its p99 has at least 10 samples above it.
+
+:func:`stress` and :func:`find_max_rate` run the strategies with :func:`loadgen.run.run_one` (one
+Result, kind ``load``, per step) and record the findings in every step's ``metrics.client.stress``
+(docs/results-schema.md "Stress block").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from ..results.model import Result
+from .options import LoadConfig
+
+MIN_P99_REQUESTS = 1000
+"""Completed requests per capacity-search step (p99 then rests on >= 10 samples above it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one step measured: ``value`` (concurrency or req/s), ``queries_per_s``, ``p99_ms``,
+    ``error_rate`` (errors / sent, 0..1)."""
+
+    value: float
+    queries_per_s: float
+    p99_ms: float
+    error_rate: float
+
+
+def _meets(o: Outcome, slo_p99_ms: float | None, max_error_rate: float | None) -> bool:
+    return (slo_p99_ms is None or o.p99_ms <= slo_p99_ms) and (max_error_rate is None or o.error_rate <= max_error_rate)
+
+
+class Ramp:
+    """Ask/tell ramp: ``ask()`` gives the next load (None = stop, see ``stop_reason``); ``tell(outcome)``.
+
+    Args:
+        ladder: first loads in order (e.g. [1, 2, 4]); after it, each step doubles the last load.
+        gain_percent: stop when the throughput gain over the previous step is below this for two steps.
+        slo_p99_ms / max_error_rate: stop once a step exceeds either (None = no limit).
+        max_steps: most steps.
+        integer: round loads (concurrency).
+    """
+
+    def __init__(self, ladder: list[float], *, gain_percent: float = 5.0, slo_p99_ms: float | None = None,
+                 max_error_rate: float | None = None, max_steps: int = 12, integer: bool = True) -> None:  # fmt: skip
+        self.ladder = list(ladder) or [1]
+        self.gain_percent, self.slo_p99_ms, self.max_error_rate = gain_percent, slo_p99_ms, max_error_rate
+        self.max_steps, self.integer = max_steps, integer
+        self.outcomes: list[Outcome] = []
+        self.stop_reason: str | None = None
+        self._flat = 0
+
+    def ask(self) -> float | None:
+        """The next load, or None when the ramp has stopped."""
+        if self.stop_reason is not None:
+            return None
+        n = len(self.outcomes)
+        if n >= self.max_steps:
+            self.stop_reason = f"max steps ({self.max_steps})"
+            return None
+        v = self.ladder[n] if n < len(self.ladder) else self.outcomes[-1].value * 2
+        return float(round(v)) if self.integer else float(v)
+
+    def tell(self, o: Outcome) -> None:
+        """Record one step's outcome and decide whether to stop."""
+        prev = self.outcomes[-1] if self.outcomes else None
+        self.outcomes.append(o)
+        if self.max_error_rate is not None and o.error_rate > self.max_error_rate:
+            self.stop_reason = f"error rate {o.error_rate:.3f} > {self.max_error_rate:g}"
+        elif self.slo_p99_ms is not None and o.p99_ms > self.slo_p99_ms:
+            self.stop_reason = f"p99 {o.p99_ms:.2f} ms > SLO {self.slo_p99_ms:g} ms"
+        elif prev is not None:
+            gain = 100.0 * (o.queries_per_s - prev.queries_per_s) / max(prev.queries_per_s, 1e-12)
+            self._flat = self._flat + 1 if gain < self.gain_percent else 0
+            if self._flat >= 2:
+                self.stop_reason = f"throughput gain < {self.gain_percent:g} % over two steps"
+
+    def findings(self) -> dict[str, Any]:
+        """``knee`` (load of the last step before throughput stopped gaining, or of the best throughput),
+        ``max_load_meeting_slo``, ``errors_began_at`` (first load with any error), ``stop_reason``."""
+        return findings(self.outcomes, self.slo_p99_ms, self.max_error_rate, self.gain_percent, self.stop_reason)
+
+
+def findings(outcomes: list[Outcome], slo_p99_ms: float | None, max_error_rate: float | None,
+             gain_percent: float, stop_reason: str | None) -> dict[str, Any]:  # fmt: skip
+    """Summary of a ramp's outcomes (see :meth:`Ramp.findings`)."""
+    knee = None
+    for a, b in zip(outcomes, outcomes[1:]):
+        if 100.0 * (b.queries_per_s - a.queries_per_s) / max(a.queries_per_s, 1e-12) < gain_percent:
+            knee = a.value
+            break
+    if knee is None and outcomes:
+        knee = max(outcomes, key=lambda o: o.queries_per_s).value
+    ok = [o for o in outcomes if _meets(o, slo_p99_ms, max_error_rate)]
+    best = max(ok, key=lambda o: o.value) if ok else None
+    err = next((o.value for o in outcomes if o.error_rate > 0), None)
+    return {
+        "knee": knee, "max_load_meeting_slo": best.value if best else None,
+        "max_queries_per_s_meeting_slo": best.queries_per_s if best else None, "errors_began_at": err,
+        "stop_reason": stop_reason, "slo_p99_ms": slo_p99_ms, "max_error_rate": max_error_rate,
+        "gain_percent": gain_percent, "steps": [dataclasses.asdict(o) for o in outcomes],
+    }  # fmt: skip
+
+
+class RateSearch:
+    """Ask/tell capacity search over open-loop rates: bracketing (double from ``start`` until a rate
+    misses the SLO) then bisection until ``hi - lo <= resolution_percent`` % of ``lo``.
+
+    ``goodput`` is the highest rate that met the SLO (p99 <= ``slo_p99_ms`` and error rate <=
+    ``max_error_rate``, default 0), None if even ``start`` missed it."""
+
+    def __init__(self, slo_p99_ms: float, *, start: float = 10.0, resolution_percent: float = 5.0,
+                 max_error_rate: float | None = None, max_steps: int = 20) -> None:  # fmt: skip
+        self.slo_p99_ms, self.start, self.resolution_percent = slo_p99_ms, start, resolution_percent
+        self.max_error_rate = 0.0 if max_error_rate is None else max_error_rate
+        self.max_steps = max_steps
+        self.lo: float | None = None
+        self.hi: float | None = None
+        self.outcomes: list[Outcome] = []
+        self.stop_reason: str | None = None
+
+    def ask(self) -> float | None:
+        """The next rate (req/s), or None when done."""
+        if self.stop_reason is not None:
+            return None
+        if len(self.outcomes) >= self.max_steps:
+            self.stop_reason = f"max steps ({self.max_steps})"
+            return None
+        if self.hi is None:
+            return self.start if self.lo is None else self.lo * 2
+        if self.lo is None:
+            self.stop_reason = f"even {self.start:g} req/s missed the SLO"
+            return None
+        if self.hi - self.lo <= self.lo * self.resolution_percent / 100.0:
+            self.stop_reason = f"bracket [{self.lo:g}, {self.hi:g}] within {self.resolution_percent:g} %"
+            return None
+        return (self.lo + self.hi) / 2
+
+    def tell(self, o: Outcome) -> None:
+        """Record one rate's outcome: it moves the lower (met the SLO) or upper (missed) bracket end."""
+        self.outcomes.append(o)
+        if _meets(o, self.slo_p99_ms, self.max_error_rate):
+            self.lo = o.value if self.lo is None else max(self.lo, o.value)
+        else:
+            self.hi = o.value if self.hi is None else min(self.hi, o.value)
+
+    @property
+    def goodput(self) -> float | None:
+        """Highest rate (req/s) that met the SLO."""
+        return self.lo
+
+    def findings(self) -> dict[str, Any]:
+        """``goodput_rate``, ``bracket`` [lo, hi], ``resolution_percent``, ``stop_reason``, ``steps``."""
+        ok = [o for o in self.outcomes if o.value == self.lo]
+        return {
+            "goodput_rate": self.lo, "goodput_queries_per_s": ok[-1].queries_per_s if ok else None,
+            "bracket": [self.lo, self.hi], "resolution_percent": self.resolution_percent,
+            "slo_p99_ms": self.slo_p99_ms, "max_error_rate": self.max_error_rate, "stop_reason": self.stop_reason,
+            "min_requests_per_step": MIN_P99_REQUESTS, "steps": [dataclasses.asdict(o) for o in self.outcomes],
+        }  # fmt: skip
+
+
+def outcome(r: Result, value: float) -> Outcome:
+    """A step Result -> :class:`Outcome` (error rate = errors / (completed + errors))."""
+    done = r.metrics.latency_ms.count
+    errs = r.metrics.errors.count
+    return Outcome(float(value), r.metrics.throughput.queries_per_s, r.metrics.latency_ms.p99,
+                   errs / max(done + errs, 1))  # fmt: skip
+
+
+def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: str,
+          on_step: Callable[[Result], None] | None = None) -> list[Result]:  # fmt: skip
+    """Run ``strategy`` with ``step(value) -> Result``; stamps ``metrics.client.stress`` on every Result
+    (the findings so far; the last Result holds the final ones) and calls ``on_step`` after each."""
+    out: list[Result] = []
+    while (value := strategy.ask()) is not None:
+        r = step(value)
+        strategy.tell(outcome(r, value))
+        out.append(r)
+        if (r.metrics.client or {}).get("target_lost"):
+            strategy.stop_reason = "the target stopped answering"
+        f = {"mode": mode, "step": len(out) - 1, **strategy.findings()}
+        if r.metrics.client is not None:
+            r.metrics.client["stress"] = f
+        if on_step is not None:
+            on_step(r)
+        if strategy.stop_reason is not None:
+            break
+    final = {"mode": mode, **strategy.findings()}
+    for i, r in enumerate(out):
+        if r.metrics.client is not None:
+            r.metrics.client["stress"] = {**final, "step": i}
+    return out
+
+
+def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[Result], None] | None = None,
+           target: Any = None) -> list[Result]:  # fmt: skip
+    """``--stress`` (or ``--find-max-rate``): ramp or search against the target; one Result per step.
+
+    Raises:
+        UsageError: unreachable target or unknown model (before any load)."""
+    from .run import read_target, run_one
+
+    target = target or read_target(cfg)
+    if cfg.find_max_rate:
+        return find_max_rate(cfg, command, on_step, target)
+    closed = cfg.mode == "closed"
+    ladder = list(cfg.concurrency or [1, 2, 4, 8]) if closed else list(cfg.request_rate or [])
+    ramp = Ramp(ladder, gain_percent=cfg.stress_gain_percent, slo_p99_ms=cfg.slo_p99_ms,
+                max_error_rate=cfg.max_error_rate, integer=closed)  # fmt: skip
+    return drive(ramp, lambda v: run_one(_at(cfg, v, closed), target, v, command), "stress", on_step)
+
+
+def _at(cfg: LoadConfig, value: float, closed: bool) -> LoadConfig:
+    return cfg.model_copy(update={"concurrency": [int(value)]} if closed else {"request_rate": [value]})
+
+
+def find_max_rate(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[Result], None] | None = None,
+                  target: Any = None, resolution_percent: float = 5.0) -> list[Result]:  # fmt: skip
+    """``--find-max-rate``: :class:`RateSearch` over open-loop rates, each step measuring at least
+    :data:`MIN_P99_REQUESTS` completed requests; the last Result's ``metrics.client.stress.goodput_rate``
+    is the highest rate meeting ``cfg.slo_p99_ms``."""
+    from .run import read_target, run_one
+
+    target = target or read_target(cfg)
+    assert cfg.slo_p99_ms is not None
+    search = RateSearch(cfg.slo_p99_ms, start=(cfg.request_rate or [10.0])[0], resolution_percent=resolution_percent,
+                        max_error_rate=cfg.max_error_rate)  # fmt: skip
+    base = cfg.model_copy(update={"requests": max(cfg.requests or 0, MIN_P99_REQUESTS), "duration_s": None})
+    return drive(search, lambda v: run_one(_at(base, v, False), target, v, command), "find_max_rate", on_step)

@@ -1,0 +1,72 @@
+"""Stress ramp and capacity search (issue 13 item 5): pure ask/tell with scripted outcomes."""
+
+import pytest
+
+from inferperf.errors import UsageError
+from inferperf.loadgen.stress import Outcome, Ramp, RateSearch
+
+
+def _run_ramp(ramp, qps, p99=lambda v: 1.0, err=lambda v: 0.0, limit=30):
+    for _ in range(limit):
+        v = ramp.ask()
+        if v is None:
+            break
+        ramp.tell(Outcome(v, qps(v), p99(v), err(v)))
+    return ramp
+
+
+def test_ramp_stops_when_gain_flat_two_steps_and_reports_knee():
+    r = _run_ramp(Ramp([1, 2, 4, 8]), qps=lambda v: min(v, 8) * 100.0)
+    assert [o.value for o in r.outcomes] == [1, 2, 4, 8, 16, 32]
+    assert "gain" in r.stop_reason
+    assert r.findings()["knee"] == 8
+    assert r.findings()["errors_began_at"] is None
+
+
+def test_ramp_stops_on_slo_and_error_rate():
+    r = _run_ramp(Ramp([1], slo_p99_ms=50), qps=lambda v: v * 100.0, p99=lambda v: 10.0 * v)
+    assert [o.value for o in r.outcomes] == [1, 2, 4, 8]
+    f = r.findings()
+    assert f["max_load_meeting_slo"] == 4 and "SLO" in f["stop_reason"]
+    r = _run_ramp(Ramp([1], max_error_rate=0.01), qps=lambda v: v * 100.0, err=lambda v: 0.005 if v >= 4 else 0.0
+                  if v < 8 else 0.5)
+    assert r.findings()["errors_began_at"] == 4
+
+
+def test_ramp_max_steps_and_float_rates():
+    r = _run_ramp(Ramp([10.0], integer=False, max_steps=3), qps=lambda v: v)
+    assert [o.value for o in r.outcomes] == [10.0, 20.0, 40.0] and "max steps" in r.stop_reason
+
+
+@pytest.mark.parametrize("capacity", [200.0, 137.0, 1000.0])
+def test_rate_search_finds_capacity_within_resolution(capacity):
+    s = RateSearch(slo_p99_ms=50, start=10.0, resolution_percent=5.0)
+    for _ in range(40):
+        v = s.ask()
+        if v is None:
+            break
+        s.tell(Outcome(v, min(v, capacity), 5.0 if v <= capacity else 500.0, 0.0))
+    assert s.goodput is not None and s.goodput <= capacity
+    assert capacity - s.goodput <= 0.05 * s.goodput + 1e-9
+    assert s.findings()["bracket"][1] > capacity
+
+
+def test_rate_search_start_already_fails():
+    s = RateSearch(slo_p99_ms=1, start=10.0)
+    s.tell(Outcome(s.ask(), 5.0, 100.0, 0.0))
+    assert s.ask() is None and s.goodput is None and "missed" in s.stop_reason
+
+
+@pytest.mark.parametrize("flags, text", [
+    ({"find_max_rate": True}, "--slo-p99-ms"),
+    ({"find_max_rate": True, "slo_p99_ms": 5, "concurrency": [2]}, "open-loop"),
+    ({"stress": True, "concurrency": [1], "request_rate": [5.0]}, "not both"),
+    ({"stress": True, "soak_s": 5}, "not both"),
+    ({"stress": True, "slo_p99_ms": -1}, "> 0"),
+])
+def test_bad_input_one_line(flags, text):
+    from inferperf.cli.load import load_config
+
+    with pytest.raises(UsageError) as e:
+        load_config({"url": "http://127.0.0.1:1", "model": "m", **flags})
+    assert text in str(e.value) and "\n" not in str(e.value)
