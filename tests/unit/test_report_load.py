@@ -94,3 +94,16 @@ def test_server_split_serve_histogram_locust_mark_and_soak_timeline(tmp_path: Pa
     s = ch["load-soak-0"]
     assert "LEAK" in s.title and s.figure["data"][2]["y"] == pytest.approx([110, 120, 130])
     assert s.figure["data"][0]["x"] == [10, 20, 30]
+
+
+def test_a_real_locust_import_is_drawn_summary_only_with_locusts_percentiles(tmp_path: Path) -> None:
+    from inferperf.loadgen.locust_import import locust_results
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "locust" / "tiny_binary"
+    rs = locust_results(fix, command=["locust"])
+    rep, ch = charts_of(tmp_path, rs + [closed(2)])
+    loc = [c for c in rep.charts if c.id.startswith("load-lat-") and "summary-only" in c.caption]
+    assert loc, [c.caption for c in rep.charts]
+    assert loc[0].figure["data"][2]["y"] == pytest.approx([r.metrics.latency_ms.p99 for r in rs])
+    assert not any(c.id.startswith("load-tail-") for c in rep.charts)  # no raw samples: no corrected/uncorrected
+    assert "summary-only" in render_markdown(rep)
