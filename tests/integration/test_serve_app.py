@@ -426,3 +426,39 @@ def test_graceful_shutdown_under_load_answers_every_accepted_request(mlp) -> Non
     assert probes == {"ready": 503, "live": 200, "busy": True}  # requests were in flight at shutdown
     assert set(outcomes) <= {"200", "not-accepted"}, outcomes
     assert outcomes["200"] == answered and inflight == 0  # every request the server began was answered
+
+
+def test_clients_closing_sockets_while_model_busy_are_never_run(mlp) -> None:
+    """Item 8 with real sockets: N clients send, then close while the one instance is busy; their rows never run."""
+    import socket
+
+    n = 6
+    opts = ServeOptions(max_batch_size=8, max_queue_delay_us=300_000, max_queue_size=64)
+    body, headers = _x_body(np.ones((1, 32), np.float32))
+    raw = (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+           + f"{HL}: {headers[HL]}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+    with serving(str(mlp), _cfg(), opts, name="mlp") as handle:
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", handle.port), timeout=10)
+            s.sendall(raw)
+            socks.append(s)
+
+        async def queued() -> None:
+            await _until(lambda: handle.metrics.value("queue_depth", "mlp") == n, "all are queued")
+
+        asyncio.run(queued())
+        for s in socks:
+            s.close()
+
+        async def dropped() -> None:
+            await _until(lambda: handle.metrics.value("cancelled", "mlp") == n, "the batcher drops them", steps=600)
+
+        asyncio.run(dropped())
+        stats = httpx.get(f"{handle.url}/v2/models/mlp/stats").json()["model_stats"][0]
+        metrics = httpx.get(f"{handle.url}/metrics").text
+        ok = httpx.post(f"{handle.url}/v2/models/mlp/infer", content=body, headers=headers, timeout=10)
+    assert ok.status_code == 200
+    assert stats["inference_count"] == 0  # none of the gone clients' rows ran
+    assert f'inferperf_cancelled_total{{model="mlp"}} {float(n)}' in metrics
+    assert 'inferperf_queue_depth{model="mlp"} 0.0' in metrics

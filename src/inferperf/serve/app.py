@@ -16,6 +16,7 @@ The app talks only to ``ServedModel`` objects (``name``, ``version``,
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import RuntimeFailure
-from .errors import ServeError
+from .errors import Cancelled, ServeError
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .protocol import HEADER_LENGTH, ProtocolError, decode_request, encode_response
 from .triton import model_config, model_metadata, openapi, server_metadata
@@ -218,7 +219,8 @@ class ServeApp:
             md = model.metadata
             req = decode_request(body, request.headers.get(HEADER_LENGTH), md.inputs, md.outputs, model.max_batch_size)
             metrics.decoded(name, clock.now_ns() - t)
-            outputs = await model.infer(req.inputs, req.rows, req.outputs, request.is_disconnected)
+            outputs = await _race_disconnect(model.infer(req.inputs, req.rows, req.outputs, request.is_disconnected),
+                                             request.receive, name)
             t = clock.now_ns()
             data, headers = encode_response(name, model.version, req, outputs)
             metrics.encoded(name, clock.now_ns() - t)
@@ -235,6 +237,34 @@ class ServeApp:
 
 class _NotFound(Exception):
     pass
+
+
+async def _race_disconnect(infer: Any, receive: Any, name: str) -> Any:
+    """Await ``infer`` while a watcher reads ASGI messages; on ``http.disconnect`` (uvicorn posts it from
+    connection_lost) cancel ``infer`` so a still-queued request is dropped before its batch runs (issue 12
+    item 8). Raises Cancelled when the client went away first."""
+    work = asyncio.ensure_future(infer)
+
+    async def watch() -> None:
+        while (await receive()).get("type") != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await asyncio.wait((work, watcher), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        work.cancel()
+        watcher.cancel()
+        raise
+    if work.done():
+        watcher.cancel()
+        return work.result()
+    work.cancel()  # the batcher drops it if still queued (cancelled counter, queue gauge -1)
+    try:
+        await work
+    except (asyncio.CancelledError, Exception):
+        pass
+    raise Cancelled(name)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

@@ -298,7 +298,7 @@ class DynamicBatcher:
         self._observer.request_queued(self.model)
         self._wake.set()
         try:
-            return await request.future
+            return await asyncio.shield(request.future)  # cancelling the caller never cancels the batch's future
         except asyncio.CancelledError:
             self._drop_if_queued(request)  # the caller's task was cancelled (client gone)
             raise
