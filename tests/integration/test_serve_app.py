@@ -462,3 +462,16 @@ def test_clients_closing_sockets_while_model_busy_are_never_run(mlp) -> None:
     assert stats["inference_count"] == 0  # none of the gone clients' rows ran
     assert f'inferperf_cancelled_total{{model="mlp"}} {float(n)}' in metrics
     assert 'inferperf_queue_depth{model="mlp"} 0.0' in metrics
+
+
+def test_no_metrics_serves_and_metrics_is_404(mlp) -> None:
+    """--no-metrics (ServeOptions.metrics=False): inference still works, /metrics answers 404 naming the flag."""
+    opts = ServeOptions(max_batch_size=8, max_queue_delay_us=500, metrics=False)
+    body, headers = _x_body(np.ones((1, 32), np.float32))
+    with serving(str(mlp), _cfg(), opts, name="mlp") as handle:
+        ok = [httpx.post(f"{handle.url}/v2/models/mlp/infer", content=body, headers=headers, timeout=10) for _ in range(3)]
+        scrape = httpx.get(f"{handle.url}/metrics")
+        stats = httpx.get(f"{handle.url}/v2/models/mlp/stats").json()["model_stats"][0]
+    assert [r.status_code for r in ok] == [200, 200, 200]
+    assert scrape.status_code == 404 and "--no-metrics" in scrape.json()["error"]
+    assert stats["inference_count"] == 3  # Triton statistics stay on

@@ -55,6 +55,7 @@ def serve_command(
                                                         " but here each instance gets CPUs / instances threads)")] = None,
     max_body_bytes: Annotated[Optional[int], Opt(help="request bodies over this get 413 (default 64 MiB)")] = None,
     cpus: Annotated[Optional[str], Opt(help="pin the instances to these CPUs, e.g. 0-3")] = None,
+    no_metrics: Annotated[bool, Opt("--no-metrics", help="turn Prometheus metrics off: no per-request hooks, GET /metrics answers 404")] = False,
     backend: Annotated[Optional[str], Opt(help="onnxruntime | openvino | torch")] = None,
     intra_op_num_threads: Annotated[Optional[int], Opt(help="threads per instance; default effective CPUs / instances")] = None,
     inter_op_num_threads: Annotated[Optional[int], Opt(help="ORT inter-op threads (parallel mode)")] = None,
@@ -97,6 +98,7 @@ def serve_command(
         "max_queue_size": max_queue_size,
         "instance_count": instance_count,
         "max_body_bytes": max_body_bytes,
+        "metrics": False if no_metrics else None,
     }
     if cpus is not None:
         from ..measure.placement import parse_cpus

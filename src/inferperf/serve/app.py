@@ -158,6 +158,8 @@ class ServeApp:
         return Response(b"", 200)
 
     async def _metrics(self, request: Request) -> Response:
+        if not getattr(self.metrics, "enabled", True):
+            return _error("metrics are off (--no-metrics): restart without it to scrape /metrics", 404)
         return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def _openapi_doc(self, request: Request) -> Response:

@@ -109,6 +109,8 @@ class ServerMetrics:
         process: add prometheus-client's ProcessCollector (process CPU seconds, resident memory).
     """
 
+    enabled = True  # False in DisabledMetrics (--no-metrics)
+
     def __init__(self, clock: Clock = SYSTEM_CLOCK, max_samples: int = 1_000_000, process: bool = True) -> None:
         self.clock = clock
         self.registry = CollectorRegistry(auto_describe=False)
@@ -247,3 +249,38 @@ class ServerMetrics:
         out["batch_sizes"] = {str(k): v for k, v in sorted(self._batch_rows.items())}
         out["samples_dropped"] = self.samples_dropped
         return out
+
+
+class DisabledMetrics(ServerMetrics):
+    """Metrics switched off (``--no-metrics``): every hook is a no-op, ``enabled`` is False (``/metrics`` -> 404),
+    values read 0. Used to measure what metrics cost (issue 12 Performance)."""
+
+    enabled = False
+
+    def request_queued(self, model: str) -> None:
+        pass
+
+    def request_dequeued(self, model: str) -> None:
+        pass
+
+    def rejected(self, model: str, reason: str) -> None:
+        pass
+
+    def cancelled(self, model: str) -> None:
+        pass
+
+    def batch_executed(self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int], compute_ns: int,
+                       failed: bool) -> None:
+        pass
+
+    def request_started(self, model: str) -> int:
+        return 0
+
+    def request_finished(self, model: str, status: int, start_ns: int) -> None:
+        pass
+
+    def decoded(self, model: str, ns: int) -> None:
+        pass
+
+    def encoded(self, model: str, ns: int) -> None:
+        pass

@@ -36,6 +36,7 @@ class ServeOptions(BaseModel):
     - ``instance_count``: model instances executing batches in parallel.
     - ``max_body_bytes``: request bodies over this are refused with 413.
     - ``cpus``: CPU ids the instances are pinned to (``None`` = not pinned).
+    - ``metrics``: keep Prometheus metrics (``False``: no per-request hooks, ``/metrics`` answers 404).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
@@ -48,6 +49,7 @@ class ServeOptions(BaseModel):
     instance_count: int = Field(default=1, ge=1)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
     cpus: list[int] | None = None
+    metrics: bool = True
 
     @field_validator("preferred_batch_size")
     @classmethod

@@ -226,7 +226,10 @@ def prepare(
     Raises:
         UsageError / ModelError: bad flags or an unloadable model (nothing is bound yet).
     """
-    metrics = metrics or ServerMetrics(clock=clock)
+    if metrics is None:
+        from .metrics import DisabledMetrics
+
+        metrics = ServerMetrics(clock=clock) if serve.metrics else DisabledMetrics(clock=clock)
     if isinstance(model, str):
         from .model import ServedModel
 
