@@ -70,3 +70,30 @@ def test_bad_input_one_line(flags, text):
     with pytest.raises(UsageError) as e:
         load_config({"url": "http://127.0.0.1:1", "model": "m", **flags})
     assert text in str(e.value) and "\n" not in str(e.value)
+
+
+def test_rate_search_on_fake_clock_finds_a_200_per_s_server_within_resolution():
+    """SimulatedServer: 1 slot x 5 ms = 200 req/s; each step measures >= 1,000 requests (5 s at 200/s)."""
+    import numpy as np
+
+    from inferperf.clock import FakeClock
+    from inferperf.loadgen.driver import Open, WindowRule, run_step
+    from inferperf.loadgen.transport import SimulatedServer
+    from inferperf.measure import arrivals
+    from tests.fake_loop import run_fake
+
+    search = RateSearch(slo_p99_ms=50, start=25.0, resolution_percent=5.0)
+    for _ in range(20):
+        rate = search.ask()
+        if rate is None:
+            break
+        clock = FakeClock()
+        server = SimulatedServer(clock, service_s=0.005, slots=1)
+        mode = Open(arrivals.constant(rate), max_connections=64)
+        s = run_fake(clock, lambda: run_step(server, mode, clock=clock, warmup_s=0.5, duration_s=max(5.0, 1000 / rate),
+                                             windows=WindowRule(interval_ms=1000), cpu=lambda: 0.0), timeout_s=600.0)
+        sel = s.measured() & (s.error == 0)
+        lat = (s.done_ns[sel] - s.scheduled_ns[sel]) / 1e6
+        search.tell(Outcome(rate, lat.size / s.duration_s, float(np.percentile(lat, 99)), 0.0))
+    assert search.goodput is not None
+    assert abs(search.goodput - 200.0) <= 0.05 * search.goodput + 5.0
