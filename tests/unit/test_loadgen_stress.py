@@ -97,3 +97,13 @@ def test_rate_search_on_fake_clock_finds_a_200_per_s_server_within_resolution():
         search.tell(Outcome(rate, lat.size / s.duration_s, float(np.percentile(lat, 99)), 0.0))
     assert search.goodput is not None
     assert abs(search.goodput - 200.0) <= 0.05 * search.goodput + 5.0
+
+
+@pytest.mark.parametrize("argv", [["--find-max-rate"], ["--stress", "--concurrency", "1", "--request-rate", "5"],
+                                  ["--find-max-rate", "--slo-p99-ms", "5", "--concurrency", "2"]])
+def test_cli_bad_stress_input_exits_2_with_one_line(argv, capsys):
+    from inferperf.cli import main
+
+    assert main(["load", "http://127.0.0.1:9", "--model", "m", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err and len(err.splitlines()) == 1
