@@ -82,7 +82,7 @@ def _start(model_path: Path, log: Path) -> _Server:
     """Start the server on a free port and wait for /v2/health/ready (deadline READY_DEADLINE_S)."""
     port = _free_port()
     cmd = [sys.executable, "-m", "inferperf", "serve", str(model_path), "--model-name", MODEL,
-           "--port", str(port), "--max-batch-size", "8", "--dynamic-batching", "--max-queue-delay-us", "1000",
+           "--port", str(port), "--max-batch-size", "4", "--max-queue-delay-us", "2000", "--instance-count", "2",  # done-when flags
            ]
     out = log.open("w")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
@@ -116,7 +116,7 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Server]:
-    """``inferperf serve`` with tiny-cnn, dynamic batching on (max 8 rows, 1 ms delay)."""
+    """``inferperf serve`` with tiny-cnn, the done-when flags (max 4 rows, 2 ms delay, 2 instances)."""
     srv = _start(model_path, tmp_path_factory.mktemp("serve") / "serve.log")
     try:
         yield srv
@@ -170,7 +170,7 @@ def test_tritonclient_metadata_config_and_infer(server: _Server, model_path: Pat
     assert [(t["name"], t["datatype"], t["shape"]) for t in meta["inputs"]] == [("x", "FP32", [-1, 3, 32, 32])]
     assert [(t["name"], t["datatype"], t["shape"]) for t in meta["outputs"]] == [("logits", "FP32", [-1, 10])]
     config = report["config"]
-    assert config["max_batch_size"] == 8
+    assert config["max_batch_size"] == 4
     assert [(t["name"], t["data_type"], [int(d) for d in t["dims"]]) for t in config["input"]] == [
         ("x", "TYPE_FP32", [3, 32, 32])]
     assert [(t["name"], t["data_type"], [int(d) for d in t["dims"]]) for t in config["output"]] == [
