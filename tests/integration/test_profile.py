@@ -18,18 +18,26 @@ def _cfg(**session) -> BenchConfig:
     })
 
 
+def _profile(model, cfg, **kw):
+    from inferperf.analysis.profile import summarize_profile
+    from inferperf.measure.profile import profile
+
+    return summarize_profile(profile(model, cfg, **kw))
+
+
 @pytest.fixture(scope="module")
 def det(tmp_path_factory):
     from inferperf import zoo
-    from inferperf.measure.profile import profile
 
     try:
         zoo.resolve("zoo:ppocr-det")
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"PP-OCRv4 det not available: {e}")
     tmp = tmp_path_factory.mktemp("prof")
-    cfg = _cfg(graph_optimization_level="extended")  # NCHWc layout ('all') splits Conv into Reorder* ops
-    return [profile("zoo:ppocr-det", cfg, runs=6, warmup=2, trace_dir=tmp) for _ in range(2)]
+    # 'extended': NCHWc layout ('all') splits Conv into Reorder* ops; one thread: op shares of a 2-thread
+    # pool swing most between sequential sessions on a busy 2-core machine
+    cfg = _cfg(graph_optimization_level="extended", intra_op_num_threads=1)
+    return [_profile("zoo:ppocr-det", cfg, runs=6, warmup=2, trace_dir=tmp) for _ in range(2)]
 
 
 def test_ops_plus_outside_add_up_to_profiled_time(det):
@@ -47,7 +55,7 @@ def test_conv_dominates_ppocr_det(det):
 
 
 def test_same_config_diffed_against_itself_no_significant_change(det):
-    rows = diff_profiles(det[0].metrics.profile, det[1].metrics.profile, min_change_percent=10.0)
+    rows = diff_profiles(det[0].metrics.profile, det[1].metrics.profile)  # the default threshold (20 %)
     heavy = {o["op"] for o in det[0].metrics.profile["ops"] if o["percent_of_kernels"] >= 10}
     assert rows and heavy
     assert not [r for r in rows if r["verdict"] in ("faster", "slower") and r["op"] in heavy]
@@ -82,10 +90,8 @@ def test_report_draws_profile_charts(det, tmp_path):
 
 def test_openvino_perf_counters_give_the_same_table(tmp_path):
     pytest.importorskip("openvino")
-    from inferperf.measure.profile import profile
-
     cfg = _cfg().model_copy(update={"backend": "openvino"})
-    p = profile("zoo:ppocr-det", cfg, runs=3, warmup=1, trace_dir=tmp_path).metrics.profile
+    p = _profile("zoo:ppocr-det", cfg, runs=3, warmup=1, trace_dir=tmp_path).metrics.profile
     assert p["backend"] == "openvino" and p["runs"] == 3
     total = sum(o["mean_ms"] for o in p["ops"]) + p["outside_kernels_ms"]
     assert total == pytest.approx(p["profiled_run_ms_mean"], rel=0.05)
@@ -96,12 +102,10 @@ def test_torch_profiler_gives_the_same_table(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     from pathlib import Path
 
-    from inferperf.measure.profile import profile
-
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     cfg = BenchConfig.model_validate({"backend": "torch", "session": {"intra_op_num_threads": 1},
                                       "stop": {"min_duration_s": 0.2, "min_iterations": 5, "max_duration_s": 2}})
-    p = profile("tests.models:seeded_cnn", cfg, runs=3, warmup=1, trace_dir=tmp_path).metrics.profile
+    p = _profile("tests.models:seeded_cnn", cfg, runs=3, warmup=1, trace_dir=tmp_path).metrics.profile
     assert p["backend"] == "torch" and p["runs"] == 3
     total = sum(o["mean_ms"] for o in p["ops"]) + p["outside_kernels_ms"]
     assert total == pytest.approx(p["profiled_run_ms_mean"], rel=0.05)

@@ -16,9 +16,6 @@ from typing import Any
 
 import numpy as np
 
-#: ORT stops recording once this many events are held (onnxruntime/core/common/profiler.h, max_num_events_).
-ORT_MAX_EVENTS = 1_000_000
-
 
 #: op type -> family, so fused and layout-specific kernels of one ONNX op add up (FusedConv is Conv + activation).
 FAMILIES = {"Conv": "Conv", "FusedConv": "Conv", "NhwcFusedConv": "Conv", "NhwcConv": "Conv",
@@ -36,21 +33,6 @@ def family_percent(prof: dict[str, Any]) -> dict[str, float]:
         fam = FAMILIES.get(o["op"], o["op"])
         out[fam] = out.get(fam, 0.0) + o["percent_of_kernels"]
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
-def events_per_run(num_nodes: int) -> int:
-    """Upper estimate of trace events one run adds: 3 per node (fences + kernel) plus ~4 session events."""
-    return 3 * max(num_nodes, 1) + 4
-
-
-def cap_runs(requested: int, warmup: int, num_nodes: int, limit: int = ORT_MAX_EVENTS) -> int:
-    """Profiled runs that fit under ORT's event cap (``limit``) after ``warmup`` runs and ~100 load events.
-
-    Returns:
-        ``min(requested, fit)``, at least 1.
-    """
-    fit = (limit - 100) // events_per_run(num_nodes) - warmup
-    return max(1, min(requested, fit))
 
 
 def _runs(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
@@ -183,3 +165,48 @@ def overhead_flag(profiled_ms: float, unprofiled_ms: float, limit: float = 1.2) 
         note = (f"profiled runs take {ratio:.2f}x the unprofiled ones (> {limit}): the profiler's own cost "
                 "distorts small ops; read per-op shares with care")
     return ratio, note
+
+
+def summarize_profile(result: Any, top: int = 10) -> Any:
+    """Derive the op tables of a kind ``profile`` Result whose ``metrics.profile`` holds the raw record.
+
+    :func:`inferperf.measure.profile.profile` measures (unprofiled bench, profiler trace, machine peaks) and
+    records the trace path and wall time; this reads the trace it names and fills in :func:`op_profile`'s
+    tables, the profiled/unprofiled overhead ratio (:func:`overhead_flag`) and, where peaks were probed, the
+    roofline classification (:func:`inferperf.analysis.roofline.classify`). Notes go to ``result.notes``.
+
+    Args:
+        result: a :class:`~inferperf.results.model.Result` of kind ``profile`` (modified in place).
+        top: how many nodes to list.
+
+    Returns:
+        ``result``, with ``metrics.profile`` complete (docs/results-schema.md).
+
+    Raises:
+        ValueError: the trace holds no complete run after the warm-up runs.
+        OSError: the trace file named in the record cannot be read.
+    """
+    import json
+    from pathlib import Path
+
+    from .roofline import ROUGHNESS, classify
+
+    raw: dict[str, Any] = dict(result.metrics.profile)
+    events = json.loads(Path(raw["trace_path"]).read_text())
+    prof: dict[str, Any] = op_profile(events, skip_runs=int(raw["warmup_runs"]), top=top)
+    if prof["dropped_partial_runs"]:
+        result.notes.append(f"{prof['dropped_partial_runs']} partial run(s) at the end of the trace dropped (event cap)")
+    ratio, note = overhead_flag(prof["profiled_run_ms_mean"], float(raw["unprofiled_run_ms_mean"]))
+    if note:
+        result.notes.append(note)
+    prof.update(raw)
+    prof.update({"profiled_wall_ms_mean": raw["profiled_wall_ns"] / max(int(raw["measured_runs"]), 1) / 1e6,
+                 "overhead_ratio": ratio, "overhead_flagged": note is not None})
+    prof.pop("profiled_wall_ns", None)
+    prof.pop("measured_runs", None)
+    peaks = raw.get("peaks")
+    if peaks:
+        prof["roofline"] = classify(prof["nodes"], peaks["peak_flops_per_s"], peaks["peak_bytes_per_s"])
+        prof["roofline_note"] = ROUGHNESS
+    result.metrics.profile = prof
+    return result

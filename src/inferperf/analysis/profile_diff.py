@@ -3,6 +3,11 @@
 Significance from the profiled runs: each side's per-run time of an op type gives a 95 % confidence interval
 for its median (:func:`inferperf.stats.median_ci`); a change is called only when the intervals separate
 (:func:`inferperf.stats.intervals_separate`, the one rule) and exceeds ``min_change_percent``.
+
+The intervals come from the runs inside one profiling session, so they hold no between-session variation:
+two sequential profiles of one configuration on this 2-core machine moved heavy op types' shares by 11-19 %
+with separated intervals (CI, PP-OCRv4 det at 2 threads). The default threshold is therefore 20 %, inside the
+machine's 10-30 % drift only for the largest swings; lower it only for interleaved profiles on a quiet machine.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ def _values(prof: dict[str, Any], op: dict[str, Any], basis: str) -> list[float]
     return [100 * v / t for v, t in zip(runs, tot) if t > 0] if len(tot) == len(runs) else []
 
 
-def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: float = 10.0,
+def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: float = 20.0,
                   basis: str = "share") -> list[dict[str, Any]]:
     """Per op type present in either profile (``metrics.profile`` blocks): A and B median per run, change %,
     both intervals and a verdict (``faster``, ``slower``, ``unchanged``, ``only in A``/``only in B``).

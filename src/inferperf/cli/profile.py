@@ -46,7 +46,7 @@ def profile_command(
     duration_s: Annotated[Optional[float], Opt(help="unprofiled reference: minimum seconds (default 2)")] = 2.0,
     trace_dir: Annotated[Optional[Path], Opt(help="folder for the Chrome trace (default: temp dir)")] = None,
     basis: Annotated[str, Opt(help="--diff: share (of kernel time, drift-robust) | ms")] = "share",
-    min_change_percent: Annotated[float, Opt(help="--diff: smallest change called")] = 10.0,
+    min_change_percent: Annotated[float, Opt(help="--diff: smallest change (%) called; sequential profiles drift 10-30 % here")] = 20.0,
     config: Annotated[Optional[Path], Opt(help="settings file under BenchConfig's field names")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="profile Result file (.json)")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
@@ -60,6 +60,7 @@ def profile_command(
         return _diff(diff[0], diff[1], basis, min_change_percent)
     if not model:
         raise UsageError("profile needs MODEL (an ONNX file or zoo:NAME), or --diff A --diff B")
+    from ..analysis.profile import summarize_profile
     from ..analysis.profile_text import profile_table
     from ..measure.profile import profile
     from ..results.io import save
@@ -68,7 +69,7 @@ def profile_command(
              "session.graph_optimization_level": graph_optimization_level,
              "stop.min_duration_s": duration_s, "stop.max_duration_s": max(10.0, (duration_s or 0) * 2)}
     cfg = build_config(flags, config)
-    result = profile(model, cfg, runs=runs, warmup=warmup_runs, trace_dir=trace_dir, top=top)
+    result = summarize_profile(profile(model, cfg, runs=runs, warmup=warmup_runs, trace_dir=trace_dir), top=top)
     typer.echo(profile_table(result.metrics.profile))
     for note in result.notes:
         typer.echo(f"note: {note}")

@@ -1,22 +1,21 @@
-"""``inferperf profile``: where the time goes, per operator, from ONNX Runtime's profiler.
+"""``inferperf profile``, the measuring half: where the time goes, per operator, from the runtime's profiler.
 
 One unprofiled measurement (:func:`~inferperf.measure.bench.bench`) gives the reference run time; then a
-separate profiling session (same settings) runs warm-up + N runs, and its Chrome trace is parsed by
-:func:`inferperf.analysis.profile.op_profile`. The Result is the bench Result with ``kind = "profile"`` and a
-``metrics.profile`` block (docs/results-schema.md).
+separate profiling session (same settings) runs warm-up + N runs and writes a Chrome trace; with ONNX Runtime a
+short probe measures this machine's peak compute and memory bandwidth (cached). The Result is the bench Result
+with ``kind = "profile"`` and a raw ``metrics.profile`` record (trace path, runs, wall time, peaks);
+:func:`inferperf.analysis.profile.summarize_profile` derives the op tables from it (DESIGN: measure records,
+analysis derives; measure never imports analysis).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
-from ..analysis.profile import cap_runs, op_profile, overhead_flag
-from ..analysis.roofline import ROUGHNESS, classify
 from ..clock import SYSTEM_CLOCK
 from ..config import BenchConfig
 from ..errors import UsageError
@@ -24,6 +23,26 @@ from ..results.model import Result
 from ..system import collect_system
 from .bench import bench
 from .session import build_inputs, create_sessions, resolve_model
+
+
+#: ORT stops recording once this many events are held (onnxruntime/core/common/profiler.h, max_num_events_).
+ORT_MAX_EVENTS = 1_000_000
+
+
+def events_per_run(num_nodes: int) -> int:
+    """Upper estimate of trace events one run adds: 3 per node (fences + kernel) plus ~4 session events."""
+    return 3 * max(num_nodes, 1) + 4
+
+
+def cap_runs(requested: int, warmup: int, num_nodes: int, limit: int = ORT_MAX_EVENTS) -> int:
+    """Profiled runs that fit under ORT's event cap (``limit``) after ``warmup`` runs and ~100 load events.
+
+    Returns:
+        ``min(requested, fit)``, at least 1.
+    """
+    fit = (limit - 100) // events_per_run(num_nodes) - warmup
+    return max(1, min(requested, fit))
+
 
 
 def _num_nodes(path: Path) -> int:
@@ -35,14 +54,12 @@ def _num_nodes(path: Path) -> int:
         return 2000
 
 
-def _add_roofline(prof: dict[str, Any], threads: int) -> None:
+def _peaks(threads: int) -> dict[str, Any]:
     from ..backends.ort_probe import probe_peaks
 
     peaks = probe_peaks(threads)
-    prof["peaks"] = {k: peaks[k] for k in ("peak_flops_per_s", "peak_bytes_per_s", "matmul_n", "copy_bytes",
-                                            "threads", "cached", "path")}
-    prof["roofline"] = classify(prof["nodes"], peaks["peak_flops_per_s"], peaks["peak_bytes_per_s"])
-    prof["roofline_note"] = ROUGHNESS
+    return {k: peaks[k] for k in ("peak_flops_per_s", "peak_bytes_per_s", "matmul_n", "copy_bytes",
+                                  "threads", "cached", "path")}
 
 
 def trace_prefix(trace_dir: Path) -> Path:
@@ -52,21 +69,25 @@ def trace_prefix(trace_dir: Path) -> Path:
 
 
 def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int = 20, warmup: int = 3,
-            trace_dir: Path | None = None, top: int = 10, command: list[str] | None = None,
-            roofline: bool = True) -> Result:
-    """Measure ``model`` unprofiled, then profile ``runs`` runs after ``warmup`` and return a profile Result.
+            trace_dir: Path | None = None, command: list[str] | None = None, roofline: bool = True) -> Result:
+    """Measure ``model`` unprofiled, then profile ``runs`` runs after ``warmup``; return the raw profile Result.
 
     Args:
         model: ONNX path or ``zoo:NAME``.
-        config: bench settings (backend must be onnxruntime).
+        config: bench settings (backend onnxruntime, openvino or torch).
         runs: profiled runs wanted; capped so warm-up + runs fit ORT's one-million-event limit.
         warmup: runs set apart at the start of the trace; the first holds kernel search (shown apart).
         trace_dir: where the Chrome trace goes (default: the system temp dir).
-        top: nodes listed.
-        roofline: probe this machine's peaks through ORT (cached) and classify the top nodes.
+        roofline: probe this machine's peaks through ORT (cached) for the roofline classification.
+
+    Returns:
+        a kind ``profile`` Result whose ``metrics.profile`` holds ``trace_path``, ``warmup_runs``,
+        ``requested_runs``, ``measured_runs`` (after the cap), ``profiled_wall_ns`` (wall time of the measured
+        runs), ``unprofiled_run_ms_mean``, ``backend`` and ``peaks`` (or None); pass it to
+        :func:`inferperf.analysis.profile.summarize_profile` for the op tables.
 
     Raises:
-        UsageError: a backend other than onnxruntime, runs < 1.
+        UsageError: another backend, runs < 1 or warmup < 1.
     """
     cfg = config or BenchConfig()
     if cfg.backend not in ("onnxruntime", "openvino", "torch"):
@@ -77,9 +98,8 @@ def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int =
     plan = resolve_model(model, cfg, SYSTEM_CLOCK)
     nodes = _num_nodes(Path(plan.facts.path)) if cfg.backend == "onnxruntime" else 0
     capped = cap_runs(runs, warmup, nodes)
-    notes: list[str] = []
     if capped < runs:
-        notes.append(f"profiled runs capped at {capped} (asked {runs}): ORT records at most 1,000,000 events")
+        result.notes.append(f"profiled runs capped at {capped} (asked {runs}): ORT records at most 1,000,000 events")
     system = collect_system()
     sessions = create_sessions(cfg, plan, system, SYSTEM_CLOCK, None)
     try:
@@ -90,20 +110,10 @@ def profile(model: str | Path, config: BenchConfig | None = None, *, runs: int =
         threads = backend.effective_settings().get("intra_op_num_threads") or 1
     finally:
         sessions.close()
-    events = json.loads(trace.read_text())
-    prof: dict[str, Any] = op_profile(events, skip_runs=warmup, top=top)
-    if prof["dropped_partial_runs"]:
-        notes.append(f"{prof['dropped_partial_runs']} partial run(s) at the end of the trace dropped (event cap)")
     unprof_ms = result.metrics.latency_ms.mean if result.metrics.latency_ms else float("nan")
-    ratio, note = overhead_flag(prof["profiled_run_ms_mean"], unprof_ms)
-    if note:
-        notes.append(note)
-    prof.update({"trace_path": str(trace), "warmup_runs": warmup, "requested_runs": runs,
-                 "unprofiled_run_ms_mean": unprof_ms, "profiled_wall_ms_mean": wall_ns / capped / 1e6,
-                 "overhead_ratio": ratio, "overhead_flagged": note is not None, "backend": cfg.backend})
-    if roofline and cfg.backend == "onnxruntime":  # OpenVINO's counters carry no shapes
-        _add_roofline(prof, int(threads))
+    peaks = _peaks(int(threads)) if roofline and cfg.backend == "onnxruntime" else None  # OpenVINO's counters carry no shapes
     result.kind = "profile"
-    result.metrics.profile = prof
-    result.notes.extend(notes)
+    result.metrics.profile = {"trace_path": str(trace), "warmup_runs": warmup, "requested_runs": runs,
+                              "measured_runs": capped, "profiled_wall_ns": wall_ns,
+                              "unprofiled_run_ms_mean": unprof_ms, "backend": cfg.backend, "peaks": peaks}
     return result
