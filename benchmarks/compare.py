@@ -2,7 +2,10 @@
 
 Writes BASE/ and CURRENT/ under a temporary folder (100 pooled Results a side, 5 runs x 30,000
 queries = 150,000 samples per case, so every case has a sidecar), then times the CLI end to end
-(process start, loading, intervals, Holm over 500 tests, Markdown) over a few repeats.
+(process start, loading, intervals, Holm over 500 tests, JSON) over a few repeats. Two formats,
+interleaved: pooled Results as bench writes them now (each run's p50/p99 listed in
+``run.pooled_runs``, so compare reads no samples) and older pooled Results without that list (compare
+decompresses every sidecar and computes per-run percentiles).
 
     python benchmarks/compare.py [--cases 100] [--repeats 3]
 """
@@ -22,8 +25,10 @@ from pathlib import Path
 import numpy as np
 
 
-def case_doc(i: int, slow: float, rng: np.random.Generator, runs: int = 5, per_run: int = 30_000) -> tuple[dict, dict]:
-    """A pooled Result document (samples moved out) and its sample arrays."""
+def case_doc(i: int, slow: float, rng: np.random.Generator, runs: int = 5, per_run: int = 30_000,
+             listed: bool = True) -> tuple[dict, dict]:
+    """A pooled Result document (samples moved out) and its sample arrays; ``listed``: per-run p50/p99 in
+    ``run.pooled_runs`` (computed from the samples, as ``measure.runner.aggregate`` writes them)."""
     level = 1.0 + 0.05 * (i % 7)
     lat, ids, qps, cold, wins = [], [], [], [], []
     for k in range(runs):
@@ -53,17 +58,21 @@ def case_doc(i: int, slow: float, rng: np.random.Generator, runs: int = 5, per_r
                        "cold_start": {"session_create_ms": 40.0, "first_inference_ms": level, "per_run": cold},
                        "resources": {"rss_peak_bytes": 100_000_000}, "windows": wins},
            "samples": {"sidecar": f"case{i}.samples.npz"}, "validity": {"valid": True}}
+    if listed:
+        doc["run"]["pooled_runs"] = [{"created_at": "2026-12-01T00:00:00Z", "pid": k,
+                                      "p50_ms": float(np.percentile(x, 50)) / 1e6,
+                                      "p99_ms": float(np.percentile(x, 99)) / 1e6} for k, x in enumerate(lat)]
     arrays = {"latency_ns": np.concatenate(lat), "run_ids": np.concatenate(ids),
               "start_offsets_ns": np.zeros(0, np.int64), "warmup_latency_ns": np.zeros(0, np.int64),
               "stream_ids": np.zeros(0, np.int64)}
     return doc, arrays
 
 
-def write_side(folder: Path, cases: int, slow: float, seed: int) -> None:
+def write_side(folder: Path, cases: int, slow: float, seed: int, listed: bool) -> None:
     folder.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     for i in range(cases):
-        doc, arrays = case_doc(i, slow if i % 10 == 0 else 1.0, rng)
+        doc, arrays = case_doc(i, slow if i % 10 == 0 else 1.0, rng, listed=listed)
         (folder / f"case{i}.json").write_text(json.dumps(doc))
         np.savez_compressed(folder / f"case{i}.samples.npz", **arrays)
 
@@ -74,24 +83,32 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        base, cur = Path(tmp) / "base", Path(tmp) / "current"
-        write_side(base, args.cases, 1.0, 1)
-        write_side(cur, args.cases, 1.2, 2)  # every 10th case 20 % slower
-        times, cpu = [], []
+        sides = {}
+        for fmt, listed in (("listed", True), ("older", False)):
+            base, cur = Path(tmp) / fmt / "base", Path(tmp) / fmt / "current"
+            write_side(base, args.cases, 1.0, 1, listed)
+            write_side(cur, args.cases, 1.2, 2, listed)  # every 10th case 20 % slower
+            sides[fmt] = (base, cur)
+        times: dict[str, list[float]] = {f: [] for f in sides}
+        cpu: dict[str, list[float]] = {f: [] for f in sides}
+        docs = {}
         for _ in range(args.repeats):
-            ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.perf_counter()
-            p = subprocess.run([sys.executable, "-m", "inferperf", "compare", str(base), str(cur), "--format", "json"],
-                               capture_output=True, text=True)
-            times.append(time.perf_counter() - t0)
-            ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu.append(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime)
-            assert p.returncode == 3, p.stderr
-        doc = json.loads(p.stdout)
-        print(f"{args.cases} cases a side, {len(doc['rows'])} tests, counts {doc['counts']}")
-        print(f"compare CPU time s (user+sys, robust to a shared machine): min {min(cpu):.2f}  max {max(cpu):.2f}")
-        print(f"compare wall time s: min {min(times):.2f}  median {float(np.median(times)):.2f}  max {max(times):.2f}")
-
+            for fmt, (base, cur) in sides.items():  # interleaved: the machine's drift hits both formats alike
+                ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.perf_counter()
+                p = subprocess.run([sys.executable, "-m", "inferperf", "compare", str(base), str(cur),
+                                    "--format", "json"], capture_output=True, text=True)
+                times[fmt].append(time.perf_counter() - t0)
+                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[fmt].append(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime)
+                assert p.returncode == 3, p.stderr
+                docs[fmt] = json.loads(p.stdout)
+        for fmt in sides:
+            doc = docs[fmt]
+            print(f"[{fmt}] {args.cases} cases a side, {len(doc['rows'])} tests, counts {doc['counts']}")
+            print(f"[{fmt}] compare CPU time s (user+sys): min {min(cpu[fmt]):.2f}  max {max(cpu[fmt]):.2f}")
+            print(f"[{fmt}] compare wall time s: min {min(times[fmt]):.2f}  "
+                  f"median {float(np.median(times[fmt])):.2f}  max {max(times[fmt]):.2f}")
 
 if __name__ == "__main__":
     main()

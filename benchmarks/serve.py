@@ -215,7 +215,7 @@ def tiny_latency(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def metrics_cost(cpu: int, n: int = 200_000, rounds: int = 5) -> dict[str, Any]:
-    """Cost of the metrics hooks one request triggers, in us (`inferperf serve` has no switch to turn them off).
+    """Cost of the metrics hooks one request triggers, in us (in-process estimate; `--no-metrics` allows the interleaved on/off wrk measurement).
 
     One request with batching off calls ServerMetrics' request_started, decoded, request_queued,
     request_dequeued, batch_executed (one row), encoded and request_finished; they run ``n`` times pinned

@@ -120,7 +120,7 @@ def markdown(results: dict[str, Any]) -> str:
         rows.append(f"| mul_1 [3,2] | in-process p50 (ms) | {_span([b['p50_ms'] for b in tiny['bench']], '{:.4f}')} | - | - |")
     mc = results.get("metrics_cost")
     if mc:
-        rows.append(f"| - | metrics hooks per request (us, in-process, pinned; no switch to turn them off) |"
+        rows.append(f"| - | metrics hooks per request (us, in-process, pinned) |"
                     f" {_span(mc['per_request_us_all'], '{:.1f}')} | - | - |")
         for label, m in results["models"].items():
             runs = m["points"].get(f"off/binary/{max(int(k.split('/')[2]) for k in m['points'])}")

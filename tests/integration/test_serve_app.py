@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from inferperf.config import BenchConfig
-from inferperf.serve.errors import ModelExecutionError, QueueFull
+from inferperf.serve.errors import ModelExecutionError, NotReady, QueueFull
 from inferperf.serve.model import ModelMetadata as _MD
 from inferperf.serve.model import TensorMeta as _T
 from inferperf.serve.options import ServeOptions
@@ -56,6 +56,8 @@ class StandIn:
             raise ModelExecutionError(self.name, "RuntimeError: boom")
         if self.mode == "full":
             raise QueueFull(self.name, 4, retry_after_s=2)
+        if self.mode == "shutting":
+            raise NotReady(self.name, "shutting_down", retry_after_s=3)
         f2 = inputs["f"] * 2
         if self.mode == "nan":
             f2[..., 0] = np.nan
@@ -259,14 +261,15 @@ def test_every_error_code_then_a_valid_request_succeeds(echo) -> None:
 
             r = await c.post("/v2/models/echo/infer", content=chunks())
             assert r.status_code == 413 and "over the limit" in r.json()["error"]
-            for mode, status, text in (("fail", 500, "failed to execute"), ("full", 503, "queue is full"),
-                                       ("nan", 500, "non-finite")):  # fmt: skip
+            for mode, status, text, retry in (("fail", 500, "failed to execute", None),
+                                              ("full", 503, "queue is full", "2"),
+                                              ("shutting", 503, "is shutting down", "3"),
+                                              ("nan", 500, "non-finite", None)):  # fmt: skip
                 model.mode = mode
                 r = await c.post("/v2/models/echo/infer", json=_json_req(1))
                 model.mode = "ok"
                 assert r.status_code == status and text in _strict(r.content)["error"]
-                if status == 503:
-                    assert r.headers["retry-after"] == "2"
+                assert r.headers.get("retry-after") == retry, mode
                 assert (await c.post("/v2/models/echo/infer", json=_json_req(1))).status_code == 200
             model.mode = "nan"  # binary output carries NaN
             r = await c.post("/v2/models/echo/infer", json=_json_req(1, binary_data_output=True))
@@ -472,6 +475,8 @@ def test_no_metrics_serves_and_metrics_is_404(mlp) -> None:
         ok = [httpx.post(f"{handle.url}/v2/models/mlp/infer", content=body, headers=headers, timeout=10) for _ in range(3)]
         scrape = httpx.get(f"{handle.url}/metrics")
         stats = httpx.get(f"{handle.url}/v2/models/mlp/stats").json()["model_stats"][0]
+        paths = httpx.get(f"{handle.url}/openapi.json").json()["paths"]
     assert [r.status_code for r in ok] == [200, 200, 200]
     assert scrape.status_code == 404 and "--no-metrics" in scrape.json()["error"]
+    assert "/metrics" not in paths and "/v2/models/{model_name}/infer" in paths  # the document lists what is served
     assert stats["inference_count"] == 3  # Triton statistics stay on

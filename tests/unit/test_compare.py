@@ -105,8 +105,12 @@ def test_directions_per_metric(tmp_path: Path) -> None:
     # faster current: latency down and throughput up are both improvements, never regressions
     c = compare([write(tmp_path, "a", make_result(2.4, seed=1))], [write(tmp_path, "b", make_result(2.0, seed=2))])
     v = verdicts(c)
-    assert v["throughput"] == "improved" and v["p50"] == "improved"
+    assert v["throughput"] == "improved" and v["p50"] == "improved" and v["p99"] == "improved"
     assert c.exit_code == 0
+    # the same pair the other way round: latency up and throughput down are regressions, p99 included
+    back = verdicts(compare([write(tmp_path, "b2", make_result(2.0, seed=2))],
+                            [write(tmp_path, "a2", make_result(2.4, seed=1))]))
+    assert back["throughput"] == "regressed" and back["p50"] == "regressed" and back["p99"] == "regressed"
     # throughput up alone (same latency): improved, not regressed
     c2 = compare([write(tmp_path, "c", make_result(2.0, seed=1))],
                  [write(tmp_path, "d", make_result(2.0, seed=1, qps_scale=1.3))])
@@ -156,3 +160,34 @@ def test_abba_schedule_is_balanced() -> None:
     assert firsts.count(0) == firsts.count(1) == 2
     with pytest.raises(UsageError, match="even"):
         run_ab("a.onnx", "b.onnx", BenchConfig(), 3)
+
+
+def _with_listed_percentiles(r: Result) -> Result:
+    """``r`` with each run's p50/p99 in ``run.pooled_runs``, as :func:`inferperf.measure.runner.aggregate` writes."""
+    lat, ids = np.asarray(r.samples.latency_ns), np.asarray(r.samples.run_ids)
+    r = r.model_copy(deep=True)
+    r.run["pooled_runs"] = [{"created_at": r.created_at, "pid": k,
+                             "p50_ms": float(np.percentile(lat[ids == k], 50)) / 1e6,
+                             "p99_ms": float(np.percentile(lat[ids == k], 99)) / 1e6}
+                            for k in range(int(ids.max()) + 1)]
+    return r
+
+
+def test_listed_per_run_percentiles_replace_the_samples(tmp_path: Path) -> None:
+    """A pooled Result listing each run's p50/p99 is compared without its samples (its sidecar may be gone), with
+    the same figures as from the samples; an older pooled file without them still reads its sidecar."""
+    base, cur = make_result(2.0, seed=1), make_result(2.4, seed=2)
+    old = compare([write(tmp_path, "a", base, sidecar_threshold=10)], [write(tmp_path, "b", cur, sidecar_threshold=10)])
+    a = write(tmp_path, "a2", _with_listed_percentiles(base), sidecar_threshold=10)
+    b = write(tmp_path, "b2", _with_listed_percentiles(cur), sidecar_threshold=10)
+    for side in (a, b):
+        for f in side.glob("*.npz"):
+            f.unlink()  # listed figures: the samples are not needed
+    new = compare([a], [b])
+    figures = {(r.metric): (r.baseline, r.current, r.verdict) for r in old.rows}
+    assert {(r.metric): (r.baseline, r.current, r.verdict) for r in new.rows} == pytest.approx(figures)
+    assert figures["p99"][2] == "regressed"
+    for f in (tmp_path / "a").glob("*.npz"):
+        f.unlink()
+    with pytest.raises(UsageError, match="samples file"):  # an older pooled file still needs its sidecar
+        compare([tmp_path / "a" / "r0.json"], [b])

@@ -239,6 +239,9 @@ def test_pooled_runs_keep_the_batch1_reference_and_the_rss_source():
     assert ref["queries"] == 100 and ref["samples_per_s"] == pytest.approx(125.0)
     assert ref["per_sample_ratio"] == pytest.approx(8.0) and ref["per_run_ratio"] == pytest.approx([8.0, 8.0])
     assert pooled.metrics.resources.rss_peak_source == "ru_maxrss"
+    # each run's own p50/p99 listed beside it (what compare reads instead of the samples)
+    assert [(x["p50_ms"], x["p99_ms"]) for x in pooled.run["pooled_runs"]] == [
+        (r.metrics.latency_ms.p50, r.metrics.latency_ms.p99) for r in runs]
 
 
 def test_shuffled_rounds_is_the_one_schedule():

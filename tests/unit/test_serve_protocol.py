@@ -153,7 +153,8 @@ def _x_header(size: object, shape: list[int] | None = None, datatype: str = "FP3
 
 @pytest.mark.parametrize(
     ("header_length", "match"),
-    [("99999", "larger than the body"), ("-5", "negative"), ("abc", "not a number"), ("12x", "not a number")],
+    [("99999", "larger than the body"), ("-5", "negative"), ("abc", "not a number"), ("12x", "not a number"),
+     ("--5", "not a number"), ("\u00b2", "not a number"), ("\u0661\u0662", "not a number")],  # '²', Arabic-Indic 12
 )
 def test_malformed_header_length_is_400(header_length: str, match: str) -> None:
     body, _ = _binary_body(_x_header(12), np.zeros(3, np.float32).tobytes())

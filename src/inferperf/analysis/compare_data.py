@@ -6,9 +6,10 @@ a single-run Result (``bench --repeat 1``, the ``runs/`` folder beside a pooled 
 one slot of a CI job's ABBA order) holds one. Runs of one case on one side are pooled by
 their match key, so four ``--repeat 1`` files of one configuration are four runs.
 
-Loading is built for speed (two 100-case folders in well under 5 s): samples are read as
-numpy arrays straight from the JSON or the ``.npz`` sidecar, never validated element by
-element, and only latency and run ids are read.
+Loading is built for speed (two 100-case folders in well under 5 s): a pooled Result lists each
+run's own p50/p99 in ``run.pooled_runs``, so samples are read only for single runs and for pooled
+Results written before that field; then as numpy arrays straight from the JSON or the
+``.npz`` sidecar, never validated element by element, latency and run ids only.
 """
 
 from __future__ import annotations
@@ -79,6 +80,31 @@ def result_files(paths: Iterable[str | Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+def _listed_percentiles(run: dict[str, Any]) -> list[tuple[float, float]] | None:
+    """Per-run (p50_ms, p99_ms) from a pooled Result's ``run.pooled_runs``, or None when any is missing."""
+    listed = run.get("pooled_runs") if isinstance(run, dict) else None
+    if not isinstance(listed, list) or not listed:
+        return None
+    out = []
+    for x in listed:
+        if not isinstance(x, dict) or x.get("p50_ms") is None or x.get("p99_ms") is None:
+            return None
+        out.append((float(x["p50_ms"]), float(x["p99_ms"])))
+    return out
+
+
+def _needs_samples(doc: dict[str, Any]) -> bool:
+    """Whether run-level p50/p99 must come from the samples: a single run (its samples are the figures'
+    source), or a pooled Result without per-run figures for every run (files written before the field)."""
+    metrics = doc.get("metrics") or {}
+    n = max(len((metrics.get("throughput") or {}).get("per_run") or []),
+            len((metrics.get("cold_start") or {}).get("per_run") or []), 1)
+    if n == 1:
+        return True
+    listed = _listed_percentiles(doc.get("run") or {})
+    return listed is None or len(listed) != n
+
+
 def load_fast(path: Path) -> tuple[Result, dict[str, np.ndarray]]:
     """A Result without its sample lists, and ``{"latency_ns", "run_ids"}`` as int64 arrays.
 
@@ -93,16 +119,17 @@ def load_fast(path: Path) -> tuple[Result, dict[str, np.ndarray]]:
         raise UsageError(f"'{path}' is not an inferperf Result: pass Result files")
     doc = migrate(doc)
     samples = doc.get("samples") or {}
-    arrays = {f: np.asarray(samples.get(f) or [], dtype=np.int64) for f in _SAMPLE_FIELDS}
+    need = _needs_samples(doc)
+    arrays = {f: np.asarray(samples.get(f) or [] if need else [], dtype=np.int64) for f in _SAMPLE_FIELDS}
     for f in ("latency_ns", "warmup_latency_ns", "start_offsets_ns", "stream_ids", "run_ids"):
         samples[f] = []
     samples["timeline"] = None
-    if samples.get("sidecar"):
+    if need and samples.get("sidecar"):
         side = path.with_name(samples["sidecar"])
         if not side.exists():
             raise UsageError(f"result '{path}' needs its samples file '{side.name}' beside it: copy it along")
         with np.load(side) as z:
-            arrays = {f: z[f].astype(np.int64) if f in z.files else arrays[f] for f in _SAMPLE_FIELDS}
+            arrays = {f: z[f].astype(np.int64, copy=False) if f in z.files else arrays[f] for f in _SAMPLE_FIELDS}
     try:
         return Result.model_validate(doc), arrays
     except ValidationError as e:
@@ -147,7 +174,8 @@ def _by_run(lat: np.ndarray, ids: np.ndarray, n: int) -> list[np.ndarray]:
 def runs_of(r: Result, arrays: dict[str, np.ndarray], rss_by_run: dict[tuple, int]) -> list[Run]:
     """The runs inside one Result, with per-run figures.
 
-    p50/p99 come from each run's own samples (split by ``run_ids``) in the Result's percentile method;
+    p50/p99 are each run's own in the Result's percentile method: listed in ``run.pooled_runs`` by the
+    pooling, else computed from the samples (split by ``run_ids`` for older pooled files);
     throughput and cold start from ``per_run`` (else the Result's own figure, for one run); peak RSS
     of a pooled Result's run from its single-run file when one was found (``rss_by_run``).
     """
@@ -157,12 +185,17 @@ def runs_of(r: Result, arrays: dict[str, np.ndarray], rss_by_run: dict[tuple, in
     method = r.metrics.latency_ms.percentile_method
     listed = r.run.get("pooled_runs") if isinstance(r.run.get("pooled_runs"), list) else []
     runs: list[Run] = []
+    per_run_pct = _listed_percentiles(r.run) if n > 1 else None
+    if per_run_pct is not None and len(per_run_pct) != n:
+        per_run_pct = None
     split = _by_run(lat, ids, n)
     for k in range(n):
         fig: dict[str, float] = {}
         fig["throughput"] = float(tp.per_run[k]) if len(tp.per_run) == n else tp.queries_per_s
         own = split[k]
-        if own.size:
+        if per_run_pct is not None:  # each run's own summary, listed by the pooling
+            fig["p50"], fig["p99"] = per_run_pct[k]
+        elif own.size:
             if method == "linear":  # both levels in one partition pass: the hot path of a 100-case compare
                 fig["p50"], fig["p99"] = (float(v) / 1e6 for v in np.percentile(own, [50, 99]))
             else:

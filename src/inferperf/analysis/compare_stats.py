@@ -64,7 +64,7 @@ class Change:
 
 def _p(c: Change, r0: float, above: bool) -> float:
     if c.fieller is not None:
-        from scipy.stats import t as student_t
+        from scipy.special import stdtr  # Student's t CDF (scipy.stats.t without importing scipy.stats: ~0.4 s)
 
         a, b, va, vb, na, nb = c.fieller
         diff = a - r0 * b
@@ -73,16 +73,16 @@ def _p(c: Change, r0: float, above: bool) -> float:
             return 0.0 if (diff > 0 if above else diff < 0) else 1.0
         df = var**2 / (va**2 / (na - 1) + (r0**2 * vb) ** 2 / (nb - 1))
         tstat = diff / math.sqrt(var)
-        return float(student_t.sf(tstat, df) if above else student_t.cdf(tstat, df))
+        return float(stdtr(df, -tstat) if above else stdtr(df, tstat))
     if not (c.ratio > 0 and r0 > 0):
         return 1.0
     d = math.log(c.ratio) - math.log(r0)
     if c.log_se == 0:
         return 0.0 if (d > 0 if above else d < 0) else 1.0
-    from scipy.stats import norm
+    from scipy.special import ndtr  # standard normal CDF
 
     z = d / c.log_se
-    return float(norm.sf(z) if above else norm.cdf(z))
+    return float(ndtr(-z) if above else ndtr(z))
 
 
 def _bootstrap(cur: np.ndarray, base: np.ndarray, seed: int) -> tuple[float, float, float, float]:

@@ -95,8 +95,8 @@ def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) 
         ``kernel_ms_mean`` and ``outside_kernels_ms`` (mean per run: run time not inside any kernel),
         ``ops`` (per op type: total_ms over all runs, mean_ms per run, count per run, percent of run time,
         amdahl_speedup = the end-to-end speed-up if that op type cost nothing, per_run_ms), ``nodes`` (top nodes with
-        op, shapes, mean_ms, percent), ``first_run_ms`` and ``first_run_kernel_ms`` (the first set-apart run,
-        which holds kernel search), ``dropped_partial_runs``.
+        op, shapes, total_ms over all runs, count per run, mean_ms per call, percent), ``first_run_ms`` and
+        ``first_run_kernel_ms`` (the first set-apart run, which holds kernel search), ``dropped_partial_runs``.
 
     Raises:
         ValueError: no complete ``model_run`` after ``skip_runs`` in the trace.
@@ -137,7 +137,10 @@ def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) 
     nodes = []
     for node in sorted(by_node.values(), key=lambda d: -d["total_us"])[:top]:
         tot = node.pop("total_us")
-        node["mean_ms"] = tot / node.pop("count") / 1e3
+        calls = node.pop("count")
+        node["total_ms"] = tot / 1e3  # over all profiled runs
+        node["count"] = calls // n  # calls per run (a node inside a loop or If runs more than once)
+        node["mean_ms"] = tot / calls / 1e3  # per call
         node["percent"] = 100 * tot / total_run_us if total_run_us else 0.0
         nodes.append(node)
     out: dict[str, Any] = {

@@ -17,9 +17,10 @@ def profile_table(p: dict[str, Any], top_ops: int = 12) -> str:
     lines.append(f"{'profiled run':<22}{p['profiled_run_ms_mean']:>12.3f}   ({p['runs']} runs after "
                  f"{p.get('warmup_runs', '?')} warm-up)")
     lines.append("")
-    lines.append("top nodes: name (op) mean ms, % of run, input shapes")
+    lines.append("top nodes: name (op) ms per call x calls per run, % of run, input shapes")
     for n in p["nodes"]:
-        lines.append(f"  {n['name']} ({n['op']}) {n['mean_ms']:.3f} ms, {n['percent']:.1f} %, {n['input_shapes']}")
+        lines.append(f"  {n['name']} ({n['op']}) {n['mean_ms']:.3f} ms x {n.get('count', 1)}, {n['percent']:.1f} %, "
+                     f"{n['input_shapes']}")
     if p.get("first_run_ms") is not None:
         lines.append(f"first run (kernel search, set apart): {p['first_run_ms']:.2f} ms, "
                      f"kernels {p['first_run_kernel_ms']:.2f} ms")

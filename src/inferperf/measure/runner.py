@@ -183,7 +183,12 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
     ) else []
     doc = first.model_copy(deep=True)
     doc.run = {"pids": pids, "repeats": len(runs), "runs": [r.run for r in runs]}
-    doc.run["pooled_runs"] = [{"created_at": r.created_at, "pid": r.run.get("pid")} for r in runs]  # which run files
+    # which run files were pooled, and each run's own p50/p99 (its summary, same percentile method), so `compare`
+    # gets run-level latency figures without reading every sample back
+    doc.run["pooled_runs"] = [{"created_at": r.created_at, "pid": r.run.get("pid"),
+                               "p50_ms": r.metrics.latency_ms.p50 if r.metrics.latency_ms else None,
+                               "p99_ms": r.metrics.latency_ms.p99 if r.metrics.latency_ms else None}
+                              for r in runs]
     doc.config.repeat = len(runs)
     doc.metrics.latency_ms = summary
     doc.metrics.throughput = Throughput(

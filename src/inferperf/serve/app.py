@@ -96,7 +96,7 @@ class ServeApp:
         self.clock = clock
         self.shutting_down = False
         self._close_models = close_models_on_shutdown
-        self._openapi = orjson.dumps(openapi(list(self.models)))
+        self._openapi = orjson.dumps(openapi(list(self.models), metrics=getattr(self.metrics, "enabled", True)))
         self._server_meta = orjson.dumps(server_metadata())
         self.asgi: ASGIApp = RequestIdMiddleware(self._starlette())
 
@@ -272,7 +272,7 @@ async def _race_disconnect(infer: Any, receive: Any, name: str) -> Any:
 async def _read_body(request: Request, limit: int) -> bytes:
     """The whole body, refusing (413) one over ``limit`` bytes by Content-Length or while streaming."""
     length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
+    if length is not None and length.isascii() and length.isdigit() and int(length) > limit:
         raise ProtocolError(f"request body of {length} bytes is over the limit ({limit}): raise --max-body-bytes", 413)
     if length is not None:
         return await request.body()

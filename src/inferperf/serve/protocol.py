@@ -24,6 +24,7 @@ docs/protocol/extension_binary_data.md.
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -111,12 +112,15 @@ def _as_dict(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+_DECIMAL = re.compile(r"-?[0-9]+")
+
+
 def _parse_header(body: bytes, header_length: str | None) -> tuple[dict[str, Any], int]:
     """Parse the JSON header; returns (header, offset of the binary part)."""
     end = len(body)
     if header_length is not None:
         text = header_length.strip()
-        if not text.lstrip("-").isdigit():
+        if not _DECIMAL.fullmatch(text):  # ASCII digits only: str.isdigit() also takes '²' and '--5', int() not
             raise ProtocolError(f"Inference-Header-Content-Length '{header_length}' is not a number of bytes")
         end = int(text)
         if end < 0:

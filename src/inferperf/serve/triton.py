@@ -105,8 +105,9 @@ def model_config(model: Any) -> dict[str, Any]:
     return doc
 
 
-def openapi(model_names: list[str]) -> dict[str, Any]:
-    """``GET /openapi.json``: an OpenAPI 3.1 description of exactly the routes served."""
+def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
+    """``GET /openapi.json``: an OpenAPI 3.1 description of exactly the routes served (``/metrics`` only
+    when ``metrics``: under ``--no-metrics`` it answers 404)."""
     err = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     ok_json = {"description": "OK", "content": {"application/json": {}}}
 
@@ -123,6 +124,8 @@ def openapi(model_names: list[str]) -> dict[str, Any]:
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition"}}}},
         "/openapi.json": get("This document"),
     }
+    if not metrics:
+        del paths["/metrics"]
     infer = {
         "post": {
             "summary": "Inference (KServe v2 JSON, or Triton binary tensors with Inference-Header-Content-Length)",
