@@ -80,3 +80,23 @@ def test_bench_ab_writes_both_sides_then_compare(tmp_path: Path) -> None:
     assert gate.returncode in (0, 3), gate.stderr[-2000:]
     doc = json.loads(gate.stdout)
     assert doc["match"] == "config" and doc["cases"][0]["runs"] == {"baseline": 2, "current": 2}
+
+
+def test_real_onnxruntime_runs_of_one_config_are_not_regressed(tmp_path: Path) -> None:
+    """Issue 16's test on a real runtime: one configuration (zoo:tiny-cnn on ONNX Runtime, one thread) on both
+    sides of `bench --ab`, 4 runs a side in fresh processes, ABBA order; compare must call nothing regressed,
+    and the run-level p50/p99 it compares are the runs' own (listed in run.pooled_runs by the pooling)."""
+    cmd = (f"{CLI} bench --ab zoo:tiny-cnn zoo:tiny-cnn --intra-op-num-threads 1 --duration-s 0.4 --warmup 20 "
+           "--repeat 4 -o ab")
+    run = sh(cmd, tmp_path, {})
+    assert run.returncode == 0, run.stderr[-2000:]
+    pooled = json.loads(next((tmp_path / "ab" / "base").glob("*.json")).read_text())
+    singles = sorted((json.loads(f.read_text()) for f in (tmp_path / "ab" / "base" / "runs").glob("*.json")),
+                     key=lambda d: d["created_at"])
+    listed = sorted(pooled["run"]["pooled_runs"], key=lambda x: x["created_at"])
+    assert [x["p50_ms"] for x in listed] == [d["metrics"]["latency_ms"]["p50"] for d in singles]
+    gate = sh(f"{CLI} compare ab/base ab/current --format json", tmp_path, {})
+    assert gate.returncode == 0, gate.stdout[-3000:] + gate.stderr[-2000:]
+    doc = json.loads(gate.stdout)
+    assert doc["cases"][0]["runs"] == {"baseline": 4, "current": 4}
+    assert not [r for r in doc["rows"] if r["verdict"] == "regressed"]

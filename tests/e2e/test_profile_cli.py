@@ -27,9 +27,14 @@ def test_profile_writes_result_and_diffs_itself(tmp_path):
     d = _run("profile", "--diff", str(out), "--diff", str(out))
     assert d.returncode == 0, d.stderr
     assert "slower" not in d.stdout and "faster" not in d.stdout
+    short = _run("profile", "--diff", str(out), str(out), "--by", "family")  # the `--diff A B` form, by family
+    assert short.returncode == 0, short.stderr
+    assert "Conv" in short.stdout and "FusedConv" not in short.stdout and "slower" not in short.stdout
 
 
 def test_profile_usage_errors_exit_2(tmp_path):
     assert _run("profile").returncode == 2
     assert _run("profile", "--diff", str(tmp_path / "missing.json"), "--diff", "x.json").returncode == 2
     assert _run("profile", "zoo:ppocr-det", "--backend", "null").returncode == 2
+    bad_by = _run("profile", "--diff", "a.json", "b.json", "--by", "layer")
+    assert bad_by.returncode == 2 and "--by layer: use op or family" in bad_by.stderr

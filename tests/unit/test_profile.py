@@ -118,3 +118,22 @@ def test_trace_prefix_unique_per_call(tmp_path):
 
     a, b = trace_prefix(tmp_path), trace_prefix(tmp_path)
     assert a != b and str(__import__("os").getpid()) in a.name
+
+
+def test_diff_by_family_pairs_runtimes_op_names():
+    """ORT's Conv + FusedConv and OpenVINO's Convolution are one family: --by family pairs them (by op they
+    are 'only in A' / 'only in B'); per-run times add up within the family."""
+    def op(name, runs, share):
+        return {"op": name, "mean_ms": sum(runs) / len(runs), "percent_of_kernels": share, "count": 1,
+                "per_run_ms": runs}
+
+    ort = {"ops": [op("FusedConv", [6.0, 6.1, 5.9, 6.0], 60.0), op("Conv", [2.0, 2.1, 1.9, 2.0], 20.0),
+                   op("Add", [2.0, 2.0, 2.1, 1.9], 20.0)], "kernel_ms_per_run": [10.0, 10.2, 9.9, 9.9]}
+    ov = {"ops": [op("Convolution", [4.0, 4.1, 3.9, 4.0], 66.7), op("Add", [2.0, 2.0, 2.1, 1.9], 33.3)],
+          "kernel_ms_per_run": [6.0, 6.1, 6.0, 5.9]}
+    by_op = {r["op"]: r["verdict"] for r in diff_profiles(ort, ov, basis="ms")}
+    assert by_op["FusedConv"] == "only in A" and by_op["Convolution"] == "only in B"
+    rows = {r["op"]: r for r in diff_profiles(ort, ov, basis="ms", by="family")}
+    assert set(rows) == {"Conv", "Add"}
+    assert rows["Conv"]["a_ms"] == pytest.approx(8.0, rel=0.02) and rows["Conv"]["b_ms"] == pytest.approx(4.0, rel=0.02)
+    assert rows["Conv"]["verdict"] == "faster" and rows["Add"]["verdict"] == "unchanged"

@@ -17,6 +17,23 @@ from typing import Any
 import numpy as np
 
 from ..stats import intervals_separate, median_ci
+from .profile import FAMILIES
+
+
+def by_family(prof: dict[str, Any]) -> dict[str, Any]:
+    """``prof`` with its ``ops`` merged per op family (:data:`inferperf.analysis.profile.FAMILIES`: fused and
+    layout kernels of one ONNX op, and other runtimes' names for it, add up), per run and in total."""
+    fam: dict[str, dict[str, Any]] = {}
+    for o in prof.get("ops", []):
+        name = FAMILIES.get(o["op"], o["op"])
+        f = fam.setdefault(name, {"op": name, "mean_ms": 0.0, "percent_of_kernels": 0.0, "count": 0,
+                                  "per_run_ms": [0.0] * len(o.get("per_run_ms", []))})
+        f["mean_ms"] += o["mean_ms"]
+        f["percent_of_kernels"] += o["percent_of_kernels"]
+        f["count"] += o.get("count") or 0
+        runs = o.get("per_run_ms", [])
+        f["per_run_ms"] = [a + b for a, b in zip(f["per_run_ms"], runs)] if len(runs) == len(f["per_run_ms"]) else []
+    return {**prof, "ops": list(fam.values())}
 
 
 def _ci(values: list[float]) -> list[float] | None:
@@ -35,7 +52,7 @@ def _values(prof: dict[str, Any], op: dict[str, Any], basis: str) -> list[float]
 
 
 def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: float = 20.0,
-                  basis: str = "share") -> list[dict[str, Any]]:
+                  basis: str = "share", by: str = "op") -> list[dict[str, Any]]:
     """Per op type present in either profile (``metrics.profile`` blocks): A and B median per run, change %,
     both intervals and a verdict (``faster``, ``slower``, ``unchanged``, ``only in A``/``only in B``).
 
@@ -44,8 +61,12 @@ def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: floa
     "which ops got faster or slower relative to the rest" (the run-level change is the Results' own latency).
     ``basis="ms"`` compares absolute ms per run (use only for interleaved runs on a quiet machine).
 
-    Op types match by name (so ORT vs another runtime compares only where names agree). Heaviest first.
+    ``by="op"`` matches op types by name (ORT vs another runtime pairs only where names agree); ``by="family"``
+    merges each side's op types into families first (:func:`by_family`), so ORT's Conv + FusedConv pair with
+    OpenVINO's Convolution. Heaviest first.
     """
+    if by == "family":
+        a, b = by_family(a), by_family(b)
     ops_a = {o["op"]: o for o in a.get("ops", [])}
     ops_b = {o["op"]: o for o in b.get("ops", [])}
     rows = []

@@ -14,7 +14,7 @@ from .options import build_config
 Opt = typer.Option
 
 
-def _diff(a: str, b: str, basis: str, min_change: float) -> int:
+def _diff(a: str, b: str, basis: str, min_change: float, by: str = "op") -> int:
     from ..analysis.profile_diff import diff_profiles
     from ..analysis.profile_text import diff_table
     from ..results.io import load
@@ -28,14 +28,14 @@ def _diff(a: str, b: str, basis: str, min_change: float) -> int:
         if r.kind != "profile" or not r.metrics.profile:
             raise UsageError(f"--diff: {path} is a {r.kind} Result, not a profile: make one with `inferperf profile`")
         profs.append(r.metrics.profile)
-    typer.echo(diff_table(diff_profiles(profs[0], profs[1], min_change_percent=min_change, basis=basis)))
+    typer.echo(diff_table(diff_profiles(profs[0], profs[1], min_change_percent=min_change, basis=basis, by=by)))
     return 0
 
 
 @app.command("profile")
 def profile_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file or zoo:NAME")] = None,
-    diff: Annotated[Optional[list[str]], Opt(help="two profile Result files: --diff A --diff B")] = None,
+    diff: Annotated[Optional[list[str]], Opt(help="two profile Result files: --diff A B (or --diff A --diff B)")] = None,
     runs: Annotated[int, Opt(help="profiled runs after warm-up (capped to fit ORT's 1M events)")] = 20,
     warmup_runs: Annotated[int, Opt(help="runs set apart at the start of the trace (kernel search)")] = 3,
     top: Annotated[int, Opt(help="nodes listed")] = 10,
@@ -46,18 +46,24 @@ def profile_command(
     duration_s: Annotated[Optional[float], Opt(help="unprofiled reference: minimum seconds (default 2)")] = 2.0,
     trace_dir: Annotated[Optional[Path], Opt(help="folder for the Chrome trace (default: temp dir)")] = None,
     basis: Annotated[str, Opt(help="--diff: share (of kernel time, drift-robust) | ms")] = "share",
+    by: Annotated[str, Opt(help="--diff: op (type names as recorded) | family (Conv = Conv, FusedConv, OpenVINO "
+                                "Convolution, aten::conv2d ...: pairs runtimes)")] = "op",
     min_change_percent: Annotated[float, Opt(help="--diff: smallest change (%) called; sequential profiles drift 10-30 % here")] = 20.0,
     config: Annotated[Optional[Path], Opt(help="settings file under BenchConfig's field names")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="profile Result file (.json)")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
     """Where the time goes per operator type and node (ONNX Runtime profiler), with Amdahl ceilings."""
+    if diff and len(diff) == 1 and model:  # `--diff A B`: B lands in MODEL's place
+        diff, model = [diff[0], model], None
     if diff:
         if len(diff) != 2 or model:
             raise UsageError("profile --diff takes exactly two Result files: --diff A.json --diff B.json")
         if basis not in ("share", "ms"):
             raise UsageError(f"--basis {basis}: use share or ms")
-        return _diff(diff[0], diff[1], basis, min_change_percent)
+        if by not in ("op", "family"):
+            raise UsageError(f"--by {by}: use op or family")
+        return _diff(diff[0], diff[1], basis, min_change_percent, by)
     if not model:
         raise UsageError("profile needs MODEL (an ONNX file or zoo:NAME), or --diff A --diff B")
     from ..analysis.profile import summarize_profile
