@@ -2,7 +2,9 @@
 
 Decoding turns a request body into numpy arrays validated against the model's
 tensors: JSON ``data`` (flat or nested, row-major) goes straight into one
-``np.array`` of the declared dtype; binary tensors (``binary_data_size`` plus
+``np.array`` of the declared dtype (bodies over 64 KiB through simdjson, whose
+flat numeric arrays become numpy buffers without Python floats:
+:mod:`inferperf.serve.json_tensors`); binary tensors (``binary_data_size`` plus
 the ``Inference-Header-Content-Length`` header) are zero-copy
 ``np.frombuffer`` views of the body. Every fault is a :class:`ProtocolError`
 (400 unless stated) whose message names the tensor and what was expected.
@@ -32,6 +34,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import orjson
+
+from . import json_tensors
 
 #: KServe v2 datatype -> numpy dtype (BYTES -> object array of ``bytes``).
 NUMPY_DTYPE: dict[str, Any] = {
@@ -133,9 +137,13 @@ def _parse_header(body: bytes, header_length: str | None) -> tuple[dict[str, Any
             raise ProtocolError(
                 f"Inference-Header-Content-Length {end} is larger than the body ({len(body)} bytes)"
             )
+    text = body[:end] if end != len(body) else body
     try:
-        header = orjson.loads(body[:end] if end != len(body) else body)
-    except orjson.JSONDecodeError as e:
+        if end >= json_tensors.MIN_BYTES and json_tensors.available():  # big JSON tensors: no Python floats
+            header = json_tensors.parse_header(text)
+        else:
+            header = orjson.loads(text)
+    except (orjson.JSONDecodeError, ValueError) as e:
         raise ProtocolError(f"request body is not valid JSON: {e}") from None
     if not isinstance(header, dict):
         raise ProtocolError("request body must be a JSON object with an 'inputs' list")
@@ -162,6 +170,11 @@ def _check_against_spec(name: str, datatype: Any, shape: tuple[int, ...], spec: 
 
 def _decode_json_data(name: str, data: Any, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
     n = math.prod(shape)
+    if json_tensors.is_lazy(data):  # a large body parsed by simdjson: flat numbers go straight to numpy
+        fast = json_tensors.numeric_data(data, NUMPY_DTYPE[datatype], n)
+        if fast is not None:
+            return fast.reshape(shape)
+        data = data.as_list()  # anything else takes the list path below, with its own checks and messages
     if not isinstance(data, list):
         raise ProtocolError(f"input '{name}': 'data' must be a JSON list")
     try:
