@@ -76,6 +76,22 @@ def test_unknown_model_and_unreachable_target_are_one_line_usage_errors(server) 
         load(LoadConfig(url="http://127.0.0.1:9", model="mlp", concurrency=[1], **FAST))
 
 
+def test_plain_url_with_a_body_file(server, tmp_path, capsys) -> None:
+    """`--body FILE --header K:V` drives any HTTP endpoint (here the server's infer route with a JSON body); an
+    unreachable plain URL is one line, exit 2, before any load (it used to run the whole step and exit 1)."""
+    import orjson
+
+    body = tmp_path / "req.json"
+    body.write_bytes(orjson.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 32], "data": [0.5] * 32}]}))
+    (r,) = load(LoadConfig(url=f"{server.url}/v2/models/mlp/infer", body=str(body),
+                           headers=["Content-Type:application/json"], concurrency=[1], **FAST))
+    assert r.kind == "load" and r.metrics.errors.count == 0 and r.metrics.latency_ms.count > 5
+    assert main(["load", "http://127.0.0.1:9/predict", "--body", str(body), "--concurrency", "1",
+                 "--duration-s", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unreachable" in err[0] and "start the server or fix the URL" in err[0]
+
+
 @pytest.mark.parametrize("argv", [["--model", "mlp", "--request-rate", "0"], ["--model", "mlp", "--concurrency", "-1"],
                                   ["--model", "nope"], ["--model", "mlp", "--arrival", "trace:/nonexistent.txt"]])
 def test_bad_input_exits_2(server, argv, capsys) -> None:

@@ -96,7 +96,7 @@ def read_target(cfg: LoadConfig, timeout_s: float = 10.0) -> TargetInfo:
 
     ep = Endpoint.parse(cfg.url)
     if cfg.body is not None:
-        return _plain_target(cfg, ep)
+        return _plain_target(cfg, ep, timeout_s)
     if not cfg.model:
         raise UsageError("a KServe v2 target needs --model NAME (or pass --body FILE for a plain URL)")
     base = cfg.url.rstrip("/")
@@ -138,10 +138,16 @@ def parse_headers(values: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _plain_target(cfg: LoadConfig, ep: Endpoint) -> TargetInfo:
+def _plain_target(cfg: LoadConfig, ep: Endpoint, timeout_s: float = 10.0) -> TargetInfo:
+    import socket
+
     p = Path(cfg.body or "")
     if not p.is_file():
         raise UsageError(f"--body {str(p)!r} not found: pass an existing file")
+    try:  # a plain URL has no metadata to read: open one TCP connection so a wrong URL fails before any load
+        socket.create_connection((ep.host, ep.port), timeout=timeout_s).close()
+    except OSError as e:
+        raise UsageError(f"target {cfg.url} is unreachable ({type(e).__name__}: {e}): start the server or fix the URL")
     req = build_request(ep, "POST", ep.path, p.read_bytes(), parse_headers(cfg.headers))
     return TargetInfo(kind="url", url=cfg.url, model=None, payloads=[req], data_source=str(p))
 
