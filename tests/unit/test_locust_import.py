@@ -122,3 +122,29 @@ def test_importer_never_imports_locust_or_gevent() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_compare_treats_imports_as_summary_only(tmp_path) -> None:
+    """compare reads imported Locust Results as what they are: one summary-only run a side gives no interval
+    (Locust's history rows are its own rolling figures, not blocks of raw samples), so every verdict is
+    inconclusive with the reason; several imported runs a side get the between-run interval."""
+    from inferperf.analysis.compare import compare
+
+    r = _one("tiny_binary")
+    save(r, tmp_path / "a" / "r.json")
+    save(r, tmp_path / "b" / "r.json")
+    c = compare([tmp_path / "a"], [tmp_path / "b"])
+    rows = {row.metric: row for row in c.rows}
+    assert rows["throughput"].baseline == pytest.approx(r.metrics.throughput.queries_per_s)
+    assert rows["p99"].baseline == pytest.approx(r.metrics.latency_ms.p99)
+    assert {row.verdict for row in c.rows} == {"inconclusive"} and c.exit_code == 0
+    assert "summary-only Results imported from locust" in rows["throughput"].why
+    assert rows["throughput"].low is None  # no interval was made up
+    for i, scale in enumerate((1.0, 1.01, 0.99)):  # three imported runs a side: between-run figures
+        for side in ("c", "d"):
+            x = r.model_copy(deep=True)
+            x.created_at = f"2026-12-01T12:0{i}:00+00:00"
+            x.metrics.throughput.queries_per_s *= scale
+            save(x, tmp_path / side / f"r{i}.json")
+    rows = {row.metric: row for row in compare([tmp_path / "c"], [tmp_path / "d"]).rows}
+    assert rows["throughput"].n == (3, 3) and rows["throughput"].low is not None

@@ -174,6 +174,11 @@ def _change(base: Case, cur: Case, metric: Metric) -> tuple[Change | None, str]:
     b, c = _values(base, metric), _values(cur, metric)
     if len(b) >= 2 and len(c) >= 2:
         return run_change(b, c), "baseline mean not above zero"
+    imported = sorted({str(r.run.get("imported")) for r in (*base.results, *cur.results) if r.run.get("imported")})
+    if imported:  # a summary-only import (Locust's CSV): its history rows are Locust's own rolling figures, not
+        # independent blocks of raw samples, so no within-run interval is made from them
+        return None, (f"summary-only Results imported from {', '.join(imported)} hold no raw samples: compare "
+                      f"several imported runs a side (one CSV per run) for an interval ({len(b)} vs {len(c)} here)")
     bb, cb = _blocks(base, metric), _blocks(cur, metric)
     if bb and cb and b and c and np.mean(b) > 0:
         ch = block_change(bb, cb, float(np.mean(c) / np.mean(b)))
