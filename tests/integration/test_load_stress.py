@@ -21,13 +21,26 @@ def server(tmp_path_factory):
         yield handle
 
 
-def test_stress_ramp_smoke(server) -> None:
+def test_stress_ramp_smoke(server, monkeypatch) -> None:
+    from inferperf.loadgen.transport import HttpTransport
+
+    opened = []
+    connect = HttpTransport.connect
+
+    async def counting(self):
+        opened.append(1)
+        return await connect(self)
+
+    monkeypatch.setattr(HttpTransport, "connect", counting)
     cfg = LoadConfig(url=server.url, model="mlp", stress=True, concurrency=[1, 2], slo_p99_ms=2000, **FAST)
     rs = stress(cfg)
     assert 2 <= len(rs) <= 12 and all(r.kind == "load" for r in rs)
     f = rs[-1].metrics.client["stress"]
     assert f["stop_reason"] and f["knee"] is not None and len(f["steps"]) == len(rs)
     assert [r.config.concurrency for r in rs][:3] == [1, 2, 4]
+    # connections stay open between steps: the ramp opens as many as its largest step needs, not one set per step
+    assert len(opened) == max(r.config.concurrency for r in rs) < sum(r.config.concurrency for r in rs)
+    assert all(r.metrics.errors.count == 0 for r in rs)
 
 
 def test_find_max_rate_smoke(server) -> None:

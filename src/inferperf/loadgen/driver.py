@@ -354,7 +354,9 @@ async def run_step(
         windows: the window rule.
         timeout_s: per-request deadline (an expired request is a ``timeout`` error).
         clock: time source; the running event loop must run on the same clock.
-        pool: connections kept open across steps (default: a new pool, closed at the end).
+        pool: connections kept open across steps (default: a new pool, closed at the end); with one given, the
+            step's in-flight requests are answered (at most ``timeout_s``) rather than cancelled at its end,
+            so their connections stay open.
         worker_id: recorded in ``StepSamples.worker`` (``--workers``).
         cpu: CPU-seconds reader for the honest-client check.
         start_at_ns: time zero given by a coordinator (``--workers``); default: now, connections open.
@@ -392,6 +394,11 @@ async def run_step(
     span = await _control(run, windows, start, None if duration_s is None else round(duration_s * 1e9))
     cpu_s = cpu() - cpu0
     run.stopping = True
+    if not own_pool:  # connections kept for the next step: let in-flight requests answer (bounded by the
+        # request timeout) instead of cancelling them, which would close their connections
+        pending = [t for t in (senders if closed else tasks) if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
     for t in [main, *tasks, *(senders if closed else [])]:
         t.cancel()
     await asyncio.gather(main, *tasks, *(senders if closed else []), return_exceptions=True)

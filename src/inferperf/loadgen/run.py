@@ -27,7 +27,7 @@ from .driver import Closed, Open, StepSamples, WindowRule, is_stable, run_step, 
 from .options import LoadConfig
 from .result import RATE_SHORT_FRACTION, step_result
 from .target import TargetInfo, fetch_stats, read_target
-from .transport import HttpTransport
+from .transport import ConnectionPool, HttpTransport
 
 #: seconds between "all workers ready" and time zero (connections open in it).
 WORKER_START_S = 0.5
@@ -156,11 +156,47 @@ def _expect(conn: Any, timeout_s: float, what: str) -> Any:
     return msg
 
 
-def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str] | None = None) -> Result:
-    """One step at ``value`` (concurrency or rate): samples, then its Result with the server block."""
+class KeptConnections:
+    """One event loop and one :class:`~inferperf.loadgen.transport.ConnectionPool` kept across sequential steps
+    (``--stress``, ``--find-max-rate``): a step's connections stay open for the next one, so a ramp does not
+    reconnect at every step (nor measure connection set-up in each warm-up). Single-process only: with
+    ``--workers`` each step runs in fresh processes. Use as a context manager; closing closes the connections.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.pool = ConnectionPool(HttpTransport(url), 1)
+
+    async def _step(self, cfg: LoadConfig, payloads: list[bytes], mode: Closed | Open) -> StepSamples:
+        self.pool.peak, self.pool.ran_out = self.pool.count, 0  # per-step figures
+        return await run_step(self.pool.transport, mode, payloads=payloads, warmup_s=cfg.warmup_s,
+                              duration_s=cfg.duration_s, requests=cfg.requests, windows=_rule(cfg),
+                              timeout_s=cfg.timeout_ms / 1000, pool=self.pool)  # fmt: skip
+
+    def samples(self, cfg: LoadConfig, payloads: list[bytes], value: float) -> StepSamples:
+        """One step's samples on the kept connections."""
+        return self.loop.run_until_complete(self._step(cfg, payloads, build_mode(cfg, value)))
+
+    def __enter__(self) -> KeptConnections:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.close()
+        self.loop.run_until_complete(asyncio.sleep(0))  # let the transports close
+        self.loop.close()
+
+
+def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str] | None = None,
+            kept: KeptConnections | None = None) -> Result:
+    """One step at ``value`` (concurrency or rate): samples, then its Result with the server block.
+
+    ``kept``: run on connections kept from the previous step (single process; ignored with ``--workers``).
+    """
     before = fetch_stats(target)
     if cfg.workers > 1:
         s = run_workers(cfg, target.payloads, value)
+    elif kept is not None:
+        s = kept.samples(cfg, target.payloads, value)
     else:
         s = asyncio.run(_step(cfg, target.payloads, build_mode(cfg, value), cfg.duration_s, cfg.requests))
     after = fetch_stats(target)

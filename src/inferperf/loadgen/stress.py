@@ -215,7 +215,7 @@ def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[
 
     Raises:
         UsageError: unreachable target or unknown model (before any load)."""
-    from .run import read_target, run_one
+    from .run import KeptConnections, read_target, run_one
 
     target = target or read_target(cfg)
     if cfg.find_max_rate:
@@ -224,7 +224,8 @@ def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[
     ladder = list(cfg.concurrency or [1, 2, 4, 8]) if closed else list(cfg.request_rate or [])
     ramp = Ramp(ladder, gain_percent=cfg.stress_gain_percent, slo_p99_ms=cfg.slo_p99_ms,
                 max_error_rate=cfg.max_error_rate, integer=closed)  # fmt: skip
-    return drive(ramp, lambda v: run_one(_at(cfg, v, closed), target, v, command), "stress", on_step)
+    with KeptConnections(cfg.url) as kept:  # connections stay open between steps
+        return drive(ramp, lambda v: run_one(_at(cfg, v, closed), target, v, command, kept), "stress", on_step)
 
 
 def _at(cfg: LoadConfig, value: float, closed: bool) -> LoadConfig:
@@ -236,11 +237,13 @@ def find_max_rate(cfg: LoadConfig, command: list[str] | None = None, on_step: Ca
     """``--find-max-rate``: :class:`RateSearch` over open-loop rates, each step measuring at least
     :data:`MIN_P99_REQUESTS` completed requests; the last Result's ``metrics.client.stress.goodput_rate``
     is the highest rate meeting ``cfg.slo_p99_ms``."""
-    from .run import read_target, run_one
+    from .run import KeptConnections, read_target, run_one
 
     target = target or read_target(cfg)
     assert cfg.slo_p99_ms is not None
     search = RateSearch(cfg.slo_p99_ms, start=(cfg.request_rate or [10.0])[0], resolution_percent=resolution_percent,
                         max_error_rate=cfg.max_error_rate)  # fmt: skip
     base = cfg.model_copy(update={"requests": max(cfg.requests or 0, MIN_P99_REQUESTS), "duration_s": None})
-    return drive(search, lambda v: run_one(_at(base, v, False), target, v, command), "find_max_rate", on_step)
+    with KeptConnections(cfg.url) as kept:  # connections stay open between steps
+        return drive(search, lambda v: run_one(_at(base, v, False), target, v, command, kept), "find_max_rate",
+                     on_step)

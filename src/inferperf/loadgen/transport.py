@@ -157,6 +157,9 @@ class HttpConnection:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, OSError, ValueError):
             self.close()
             return Response(0, 0, DISCONNECTED)
+        except asyncio.CancelledError:  # stopped mid-exchange: an answer may still arrive, never reuse this one
+            self.close()
+            raise
 
     async def _read_chunked(self) -> int:
         total = 0
