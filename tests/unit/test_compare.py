@@ -191,3 +191,23 @@ def test_listed_per_run_percentiles_replace_the_samples(tmp_path: Path) -> None:
         f.unlink()
     with pytest.raises(UsageError, match="samples file"):  # an older pooled file still needs its sidecar
         compare([tmp_path / "a" / "r0.json"], [b])
+
+
+def test_every_not_comparable_difference_is_warned(tmp_path: Path) -> None:
+    """Runtime version, input shapes, percentile method, pinning and INVALID Results are each named, with both values."""
+    base = make_result(2.0)
+    cur = make_result(2.0).model_copy(deep=True)
+    cur.system.packages["onnxruntime"] = "2.0"
+    cur.config.workload.shapes = {"x": [1, 4]}
+    cur.metrics.latency_ms.percentile_method = "nearest-rank"
+    cur.config.placement.cpus = [1]
+    cur.validity.valid, cur.validity.reasons = False, ["unstable: window medians vary"]
+    c = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)], match="config")
+    text = "\n".join(c.warnings)
+    assert "onnxruntime version differs: baseline 1.0 vs current 2.0" in text
+    assert "input shapes differs" in text and "[1, 3]" in text and "[1, 4]" in text
+    assert "percentile method differs: baseline linear vs current nearest-rank" in text
+    assert "CPU pinning differs" in text
+    assert "current holds INVALID Results (unstable: window medians vary)" in text
+    same = compare([write(tmp_path, "c", base)], [write(tmp_path, "d", make_result(2.0, seed=3))])
+    assert same.warnings == []  # nothing differs: nothing is warned
