@@ -1,12 +1,12 @@
 """inferperf load vs perf_analyzer agreement (issue 13, Performance item 2).
 
 One ``inferperf serve zoo:squeezenet`` pinned to the last CPU; for each concurrency (1, 4, 16), in
-interleaved rounds, ``inferperf load URL --model squeezenet --concurrency C`` and ``perf_analyzer
+interleaved rounds (the two tools' order shuffled per concurrency, seed 0), ``inferperf load URL --model squeezenet --concurrency C`` and ``perf_analyzer
 --concurrency-range C`` (JSON inputs, from the venv of scripts/install_triton_clients.sh), both pinned to the
 other CPUs. Reported per concurrency and tool: throughput (req/s) and p50 (ms), the range over rounds, and the
 ratio inferperf / perf_analyzer of the round means; the load average before and after.
 
-Not done here (time ran out in session 2): Performance item 1, the generator ceiling vs wrk / Locust.
+Performance item 1, the generator ceiling vs wrk / perf_analyzer / Locust, is benchmarks/load_ceiling.py.
 
 Run: python benchmarks/load.py [--rounds 2] [--duration-s 3]
 """
@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -89,11 +90,17 @@ def main() -> None:
         while not _ready(f"http://127.0.0.1:{port}/v2/health/ready"):
             assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
             time.sleep(0.3)
+        rng = random.Random(0)
         for _ in range(a.rounds):
             for c in (1, 4, 16):
                 r = res.setdefault(str(c), {"inferperf": [], "perf_analyzer": []})
-                r["inferperf"].append(_inferperf(f"http://127.0.0.1:{port}", c, a.duration_s, gen))
-                r["perf_analyzer"].append(_perf_analyzer(f"127.0.0.1:{port}", c, a.duration_s, gen))
+                tools = ["inferperf", "perf_analyzer"]
+                rng.shuffle(tools)  # neither tool always goes first after the other's load
+                for tool in tools:
+                    if tool == "inferperf":
+                        r[tool].append(_inferperf(f"http://127.0.0.1:{port}", c, a.duration_s, gen))
+                    else:
+                        r[tool].append(_perf_analyzer(f"127.0.0.1:{port}", c, a.duration_s, gen))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

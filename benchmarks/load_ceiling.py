@@ -1,0 +1,165 @@
+"""Load generator ceiling (issue 13, Performance item 1): requests per client CPU-second, inferperf load vs
+wrk, perf_analyzer and Locust FastHttpUser, against one trivial KServe v2 endpoint, in interleaved rounds.
+
+The endpoint: ``inferperf serve`` of onnxruntime's ``mul_1.onnx`` ([3,2] FP32, no batch dim: a microsecond of
+model time, so each request costs the server almost only HTTP) pinned to the last CPU; each client pinned to
+the other CPU(s) with ``taskset``, closed loop at ``--concurrency`` (16) for ``--duration-s`` (10), binary
+tensors (Triton's extension) from 16 distinct pre-built bodies. Every client is a child process: its CPU time
+is ``getrusage(RUSAGE_CHILDREN)`` around it (user + sys, whole process: interpreter start and imports
+included for inferperf and Locust), and the requests it made are the server's own ``inference_count`` delta
+(``/v2/models/mul_1/stats``), so every tool is counted the same way. inferperf's Result also records its CPU
+over the measured window alone (``metrics.client.client_cpu_percent`` x the window); that figure is printed beside it.
+
+Clients (each in its own process and venv where its pins need one):
+  wrk 1 thread + benchmarks/serve_bodies.lua (Debian's wrk; C, the reference ceiling);
+  perf_analyzer (``.venv-triton``: scripts/install_triton_clients.sh), ``--concurrency-range C``;
+  Locust FastHttpUser: inferperf.loadgen.locust.KServeUser headless (``.venv-locust``: scripts/install_locust.sh);
+  inferperf load URL --model mul_1 --protocol binary --concurrency C.
+
+    python benchmarks/load_ceiling.py [--rounds 3] [--duration-s 10] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from serve_peers.bodies import write_bodies  # noqa: E402
+
+PA = ROOT / ".venv-triton" / "bin" / "perf_analyzer-env"
+LOCUST = ROOT / ".venv-locust" / "bin" / "locust"
+LUA = ROOT / "benchmarks" / "serve_bodies.lua"
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def _count(base: str) -> int:
+    return int(_get(f"{base}/v2/models/mul_1/stats")["model_stats"][0]["inference_count"])
+
+
+def _timed(cmd: list[str], env: dict | None = None, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``cmd``; (result, child CPU seconds user+sys)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return p, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def main() -> None:
+    import onnxruntime as ort
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration-s", type=float, default=10.0)
+    ap.add_argument("--concurrency", type=int, default=16)
+    a = ap.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    srv_cpu, cli_cpus = str(cpus[-1]), ",".join(map(str, cpus[:-1] or cpus))
+    model = Path(ort.__file__).parent / "datasets" / "mul_1.onnx"
+    port = _port()
+    base = f"http://127.0.0.1:{port}"
+    work = Path(tempfile.mkdtemp(prefix="inferperf-ceiling-"))
+    xs = [np.random.default_rng(i).standard_normal((3, 2)).astype(np.float32) for i in range(16)]
+    bodies = write_bodies(work / "bodies", "X", xs, "binary")
+    c, d = a.concurrency, a.duration_s
+    clients = {
+        "wrk": (["taskset", "-c", cli_cpus, "wrk", "-t1", f"-c{c}", f"-d{d:g}s", "-s", str(LUA), base, "--",
+                 str(bodies), "/v2/models/mul_1/infer"], None),
+        "inferperf load": (["taskset", "-c", cli_cpus, sys.executable, "-m", "inferperf", "load", base, "--model",
+                            "mul_1", "--protocol", "binary", "--concurrency", str(c), "--duration-s", f"{d:g}",
+                            "--warmup-s", "1", "-o", str(work / "inferperf.json")], None),
+    }
+    if PA.exists():
+        clients["perf_analyzer"] = (["taskset", "-c", cli_cpus, str(PA), "-m", "mul_1", "-u", f"127.0.0.1:{port}",
+                                     "--concurrency-range", str(c), "--measurement-interval", str(int(d * 1000)),
+                                     "--stability-percentage", "9999", "--max-trials", "1"], None)
+    if LOCUST.exists():
+        env = {**os.environ, "INFERPERF_LOCUST_MODEL": "mul_1", "INFERPERF_LOCUST_PROTOCOL": "binary"}
+        clients["Locust FastHttpUser"] = (["taskset", "-c", cli_cpus, str(LOCUST), "-f",
+                                           str(ROOT / "src/inferperf/loadgen/locust.py"), "--headless", "-u", str(c),
+                                           "-r", str(c), "-t", f"{d:g}s", "--host", base, "--only-summary"], env)
+    proc = subprocess.Popen(["taskset", "-c", srv_cpu, sys.executable, "-m", "inferperf", "serve", str(model),
+                             "--port", str(port), "--max-batch-size", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    rng = random.Random(0)
+    rows: dict[str, list[dict]] = {k: [] for k in clients}
+    load_before = os.getloadavg()
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if urllib.request.urlopen(f"{base}/v2/health/ready", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.3)
+        for _ in range(a.rounds):
+            order = list(clients)
+            rng.shuffle(order)
+            for name in order:
+                cmd, env = clients[name]
+                before = _count(base)
+                t0 = time.perf_counter()
+                p, cpu_s = _timed(cmd, env)
+                wall = time.perf_counter() - t0
+                n = _count(base) - before
+                if p.returncode not in (0, 1) or n == 0:  # Locust exits 1 when any request failed
+                    raise RuntimeError(f"{name} exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]}")
+                row = {"requests": n, "cpu_s": cpu_s, "wall_s": wall, "req_per_cpu_s": n / cpu_s if cpu_s else None}
+                if name == "inferperf load":
+                    doc = json.loads((work / "inferperf.json").read_text())
+                    window_cpu_s = doc["metrics"]["client"]["client_cpu_percent"] / 100 * doc["metrics"]["throughput"]["duration_s"]
+                    row["window_req_per_cpu_s"] = doc["metrics"]["latency_ms"]["count"] / window_cpu_s
+                rows[name].append(row)
+                print(f"  {name}: {n} requests, {cpu_s:.2f} client CPU-s, {row['req_per_cpu_s']:.0f} req/CPU-s",
+                      flush=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nload average before {load_before}, after {os.getloadavg()}; server CPU {srv_cpu}, clients {cli_cpus}; "
+          f"concurrency {c}, {d:g} s per run, {a.rounds} rounds (shuffled)\n")
+    print("| client | requests per client CPU-second: median [min, max] | req/s (median) | x Locust FastHttpUser |")
+    print("|---|---:|---:|---:|")
+    med = {k: float(np.median([r["req_per_cpu_s"] for r in v])) for k, v in rows.items()}
+    loc = med.get("Locust FastHttpUser")
+    for k, v in rows.items():
+        x = [r["req_per_cpu_s"] for r in v]
+        rate = float(np.median([r["requests"] / r["wall_s"] for r in v]))
+        ratio = f"{med[k] / loc:.2f}" if loc else "-"
+        print(f"| {k} | {med[k]:,.0f} [{min(x):,.0f}, {max(x):,.0f}] | {rate:,.0f} | {ratio} |")
+    if "inferperf load" in rows:
+        w = [r["window_req_per_cpu_s"] for r in rows["inferperf load"]]
+        print(f"\ninferperf load over its measured window only (the Result's client CPU): median {np.median(w):,.0f} "
+              f"[{min(w):,.0f}, {max(w):,.0f}] requests per client CPU-second")
+
+
+if __name__ == "__main__":
+    main()
