@@ -10,6 +10,11 @@ included for inferperf and Locust), and the requests it made are the server's ow
 (``/v2/models/mul_1/stats``), so every tool is counted the same way. inferperf's Result also records its CPU
 over the measured window alone (``metrics.client.client_cpu_percent`` x the window); that figure is printed beside it.
 
+Whole-process figures charge each tool its start-up (a Python interpreter and imports for inferperf and Locust,
+perf_analyzer's model reads): so every client also runs a short run (``--short-s``, 4) in the same round, and
+the steady-state figure is the marginal one, (requests_long - requests_short) / (cpu_long - cpu_short), which
+cancels every fixed cost alike.
+
 Clients (each in its own process and venv where its pins need one):
   wrk 1 thread + benchmarks/serve_bodies.lua (Debian's wrk; C, the reference ceiling);
   perf_analyzer (``.venv-triton``: scripts/install_triton_clients.sh), ``--concurrency-range C``;
@@ -78,6 +83,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration-s", type=float, default=10.0)
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--short-s", type=float, default=4.0, help="the short run of each pair (marginal rate)")
     a = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     srv_cpu, cli_cpus = str(cpus[-1]), ",".join(map(str, cpus[:-1] or cpus))
@@ -87,7 +93,20 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="inferperf-ceiling-"))
     xs = [np.random.default_rng(i).standard_normal((3, 2)).astype(np.float32) for i in range(16)]
     bodies = write_bodies(work / "bodies", "X", xs, "binary")
-    c, d = a.concurrency, a.duration_s
+    c = a.concurrency
+    short_s = a.short_s
+
+    def clients_for(d: float) -> dict[str, tuple[list[str], dict | None]]:
+        return _clients(c, d, base, port, bodies, cli_cpus, work)
+
+    long_clients, short_clients = clients_for(a.duration_s), clients_for(short_s)
+    proc = _serve(model, port, srv_cpu)
+    rows, marginal, load_before = _rounds(a, base, long_clients, short_clients, work, proc)
+    _report(a, rows, marginal, load_before, srv_cpu, cli_cpus, c)
+
+
+def _clients(c: int, d: float, base: str, port: int, bodies: Path, cli_cpus: str,
+             work: Path) -> dict[str, tuple[list[str], dict | None]]:
     clients = {
         "wrk": (["taskset", "-c", cli_cpus, "wrk", "-t1", f"-c{c}", f"-d{d:g}s", "-s", str(LUA), base, "--",
                  str(bodies), "/v2/models/mul_1/infer"], None),
@@ -97,18 +116,43 @@ def main() -> None:
     }
     if PA.exists():
         clients["perf_analyzer"] = (["taskset", "-c", cli_cpus, str(PA), "-m", "mul_1", "-u", f"127.0.0.1:{port}",
-                                     "--concurrency-range", str(c), "--measurement-interval", str(int(d * 1000)),
-                                     "--stability-percentage", "9999", "--max-trials", "1"], None)
+                                     "--concurrency-range", str(c), "--measurement-interval", str(int(d * 1000 / 3)),
+                                     "--stability-percentage", "9999", "--max-trials", "3"], None)  # 3 windows = d
     if LOCUST.exists():
         env = {**os.environ, "INFERPERF_LOCUST_MODEL": "mul_1", "INFERPERF_LOCUST_PROTOCOL": "binary"}
         clients["Locust FastHttpUser"] = (["taskset", "-c", cli_cpus, str(LOCUST), "-f",
                                            str(ROOT / "src/inferperf/loadgen/locust.py"), "--headless", "-u", str(c),
                                            "-r", str(c), "-t", f"{d:g}s", "--host", base, "--only-summary"], env)
-    proc = subprocess.Popen(["taskset", "-c", srv_cpu, sys.executable, "-m", "inferperf", "serve", str(model),
+    return clients
+
+
+def _serve(model: Path, port: int, srv_cpu: str) -> subprocess.Popen:
+    return subprocess.Popen(["taskset", "-c", srv_cpu, sys.executable, "-m", "inferperf", "serve", str(model),
                              "--port", str(port), "--max-batch-size", "0"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def _one(name: str, cmd: list[str], env: dict | None, base: str, work: Path) -> dict:
+    before = _count(base)
+    t0 = time.perf_counter()
+    p, cpu_s = _timed(cmd, env)
+    wall = time.perf_counter() - t0
+    n = _count(base) - before
+    if p.returncode not in (0, 1) or n == 0:  # Locust exits 1 when any request failed
+        raise RuntimeError(f"{name} exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]}")
+    row = {"requests": n, "cpu_s": cpu_s, "wall_s": wall, "req_per_cpu_s": n / cpu_s if cpu_s else None}
+    if name == "inferperf load":
+        doc = json.loads((work / "inferperf.json").read_text())
+        window_cpu_s = doc["metrics"]["client"]["client_cpu_percent"] / 100 * doc["metrics"]["throughput"]["duration_s"]
+        row["window_req_per_cpu_s"] = doc["metrics"]["latency_ms"]["count"] / window_cpu_s
+    return row
+
+
+def _rounds(a: argparse.Namespace, base: str, long_clients: dict, short_clients: dict, work: Path,
+            proc: subprocess.Popen) -> tuple[dict, dict, tuple]:
     rng = random.Random(0)
-    rows: dict[str, list[dict]] = {k: [] for k in clients}
+    rows: dict[str, list[dict]] = {k: [] for k in long_clients}
+    marginal: dict[str, list[float]] = {k: [] for k in long_clients}
     load_before = os.getloadavg()
     try:
         deadline = time.monotonic() + 120
@@ -121,45 +165,45 @@ def main() -> None:
             assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
             time.sleep(0.3)
         for _ in range(a.rounds):
-            order = list(clients)
-            rng.shuffle(order)
-            for name in order:
-                cmd, env = clients[name]
-                before = _count(base)
-                t0 = time.perf_counter()
-                p, cpu_s = _timed(cmd, env)
-                wall = time.perf_counter() - t0
-                n = _count(base) - before
-                if p.returncode not in (0, 1) or n == 0:  # Locust exits 1 when any request failed
-                    raise RuntimeError(f"{name} exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]}")
-                row = {"requests": n, "cpu_s": cpu_s, "wall_s": wall, "req_per_cpu_s": n / cpu_s if cpu_s else None}
-                if name == "inferperf load":
-                    doc = json.loads((work / "inferperf.json").read_text())
-                    window_cpu_s = doc["metrics"]["client"]["client_cpu_percent"] / 100 * doc["metrics"]["throughput"]["duration_s"]
-                    row["window_req_per_cpu_s"] = doc["metrics"]["latency_ms"]["count"] / window_cpu_s
-                rows[name].append(row)
-                print(f"  {name}: {n} requests, {cpu_s:.2f} client CPU-s, {row['req_per_cpu_s']:.0f} req/CPU-s",
-                      flush=True)
+            slots = [(k, long) for k in long_clients for long in (True, False)]
+            rng.shuffle(slots)
+            got: dict[tuple[str, bool], dict] = {}
+            for name, long in slots:
+                cmd, env = (long_clients if long else short_clients)[name]
+                got[(name, long)] = row = _one(name, cmd, env, base, work)
+                print(f"  {name} ({'long' if long else 'short'}): {row['requests']} requests, "
+                      f"{row['cpu_s']:.2f} client CPU-s, {row['req_per_cpu_s']:.0f} req/CPU-s", flush=True)
+            for name in long_clients:
+                lo, sh = got[(name, True)], got[(name, False)]
+                rows[name].append(lo)
+                marginal[name].append((lo["requests"] - sh["requests"]) / (lo["cpu_s"] - sh["cpu_s"]))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
+    return rows, marginal, load_before
+
+
+def _report(a: argparse.Namespace, rows: dict, marginal: dict, load_before: tuple, srv_cpu: str, cli_cpus: str,
+            c: int) -> None:
     print(f"\nload average before {load_before}, after {os.getloadavg()}; server CPU {srv_cpu}, clients {cli_cpus}; "
-          f"concurrency {c}, {d:g} s per run, {a.rounds} rounds (shuffled)\n")
-    print("| client | requests per client CPU-second: median [min, max] | req/s (median) | x Locust FastHttpUser |")
-    print("|---|---:|---:|---:|")
-    med = {k: float(np.median([r["req_per_cpu_s"] for r in v])) for k, v in rows.items()}
-    loc = med.get("Locust FastHttpUser")
+          f"concurrency {c}; runs of {a.duration_s:g} s and {a.short_s:g} s per client, {a.rounds} rounds (shuffled)\n")
+    print("| client | steady-state requests per client CPU-second (marginal): median [min, max] | x Locust | "
+          f"whole process, {a.duration_s:g} s run: median [min, max] | x Locust | req/s (median) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    med = {k: float(np.median(v)) for k, v in marginal.items()}
+    whole = {k: float(np.median([r["req_per_cpu_s"] for r in v])) for k, v in rows.items()}
+    loc, loc_w = med.get("Locust FastHttpUser"), whole.get("Locust FastHttpUser")
     for k, v in rows.items():
-        x = [r["req_per_cpu_s"] for r in v]
+        x, w = marginal[k], [r["req_per_cpu_s"] for r in v]
         rate = float(np.median([r["requests"] / r["wall_s"] for r in v]))
-        ratio = f"{med[k] / loc:.2f}" if loc else "-"
-        print(f"| {k} | {med[k]:,.0f} [{min(x):,.0f}, {max(x):,.0f}] | {rate:,.0f} | {ratio} |")
+        print(f"| {k} | {med[k]:,.0f} [{min(x):,.0f}, {max(x):,.0f}] | {med[k] / loc:.2f} | "
+              f"{whole[k]:,.0f} [{min(w):,.0f}, {max(w):,.0f}] | {whole[k] / loc_w:.2f} | {rate:,.0f} |"
+              if loc and loc_w else f"| {k} | {med[k]:,.0f} | - | {whole[k]:,.0f} | - | {rate:,.0f} |")
     if "inferperf load" in rows:
         w = [r["window_req_per_cpu_s"] for r in rows["inferperf load"]]
         print(f"\ninferperf load over its measured window only (the Result's client CPU): median {np.median(w):,.0f} "
               f"[{min(w):,.0f}, {max(w):,.0f}] requests per client CPU-second")
-
 
 if __name__ == "__main__":
     main()
