@@ -53,6 +53,19 @@ def test_open_loop_poisson_binary_smoke(server) -> None:
     assert c["send_lag_ms"]["max"] >= 0 and c["connections"]["peak"] >= 1
 
 
+def test_trace_replay_smoke(server, tmp_path) -> None:
+    """A trace file replays over real sockets: of 64 offsets, the 2 inside the 0.3 s warm-up and the 2 after the
+    1.5 s measured window are not measured, the 60 between (every 25 ms from 0.31 s) are, exactly: sends follow
+    the file, not a rate."""
+    trace = tmp_path / "trace.txt"
+    measured = [0.31 + 0.025 * i for i in range(60)]  # 0.310 .. 1.785 s, inside [0.3, 1.8)
+    trace.write_text("\n".join(f"{t:.3f}" for t in [0.1, 0.2, *measured, 1.9, 2.0]) + "\n")
+    cfg = LoadConfig(url=server.url, model="mlp", arrival=f"trace:{trace}", protocol="binary", **FAST)
+    (r,) = load(cfg)
+    assert r.config.scenario == "server" and r.metrics.errors.count == 0
+    assert r.metrics.latency_ms.count == len(measured)
+
+
 def test_a_weighted_shape_mix_is_accepted_by_the_server(server) -> None:
     cfg = LoadConfig(url=server.url, model="mlp", concurrency=[2], shapes=["x:1x32", "x:3x32"], shape_weights=[3, 1],
                      requests=30, warmup_s=0.2)  # fmt: skip
