@@ -248,11 +248,30 @@ def test_a_request_whose_client_left_is_never_executed() -> None:
         await b.close()
         return out
 
-    out = run_fake(clock, main)
+    import gc
+    import logging
+
+    class Caught(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    caught = Caught()
+    logging.getLogger("asyncio").addHandler(caught)
+    try:
+        out = run_fake(clock, main)
+        gc.collect()  # an unretrieved future exception is logged when the future is collected
+    finally:
+        logging.getLogger("asyncio").removeHandler(caught)
     assert out[0]["id"] == 0
     assert isinstance(out[1], Cancelled) and isinstance(out[2], asyncio.CancelledError)
     assert [ids for _, _, _, ids in rec.calls] == [[0]]  # the model never saw rows of 1 or 2
     assert obs.cancelled_n == 2 and obs.depth == 0
+    # the dropped requests' futures (client 2's caller is gone) log no "Future exception was never retrieved"
+    assert not [m for m in caught.messages if "never retrieved" in m], caught.messages
 
 
 def test_close_drains_everything_accepted_then_refuses() -> None:

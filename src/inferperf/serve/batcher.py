@@ -39,6 +39,15 @@ from ..clock import SYSTEM_CLOCK, Clock
 from .errors import Cancelled, NotReady, QueueFull
 
 
+def _cancel_quietly(future: asyncio.Future[Any], model: str) -> None:
+    """Fail a dropped request's future with :class:`Cancelled`, marked as retrieved: its caller is usually gone
+    (the client disconnected), and asyncio would otherwise log "Future exception was never retrieved"; a caller
+    still awaiting it gets the exception all the same."""
+    if not future.done():
+        future.set_exception(Cancelled(model))
+        future.exception()
+
+
 @dataclass(frozen=True)
 class BatchPolicy:
     """How batches are formed (Triton's ``dynamic_batching`` settings, times in ns).
@@ -310,8 +319,7 @@ class DynamicBatcher:
             return  # already taken into a batch
         self._observer.request_dequeued(self.model)
         self._observer.cancelled(self.model)
-        if not request.future.done():
-            request.future.set_exception(Cancelled(self.model))
+        _cancel_quietly(request.future, self.model)
         assert self._wake is not None
         self._wake.set()
 
@@ -357,8 +365,7 @@ class DynamicBatcher:
                 gone.append(req)
                 self._observer.request_dequeued(self.model)
                 self._observer.cancelled(self.model)
-                if not req.future.done():
-                    req.future.set_exception(Cancelled(self.model))
+                _cancel_quietly(req.future, self.model)
         return gone
 
     def _launch(self, batch: list[Request]) -> None:
