@@ -241,7 +241,9 @@ def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
     """Fill ``info.payloads`` (and ``shapes``, ``dtypes``, ``data_source``) from the metadata and ``cfg``."""
     inputs = list(info.metadata.get("inputs") or [])
     if not inputs:
-        raise UsageError(f"model '{info.model}' lists no inputs in its metadata: cannot build requests")
+        raise UsageError(f"model '{info.model}' lists no inputs in its metadata (GET /v2/models/{info.model}), so no "
+                         "request can be built from it: declare them on the server (MLServer: 'inputs' in "
+                         "model-settings.json) or send a prepared request with --body FILE")
     batched = int(info.config.get("max_batch_size", 1) or 0) > 0 or not info.config
     info.dtypes = {t["name"]: t["datatype"] for t in inputs}
     path = f"{ep.path.rstrip('/')}/v2/models/{info.model}/infer"
