@@ -49,3 +49,30 @@ def test_find_max_rate_smoke(server) -> None:
     rs = stress(cfg)  # a 1 us SLO is missed at once: one step, no goodput
     f = rs[-1].metrics.client["stress"]
     assert len(rs) == 1 and f["goodput_rate"] is None and "missed" in f["stop_reason"]
+
+
+@pytest.mark.timeout(120)
+def test_find_max_rate_brackets_then_bisects_over_real_sockets(server) -> None:
+    """Doubling from 300 req/s until p99 passes 100 ms (the server saturates), then bisection: each step after the
+    first miss lies strictly inside the bracket (highest pass, lowest miss) known before it, the goodput is the
+    highest passing rate, and the search ends with the bracket within 5 % (or says why)."""
+    cfg = LoadConfig(url=server.url, model="mlp", find_max_rate=True, slo_p99_ms=100, request_rate=[300.0],
+                     warmup_s=0.2, measurement_interval_ms=400)
+    rs = stress(cfg)
+    f = rs[-1].metrics.client["stress"]
+    steps = [(s["value"], s["p99_ms"] <= 100 and s["error_rate"] == 0) for s in f["steps"]]
+    assert [r.config.request_rate for r in rs] == [v for v, _ in steps]
+    assert all(r.metrics.latency_ms.count >= 1000 for r in rs)  # each step long enough for its p99
+    if not steps[0][1]:  # a machine too busy for even the first rate: nothing to bisect, and it says so
+        assert f["goodput_rate"] is None
+        return
+    lo, hi = None, None
+    for v, ok in steps:
+        if hi is not None:
+            assert lo < v < hi, (v, lo, hi, steps)  # bisection stays inside the bracket
+        if ok:
+            lo = v if lo is None else max(lo, v)
+        else:
+            hi = v if hi is None else min(hi, v)
+    assert f["goodput_rate"] == max(v for v, ok in steps if ok)
+    assert hi is not None and (hi / lo <= 1.05 or f["stop_reason"])
