@@ -163,6 +163,11 @@ def test_open_loop_result_sets_corrected_beside_uncorrected() -> None:
     assert r.config.scenario == "server" and c["target_rate"] == 100
     assert 850 <= r.metrics.latency_ms.p99 <= 1000 and c["uncorrected_latency_ms"]["p99"] < 5
     assert c["late_sends"] > 90 and c["send_lag_ms"]["max"] > 900
+    lag = c["send_lag_ms"]  # the whole distribution: every request sent in the span, in the histogram
+    assert lag["count"] == round(c["send_rate"] * r.metrics.throughput.duration_s)
+    assert sum(lag["histogram"]["counts"]) == lag["count"] and lag["histogram"]["le_ms"][-1] == float("inf")
+    assert lag["p50"] <= lag["p90"] <= lag["p99"] <= lag["p999"] <= lag["max"]
+    assert sum(lag["histogram"]["counts"][-4:]) >= 90  # > 250 ms: the sends held back by the 1 s freeze
     assert c["connections"]["ran_out"] > 90
     assert not any("generator-bound" in x for x in r.validity.reasons)  # connections ran out: the server's stall
 

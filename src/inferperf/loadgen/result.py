@@ -61,11 +61,22 @@ def error_adjusted(ok_ns: np.ndarray, failures: int) -> dict[str, Any]:
     return out
 
 
-def _lag_ms(lag: np.ndarray) -> dict[str, float]:
+#: upper edges (ms) of the send-lag histogram's buckets; the last bucket holds everything above 1 s.
+LAG_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0)
+
+
+def _lag_ms(lag: np.ndarray) -> dict[str, Any]:
+    """The send-lag distribution (actual minus scheduled send, ns in): count, mean, p50/p90/p99/p99.9, max (ms)
+    and a histogram over :data:`LAG_BUCKETS_MS` (``le_ms`` upper edges, the last one ``inf``; ``counts``)."""
+    edges = [*LAG_BUCKETS_MS, float("inf")]
     if not lag.size:
-        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
-    return {"p50": float(np.percentile(lag, 50)) / 1e6, "p99": float(np.percentile(lag, 99)) / 1e6,
-            "max": float(lag.max()) / 1e6}  # fmt: skip
+        return {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0,
+                "histogram": {"le_ms": edges, "counts": [0] * len(edges)}}
+    ms = lag / 1e6
+    p50, p90, p99, p999 = (float(v) for v in np.percentile(ms, [50, 90, 99, 99.9]))
+    counts = np.bincount(np.searchsorted(np.asarray(LAG_BUCKETS_MS), ms, side="left"), minlength=len(edges))
+    return {"count": int(ms.size), "mean": float(ms.mean()), "p50": p50, "p90": p90, "p99": p99, "p999": p999,
+            "max": float(ms.max()), "histogram": {"le_ms": edges, "counts": [int(c) for c in counts]}}
 
 
 def _in_flight_mean(s: StepSamples) -> float:
