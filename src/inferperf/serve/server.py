@@ -245,7 +245,9 @@ def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float 
         UsageError: the port is in use. RuntimeError: the server did not come up in time.
     """
     sock = bind_socket(host, port)
-    server = _Server(_uvicorn_config(app), app, grace_s)
+    config = _uvicorn_config(app)
+    config.load()  # import uvicorn's protocol and loop modules here, not in the server thread while this one runs on
+    server = _Server(config, app, grace_s)
     handle = ServerHandle(host=host, port=sock.getsockname()[1], app=app, server=server)
 
     def run() -> None:
