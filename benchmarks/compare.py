@@ -69,6 +69,8 @@ def case_doc(i: int, slow: float, rng: np.random.Generator, runs: int = 5, per_r
 
 
 def write_side(folder: Path, cases: int, slow: float, seed: int, listed: bool) -> None:
+    """Write ``cases`` pooled Results (JSON + ``.npz`` sidecar) into ``folder``; every 10th case's latencies are
+    scaled by ``slow``; ``listed``: per-run p50/p99 in ``run.pooled_runs`` (see :func:`case_doc`)."""
     folder.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     for i in range(cases):
@@ -78,6 +80,7 @@ def write_side(folder: Path, cases: int, slow: float, seed: int, listed: bool) -
 
 
 def main() -> None:
+    """Write both formats' folders, time ``inferperf compare`` on each, interleaved, and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)

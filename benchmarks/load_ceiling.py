@@ -77,6 +77,7 @@ def _timed(cmd: list[str], env: dict | None = None, timeout: float = 300) -> tup
 
 
 def main() -> None:
+    """Serve mul_1, run every client long and short in shuffled rounds, print the requests-per-CPU-second table."""
     import onnxruntime as ort
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -33,6 +33,7 @@ def _sess(model: str, threads: int, prof: str | None) -> ort.InferenceSession:
 
 
 def main() -> None:
+    """Run the benchmark described in the module docstring and print its tables."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", type=int, default=640)
     ap.add_argument("--threads", type=int, default=2)

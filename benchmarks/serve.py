@@ -255,6 +255,7 @@ def _pairs(text: str) -> dict[str, float]:
 
 
 def main() -> None:
+    """Run the benchmark described in the module docstring and print its tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="zoo:squeezenet,zoo:ppocr-det@1x3x640x640")
     ap.add_argument("--concurrency", default="1,4,16,64", type=lambda s: [int(c) for c in s.split(",")])
