@@ -21,14 +21,6 @@ from tests.models import seeded_mlp_onnx
 FAST = {"warmup_s": 0.3, "duration_s": 1.5, "measurement_interval_ms": 500}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    mlp = seeded_mlp_onnx(tmp_path_factory.mktemp("load") / "mlp.onnx")
-    cfg = BenchConfig.model_validate({"session": {"intra_op_num_threads": 1}, "warmup": {"iterations": 1}})
-    with serving(str(mlp), cfg, name="mlp") as handle:
-        yield handle
-
-
 def test_closed_loop_smoke_with_server_block(server) -> None:
     (r,) = load(LoadConfig(url=server.url, model="mlp", concurrency=[2], **FAST))
     c = r.metrics.client

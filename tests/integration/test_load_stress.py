@@ -4,21 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from inferperf.config import BenchConfig
 from inferperf.loadgen.options import LoadConfig
 from inferperf.loadgen.stress import stress
-from inferperf.serve.server import serving
-from tests.models import seeded_mlp_onnx
 
 FAST = {"warmup_s": 0.2, "duration_s": 0.8, "measurement_interval_ms": 400}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    mlp = seeded_mlp_onnx(tmp_path_factory.mktemp("stress") / "mlp.onnx")
-    cfg = BenchConfig.model_validate({"session": {"intra_op_num_threads": 1}, "warmup": {"iterations": 1}})
-    with serving(str(mlp), cfg, name="mlp") as handle:
-        yield handle
 
 
 def test_stress_ramp_smoke(server, monkeypatch) -> None:

@@ -2,21 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
-from inferperf.config import BenchConfig
 from inferperf.loadgen.options import LoadConfig
 from inferperf.loadgen.soak import soak
-from inferperf.serve.server import serving
-from tests.models import seeded_mlp_onnx
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    mlp = seeded_mlp_onnx(tmp_path_factory.mktemp("soak") / "mlp.onnx")
-    cfg = BenchConfig.model_validate({"session": {"intra_op_num_threads": 1}, "warmup": {"iterations": 1}})
-    with serving(str(mlp), cfg, name="mlp") as handle:
-        yield handle
 
 
 def test_soak_smoke_reads_rss_from_metrics(server) -> None:
