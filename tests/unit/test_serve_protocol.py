@@ -275,6 +275,23 @@ def test_non_finite_json_output_is_refused_with_binary_hint(bad: float) -> None:
     assert out[0] == 1.0 and (np.isnan(out[1]) if np.isnan(bad) else out[1] == bad)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_literal_mode_writes_tritons_nan_and_infinity_tokens(dtype) -> None:
+    """``--json-nonfinite literal``: NaN, Infinity, -Infinity tokens (never null), the finite values exact;
+    a strict parser refuses the answer (it is not RFC 8259 JSON), Python's json reads it back."""
+    y = np.array([[0.1, np.nan, np.inf, -np.inf]], dtype)
+    body, _ = encode_response("m", "1", _req(), {"y": y, "z": np.ones((1, 2), dtype)}, nonfinite="literal")
+    assert b"null" not in body and b",NaN,Infinity,-Infinity]" in body
+    with pytest.raises(ValueError):
+        _strict_loads(body)
+    doc = json.loads(body)
+    got = np.array(doc["outputs"][0]["data"], dtype)
+    assert got[0] == y[0, 0] and np.isnan(got[1]) and got[2] == np.inf and got[3] == -np.inf
+    assert doc["outputs"][1]["data"] == [1.0, 1.0]  # finite outputs take the usual path
+    body, _ = encode_response("m", "1", _req(), {"z": np.ones((1, 2), dtype)}, nonfinite="literal")
+    _strict_loads(body)  # all finite: plain JSON whatever the mode
+
+
 def test_binary_response_roundtrip_per_output_override() -> None:
     y = np.arange(4, dtype=np.float32).reshape(2, 2)
     s = np.array([b"ab", b""], dtype=object)
@@ -320,3 +337,21 @@ def test_coalescing_transport_writes_each_response_in_one_piece() -> None:
     assert raw.writes[1:] == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", b"HTTP/1.1 204 No Content\r\n\r\n",
                               b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 1\r\n\r\n"]  # fmt: skip
     assert raw.closed and t.is_closing()
+
+
+@pytest.mark.parametrize("n", [3, 30_000])  # 30,000 floats: a body over 64 KiB, first tried by simdjson
+def test_nan_and_infinity_tokens_are_read_as_triton_reads_them(n: int) -> None:
+    """perf_analyzer's JSON tensors carry NaN / Infinity / -Infinity (rapidjson's kWriteNanAndInfFlag), and
+    Triton reads them (kParseNanAndInfFlag): so does inferperf, on both parser paths."""
+    values = ["NaN", "Infinity", "-Infinity", *(["1.5"] * (n - 3))]
+    body = ('{"inputs":[{"name":"x","datatype":"FP32","shape":[1,%d],"data":[%s]}]}' % (n, ",".join(values))).encode()
+    x = _decode(body, inputs=[TensorSpec("x", "FP32", (-1, n))]).inputs["x"]
+    assert x.dtype == np.float32 and x.shape == (1, n)
+    assert np.isnan(x[0, 0]) and x[0, 1] == np.inf and x[0, 2] == -np.inf and (x[0, 3:] == 1.5).all()
+
+
+@pytest.mark.parametrize("body", [b'{"inputs": NaNa}', b'{"inputs": [NaN', b'{"id": "NaN", nope}', b"nan"])
+def test_bodies_with_nonfinite_lookalikes_stay_invalid_json(body: bytes) -> None:
+    with pytest.raises(ProtocolError, match="request body is not valid JSON") as e:
+        _decode(body)
+    assert e.value.status == 400

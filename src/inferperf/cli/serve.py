@@ -56,6 +56,8 @@ def serve_command(
     max_body_bytes: Annotated[Optional[int], Opt(help="request bodies over this get 413 (default 64 MiB)")] = None,
     cpus: Annotated[Optional[str], Opt(help="pin the instances to these CPUs, e.g. 0-3")] = None,
     no_metrics: Annotated[bool, Opt("--no-metrics", help="turn Prometheus metrics off: no per-request hooks, GET /metrics answers 404")] = False,
+    json_nonfinite: Annotated[Optional[str], Opt(help="NaN/Inf in a JSON answer: error (default: 500, strict JSON)"
+                                                       " | literal (NaN/Infinity tokens, as Triton writes them)")] = None,
     backend: Annotated[Optional[str], Opt(help="onnxruntime | openvino | torch")] = None,
     intra_op_num_threads: Annotated[Optional[int], Opt(help="threads per instance; default effective CPUs / instances")] = None,
     inter_op_num_threads: Annotated[Optional[int], Opt(help="ORT inter-op threads (parallel mode)")] = None,
@@ -99,6 +101,7 @@ def serve_command(
         "instance_count": instance_count,
         "max_body_bytes": max_body_bytes,
         "metrics": False if no_metrics else None,
+        "json_nonfinite": json_nonfinite,
     }
     if cpus is not None:
         from ..measure.placement import parse_cpus

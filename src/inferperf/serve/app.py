@@ -224,7 +224,7 @@ class ServeApp:
             outputs = await _race_disconnect(model.infer(req.inputs, req.rows, req.outputs, request.is_disconnected),
                                              request.receive, name)
             t = clock.now_ns()
-            data, headers = encode_response(name, model.version, req, outputs)
+            data, headers = encode_response(name, model.version, req, outputs, model.options.json_nonfinite)
             metrics.encoded(name, clock.now_ns() - t)
             return Response(data, headers=headers)
         except ProtocolError as e:

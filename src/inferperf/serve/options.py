@@ -8,6 +8,8 @@ Plain data: defining these imports no runtime and no web stack.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: Default body limit: 64 MiB.
@@ -37,6 +39,11 @@ class ServeOptions(BaseModel):
     - ``max_body_bytes``: request bodies over this are refused with 413.
     - ``cpus``: CPU ids the instances are pinned to (``None`` = not pinned).
     - ``metrics``: keep Prometheus metrics (``False``: no per-request hooks, ``/metrics`` answers 404).
+    - ``json_nonfinite``: what a JSON answer does with NaN/+-Inf outputs. ``"error"`` (default): refused
+      with 500 naming the output and the binary alternative, so every JSON answer is valid JSON (RFC 8259);
+      ``"literal"``: written as the tokens ``NaN``, ``Infinity``, ``-Infinity``, as Triton's server does
+      (rapidjson's ``kWriteNanAndInfFlag``): not valid JSON, but read by Triton's clients (perf_analyzer's
+      ``--output-tensor-format json``), rapidjson and Python's ``json``. Never ``null``.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
@@ -50,6 +57,7 @@ class ServeOptions(BaseModel):
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
     cpus: list[int] | None = None
     metrics: bool = True
+    json_nonfinite: Literal["error", "literal"] = "error"
 
     @field_validator("preferred_batch_size")
     @classmethod

@@ -12,12 +12,18 @@ Nothing is allocated from a size the client claims before the body is known
 to hold it: a shape of 10^12 elements with 12 bytes of data is refused, not
 allocated.
 
+Request JSON may carry the non-standard number tokens ``NaN``, ``Infinity`` and ``-Infinity``, which
+Triton's server accepts (rapidjson's ``kParseNanAndInfFlag``) and perf_analyzer sends; such a body is
+read with Python's ``json`` (slower) after the fast parsers refuse it.
+
 Encoding writes the response in one piece: JSON via orjson (flat ``data``), or
 the JSON header followed by the raw tensors when the client asked for binary
 (``parameters.binary_data_output`` on the request or ``binary_data`` on an
 output). Non-finite floats (NaN, +-Inf) cannot be written as JSON numbers and
 are not turned into ``null``: a JSON answer holding them is refused with 500
-and a message telling the client to ask for that output as binary data.
+and a message telling the client to ask for that output as binary data, unless
+the server was started with ``--json-nonfinite literal`` (Triton's ``NaN`` /
+``Infinity`` tokens).
 
 Sources: https://github.com/kserve/open-inference-protocol (REST), Triton's
 docs/protocol/extension_binary_data.md.
@@ -144,10 +150,32 @@ def _parse_header(body: bytes, header_length: str | None) -> tuple[dict[str, Any
         else:
             header = orjson.loads(text)
     except (orjson.JSONDecodeError, ValueError) as e:
-        raise ProtocolError(f"request body is not valid JSON: {e}") from None
+        header = _nonfinite_json(text, e)
     if not isinstance(header, dict):
         raise ProtocolError("request body must be a JSON object with an 'inputs' list")
     return header, end
+
+
+_NONFINITE = re.compile(rb"NaN|Infinity")
+
+
+def _nonfinite_json(text: bytes, error: Exception) -> Any:
+    """Parse a body the strict parsers refused because it holds the tokens ``NaN``, ``Infinity`` or
+    ``-Infinity``, as Triton does: its server reads request JSON with rapidjson's ``kParseNanAndInfFlag``
+    (triton-inference-server/common, triton_json.h), and perf_analyzer's JSON tensors carry those tokens
+    whenever its random FP32 bits are non-finite. Python's ``json`` module accepts exactly these three.
+
+    Raises:
+        ProtocolError: 400 with the strict parser's message when the body is invalid JSON for another reason.
+    """
+    if _NONFINITE.search(text):
+        import json
+
+        try:
+            return json.loads(text)
+        except (ValueError, UnicodeDecodeError):
+            pass
+    raise ProtocolError(f"request body is not valid JSON: {error}")
 
 
 def _shape_of(entry: dict[str, Any], name: str) -> tuple[int, ...]:
@@ -352,12 +380,17 @@ def _requested_outputs(entries: Any, known: set[str], req: InferRequest) -> None
     req.outputs = names or None
 
 
-def _json_data(name: str, arr: np.ndarray) -> Any:
+def _json_data(name: str, arr: np.ndarray, nonfinite: str = "error") -> Any:
     flat = np.ascontiguousarray(arr).reshape(-1)
     if flat.dtype.kind == "f" and not np.isfinite(flat).all():
+        if nonfinite == "literal":  # Triton's tokens; Python's json writes exactly NaN, Infinity, -Infinity
+            import json
+
+            return orjson.Fragment(json.dumps(flat.tolist(), separators=(",", ":")))
         raise ProtocolError(
             f"output '{name}' holds non-finite values (NaN/Inf), which JSON cannot carry:"
-            " request it as binary (parameters.binary_data_output=true or outputs[].parameters.binary_data=true)",
+            " request it as binary (parameters.binary_data_output=true or outputs[].parameters.binary_data=true),"
+            " or start the server with --json-nonfinite literal to write NaN/Infinity tokens as Triton does",
             status=500,
         )
     if flat.dtype.kind in "OSU":
@@ -379,13 +412,16 @@ def _binary_data(arr: np.ndarray) -> bytes | memoryview:
 
 
 def encode_response(
-    model_name: str, model_version: str, req: InferRequest, outputs: dict[str, np.ndarray]
+    model_name: str, model_version: str, req: InferRequest, outputs: dict[str, np.ndarray],
+    nonfinite: str = "error",
 ) -> tuple[bytes, dict[str, str]]:
     """Encode the answer to ``req`` in one piece.
 
     Args:
         outputs: name -> array for this request's rows (only the requested ones are sent, in the
             requested order; all, in the given order, when none were requested).
+        nonfinite: NaN/+-Inf in a JSON output: ``"error"`` (500) or ``"literal"`` (Triton's ``NaN``,
+            ``Infinity``, ``-Infinity`` tokens); see ``ServeOptions.json_nonfinite``.
 
     Returns:
         (body, headers): headers hold ``content-type`` and, when any output is binary,
@@ -405,7 +441,7 @@ def encode_response(
             entry["parameters"] = {"binary_data_size": len(blob) if isinstance(blob, bytes) else blob.nbytes}
             blobs.append(blob)
         else:
-            entry["data"] = _json_data(name, arr)
+            entry["data"] = _json_data(name, arr, nonfinite)
         meta.append(entry)
     doc: dict[str, Any] = {"model_name": model_name, "model_version": model_version, "outputs": meta}
     if req.id is not None:
