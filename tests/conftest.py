@@ -115,3 +115,36 @@ def erf_double_model(path: Path) -> Path:
     )
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     return path
+
+
+_MAIN_ALTSTACK: list[tuple[int, int, int] | None] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Record the main thread's alternate signal stack (pytest's faulthandler has installed it by now)."""
+    from inferperf.backends import altstack
+
+    _MAIN_ALTSTACK[:] = [altstack.current()]
+
+
+@pytest.fixture(autouse=True)
+def _main_thread_signal_stack_kept(request: pytest.FixtureRequest):
+    """Every test leaves the main thread's alternate signal stack as the session found it.
+
+    A runtime that swaps it and later unmaps its own (OpenVINO's CPU plugin, dying on another thread)
+    made the next signal on the main thread kill the whole test process with SIGSEGV, no test failing
+    and faulthandler silent (inferperf/backends/altstack.py). Checked after each test (two syscalls),
+    so the test that swapped it is the one that fails.
+    """
+    import threading
+
+    from inferperf.backends import altstack
+
+    yield
+    if threading.current_thread() is not threading.main_thread():
+        return
+    now = altstack.current()
+    if _MAIN_ALTSTACK and now != _MAIN_ALTSTACK[0]:
+        _MAIN_ALTSTACK[0] = now  # report once, not for every later test
+        pytest.fail(f"{request.node.nodeid} changed the main thread's alternate signal stack to {now}:"
+                    " wrap the runtime call in inferperf.backends.altstack.preserve_sigaltstack()")

@@ -49,7 +49,10 @@ def _probe(name: str) -> tuple[str | None, list[str]]:
         return ort.__version__, list(ort.get_available_providers())
     if name == "openvino":
         ov = importlib.import_module("openvino")
-        return ov.get_version().split("-")[0], list(ov.Core().available_devices)
+        from .altstack import preserve_sigaltstack
+
+        with preserve_sigaltstack():  # the CPU plugin swaps this thread's signal stack (see altstack.py)
+            return ov.get_version().split("-")[0], list(ov.Core().available_devices)
     if name == "torch":
         torch = importlib.import_module("torch")
         cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []

@@ -40,6 +40,7 @@ from ..config import SessionOptions
 from ..errors import ModelError, UsageError
 from ..results.model import TensorInfo
 from ..system import default_intra_op_threads
+from .altstack import preserve_sigaltstack
 from .base import RuntimeBackend
 from .settings import entries_for
 
@@ -123,8 +124,9 @@ class OpenVinoBackend(RuntimeBackend):
         # fp32 like the other runtimes unless asked: the CPU plugin otherwise runs bf16 where the CPU has it
         self._props["INFERENCE_PRECISION_HINT"] = "f32"
         self._props.update(entries)  # the user's names win
-        self._core = ov.Core()
-        devices = self._core.available_devices
+        with preserve_sigaltstack():  # the CPU plugin, built here, swaps this thread's signal stack
+            self._core = ov.Core()
+            devices = self._core.available_devices
         if self._device.split(".")[0].split(":")[0] not in {d.split(".")[0] for d in devices} | {"AUTO", "HETERO", "MULTI"}:
             raise UsageError(f"OpenVINO device {self._device!r} is not available (has {devices}): pass DEVICE=CPU")
         self._compiled: Any = None
@@ -166,7 +168,8 @@ class OpenVinoBackend(RuntimeBackend):
                                      " --session-config openvino.reshape=0") from e
         t1 = now()
         try:
-            self._compiled = self._core.compile_model(model, self._device, dict(self._props))
+            with preserve_sigaltstack():
+                self._compiled = self._core.compile_model(model, self._device, dict(self._props))
         except Exception as e:
             msg = _first_line(e)
             bad = [k for k in self._props if k in str(e)]
@@ -279,7 +282,8 @@ class OpenVinoBackend(RuntimeBackend):
             shapes = {n: ov.PartialShape(list(v)) for n, v in self._static_shapes.items() if n in dyn}
             if shapes:
                 model.reshape(shapes)
-        compiled = self._core.compile_model(model, self._device, {**dict(self._props), "PERF_COUNT": True})
+        with preserve_sigaltstack():
+            compiled = self._core.compile_model(model, self._device, {**dict(self._props), "PERF_COUNT": True})
         request = compiled.create_infer_request()
         events: list[dict[str, Any]] = []
         t_us, wall = 0.0, 0
