@@ -78,6 +78,21 @@ def test_serve_answers_then_stops_on_sigterm_with_exit_0_and_result(mlp: Path, t
     assert doc["metrics"]["throughput"]["samples_per_s"] > 0 and server["inference_count"] == 10
 
 
+def test_asyncio_and_h11_stack_serves_and_the_banner_names_it(mlp: Path) -> None:
+    """``--loop asyncio --http h11`` (uvicorn's pure-Python stack) answers like the default one."""
+    proc = _start(str(mlp), "--port", "0", "--loop", "asyncio", "--http", "h11", "--intra-op-num-threads", "1")
+    try:
+        banner = _banner(proc)
+        assert "(uvicorn, asyncio, h11)" in banner
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 32], "data": [0.5] * 32}]}
+        r = httpx.post(f"{_url(banner)}/v2/models/mlp/infer", json=body, timeout=10)
+        assert r.status_code == 200 and r.json()["outputs"][1]["data"] == [16.0]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+
+
 def test_port_in_use_is_one_line_exit_2(mlp: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -96,6 +111,8 @@ def test_port_in_use_is_one_line_exit_2(mlp: Path) -> None:
         (["--preferred-batch-size", "8", "--max-batch-size", "4"], "exceeds --max-batch-size 4"),
         (["--instance-count", "0"], "--instance-count"),
         (["--port", "70000"], "not a TCP port"),
+        (["--loop", "tokio"], "--loop 'tokio': use one of auto, uvloop, asyncio"),
+        (["--json-nonfinite", "null"], "--json-nonfinite: Input should be 'error' or 'literal'"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(mlp: Path, args: list[str], text: str) -> None:

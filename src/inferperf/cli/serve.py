@@ -69,6 +69,8 @@ def serve_command(
     dim: Annotated[Optional[list[str]], Opt(help="symbolic dims everywhere they appear: h=640,w=640")] = None,
     seed: Annotated[Optional[int], Opt(help="seed of the warm-up inputs (default 0)")] = None,
     warmup: Annotated[Optional[int], Opt(help="warm-up runs per shape and instance (default 10)")] = None,
+    loop: Annotated[str, Opt(help="event loop: auto (uvloop when installed) | uvloop | asyncio")] = "auto",
+    http: Annotated[str, Opt(help="HTTP parser: auto (httptools when installed) | httptools | h11")] = "auto",
     grace_s: Annotated[float, Opt(help="on SIGTERM/SIGINT, seconds readiness is 503 before the server stops"
                                        " accepting (then every accepted request is answered)")] = 0.0,
     config: Annotated[Optional[Path], Opt(help="settings file (.yaml/.json/.toml): BenchConfig fields + serve:")] = None,
@@ -114,15 +116,16 @@ def serve_command(
         raise UsageError(f"--grace-s {grace_s}: use seconds >= 0")
     if output is not None:
         check_writable(output)
-    from ..serve.server import banner, prepare, run_server
+    from ..serve.server import banner, prepare, run_server, uvicorn_stack
 
+    stack = uvicorn_stack(loop, http)  # a bad or missing one: one line, before the model loads
     served = prepare(model, cfg, opts, name=model_name)  # loads and warms up before the port is bound
     host_url = f"[{host}]" if ":" in host else host
 
     def on_started(port_bound: int) -> None:
-        print(banner(served, f"http://{host_url}:{port_bound}"), flush=True)
+        print(banner(served, f"http://{host_url}:{port_bound}", stack), flush=True)
 
-    run_server(served, host, port, grace_s=grace_s, on_started=on_started)
+    run_server(served, host, port, grace_s=grace_s, on_started=on_started, loop=loop, http=http)
     if output is not None:
         from ..results.io import save
         from ..serve.result import serve_result

@@ -1,7 +1,8 @@
 """Run the serving app on uvicorn: the library entry point ``serving(...)`` and the CLI's blocking ``run_server``.
 
 uvicorn uses uvloop and httptools when installed (they come with
-``uvicorn[standard]``), else asyncio and h11. The socket is bound here, before
+``uvicorn[standard]``), else asyncio and h11; ``loop`` / ``http`` (``--loop``,
+``--http``) choose explicitly, as uvicorn's own flags do. The socket is bound here, before
 uvicorn starts, so a port in use is one :class:`~inferperf.errors.UsageError`
 line and port 0 gives an ephemeral port. Shutdown is graceful: readiness turns
 503 at once (liveness stays 200), for ``grace_s`` seconds the server keeps
@@ -37,10 +38,29 @@ def _now_s() -> float:
     return SYSTEM_CLOCK.now_ns() / 1e9
 
 
-def uvicorn_stack() -> tuple[str, str]:
-    """(loop, http) implementations uvicorn will use: uvloop/httptools when installed."""
-    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+LOOPS = ("auto", "uvloop", "asyncio")
+HTTPS = ("auto", "httptools", "h11")
+
+
+def uvicorn_stack(loop: str = "auto", http: str = "auto") -> tuple[str, str]:
+    """(loop, http) implementations uvicorn will run: ``auto`` = uvloop / httptools when installed (they come
+    with ``uvicorn[standard]``), else asyncio / h11; the measured choice is in BENCHMARKS.md ("Serving: the
+    ASGI stack").
+
+    Raises:
+        UsageError: an unknown name, or one that is not installed (names the flag and the fix).
+    """
+    if loop not in LOOPS:
+        raise UsageError(f"--loop {loop!r}: use one of {', '.join(LOOPS)}")
+    if http not in HTTPS:
+        raise UsageError(f"--http {http!r}: use one of {', '.join(HTTPS)}")
+    for name, flag in ((loop, "--loop"), (http, "--http")):
+        if name in ("uvloop", "httptools") and not importlib.util.find_spec(name):
+            raise UsageError(f"{flag} {name}: {name} is not installed: pip install {name}, or pass {flag} auto")
+    if loop == "auto":
+        loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    if http == "auto":
+        http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     return loop, http
 
 
@@ -204,8 +224,8 @@ def _http_protocol(http: str) -> Any:
     return OnePieceHttpToolsProtocol
 
 
-def _uvicorn_config(app: ServeApp) -> uvicorn.Config:
-    loop, http = uvicorn_stack()
+def _uvicorn_config(app: ServeApp, loop: str = "auto", http: str = "auto") -> uvicorn.Config:
+    loop, http = uvicorn_stack(loop, http)
     http = _http_protocol(http)
     return uvicorn.Config(
         app.asgi, loop=loop, http=http, lifespan="on", log_level="warning", access_log=False,
@@ -238,14 +258,17 @@ def prepare(
 
 
 def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float = 0.0,
-          ready_timeout_s: float = 30.0) -> ServerHandle:  # fmt: skip
+          ready_timeout_s: float = 30.0, loop: str = "auto", http: str = "auto") -> ServerHandle:  # fmt: skip
     """Bind, start uvicorn in a thread and wait until it serves (deadline ``ready_timeout_s``).
 
+    ``loop`` / ``http``: uvicorn's event loop and HTTP parser (:func:`uvicorn_stack`).
+
     Raises:
-        UsageError: the port is in use. RuntimeError: the server did not come up in time.
+        UsageError: the port is in use, or an unknown / missing loop or HTTP implementation.
+        RuntimeError: the server did not come up in time.
     """
+    config = _uvicorn_config(app, loop, http)
     sock = bind_socket(host, port)
-    config = _uvicorn_config(app)
     config.load()  # import uvicorn's protocol and loop modules here, not in the server thread while this one runs on
     server = _Server(config, app, grace_s)
     handle = ServerHandle(host=host, port=sock.getsockname()[1], app=app, server=server)
@@ -282,6 +305,8 @@ def serving(
     grace_s: float = 0.0,
     clock: Clock = SYSTEM_CLOCK,
     ready_timeout_s: float = 60.0,
+    loop: str = "auto",
+    http: str = "auto",
 ) -> Iterator[ServerHandle]:
     """Serve ``model`` in this process for the duration of the ``with`` block.
 
@@ -294,6 +319,7 @@ def serving(
         grace_s: seconds readiness is 503 before the server stops accepting, on stop.
         clock: for metrics and the batcher.
         ready_timeout_s: deadline for the server to come up.
+        loop, http: uvicorn's event loop and HTTP parser (:func:`uvicorn_stack`; default auto).
 
     Yields:
         ServerHandle with ``.url``, ``.port``, ``.stop()``; stopped gracefully on exit.
@@ -303,7 +329,7 @@ def serving(
     """
     app = prepare(model, config or BenchConfig(), serve or ServeOptions(), name=name, clock=clock)
     try:
-        handle = start(app, host, port, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
+        handle = start(app, host, port, grace_s=grace_s, ready_timeout_s=ready_timeout_s, loop=loop, http=http)
     except BaseException:
         _close_models(app)
         raise
@@ -322,25 +348,28 @@ def _close_models(app: ServeApp) -> None:
 
 
 def run_server(app: ServeApp, host: str, port: int, grace_s: float = 0.0,
-               on_started: Callable[[int], None] | None = None) -> None:  # fmt: skip
+               on_started: Callable[[int], None] | None = None, loop: str = "auto", http: str = "auto") -> None:  # fmt: skip
     """Serve in the calling (main) thread until SIGTERM/SIGINT, then shut down gracefully and return.
 
-    ``on_started(port)`` is called once the server accepts connections (e.g. to print the banner).
+    ``on_started(port)`` is called once the server accepts connections (e.g. to print the banner);
+    ``loop`` / ``http`` as in :func:`uvicorn_stack`.
 
     Raises:
-        UsageError: the port is in use.
+        UsageError: the port is in use, or an unknown / missing loop or HTTP implementation.
     """
+    config = _uvicorn_config(app, loop, http)
     sock = bind_socket(host, port)
-    server = _Server(_uvicorn_config(app), app, grace_s, on_started)
+    server = _Server(config, app, grace_s, on_started)
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
 
 
-def banner(app: ServeApp, url: str) -> str:
-    """The one-line startup banner: URL, model, batching and instance settings, notes."""
-    parts = [f"inferperf serve: {url}"]
+def banner(app: ServeApp, url: str, stack: tuple[str, str] | None = None) -> str:
+    """The one-line startup banner: URL, model, batching and instance settings, notes; ``stack`` = the
+    (loop, http) uvicorn runs (from :func:`uvicorn_stack`)."""
+    parts = [f"inferperf serve: {url}" + (f" (uvicorn, {stack[0]}, {stack[1]})" if stack else "")]
     for m in app.models.values():
         o = m.options
         batching = "off"
