@@ -40,7 +40,9 @@ def serve_options(flags: dict[str, Any], section: dict[str, Any], config_file: P
 
 @app.command("serve")
 def serve_command(
-    model: Annotated[str, typer.Argument(help="ONNX file or zoo:NAME")],
+    model: Annotated[Optional[str], typer.Argument(help="ONNX file or zoo:NAME (or --model-repository)")] = None,
+    model_repository: Annotated[Optional[Path], Opt(help="serve every model of this folder: NAME/model.yaml + an ONNX"
+                                                          " file, or Triton's NAME/config.pbtxt + NAME/<version>/model.onnx")] = None,
     host: Annotated[str, Opt(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, Opt(help="TCP port (0 = any free port)")] = 8000,
     model_name: Annotated[Optional[str], Opt(help="name in the URLs (default: file stem or zoo name)")] = None,
@@ -77,8 +79,23 @@ def serve_command(
     output: Annotated[Optional[Path], Opt("--output", "-o", help="write a Result (kind serve) here when the server stops")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
-    """Serve MODEL over KServe v2 REST (gRPC is out of scope) with Triton's extensions, dynamic batching,
-    model instances and Prometheus metrics at /metrics. Stops gracefully on SIGTERM/SIGINT."""
+    """Serve MODEL (or every model of --model-repository) over KServe v2 REST (gRPC is out of scope) with
+    Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
+    gracefully on SIGTERM/SIGINT."""
+    if model_repository is not None:
+        per_model = {"MODEL": model, "--model-name": model_name, "--max-batch-size": max_batch_size,
+                     "--dynamic-batching": dynamic_batching or None, "--max-queue-delay-us": max_queue_delay_us,
+                     "--preferred-batch-size": preferred_batch_size, "--max-queue-size": max_queue_size,
+                     "--instance-count": instance_count, "--cpus": cpus, "--backend": backend,
+                     "--intra-op-num-threads": intra_op_num_threads, "--shape": shape, "--dim": dim,
+                     "--config": config, "--output": output, "--json-nonfinite": json_nonfinite}
+        given = [k for k, v in per_model.items() if v not in (None, False, [])]
+        if given:
+            raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
+                             " (or config.pbtxt), or serve one model without --model-repository")
+        return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics)
+    if model is None:
+        raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
     flags = {
         "backend": backend,
         "session.intra_op_num_threads": intra_op_num_threads,
@@ -116,16 +133,11 @@ def serve_command(
         raise UsageError(f"--grace-s {grace_s}: use seconds >= 0")
     if output is not None:
         check_writable(output)
-    from ..serve.server import banner, prepare, run_server, uvicorn_stack
+    from ..serve.server import prepare, uvicorn_stack
 
     stack = uvicorn_stack(loop, http)  # a bad or missing one: one line, before the model loads
     served = prepare(model, cfg, opts, name=model_name)  # loads and warms up before the port is bound
-    host_url = f"[{host}]" if ":" in host else host
-
-    def on_started(port_bound: int) -> None:
-        print(banner(served, f"http://{host_url}:{port_bound}", stack), flush=True)
-
-    run_server(served, host, port, grace_s=grace_s, on_started=on_started, loop=loop, http=http)
+    _run(served, host, port, stack, grace_s)
     if output is not None:
         from ..results.io import save
         from ..serve.result import serve_result
@@ -134,3 +146,27 @@ def serve_command(
         result = serve_result(served, model, cfg, command=["inferperf", *sys.argv[1:]])
         print(f"result written to {save(result, output_path(output, result))}", file=sys.stderr)
     return 0
+
+
+def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool) -> int:
+    """``inferperf serve --model-repository DIR``: load every model, then serve until SIGTERM/SIGINT."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a TCP port: use 0..65535")
+    from ..serve.server import prepare_repository, uvicorn_stack
+
+    stack = uvicorn_stack(loop, http)
+    served = prepare_repository(root, metrics=metrics, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
+    _run(served, host, port, stack, grace_s)
+    return 0
+
+
+def _run(served: Any, host: str, port: int, stack: tuple[str, str], grace_s: float) -> None:
+    """Bind, print the banner once serving, and serve in this thread until SIGTERM/SIGINT (graceful)."""
+    from ..serve.server import banner, run_server
+
+    host_url = f"[{host}]" if ":" in host else host
+
+    def on_started(port_bound: int) -> None:
+        print(banner(served, f"http://{host_url}:{port_bound}", stack), flush=True)
+
+    run_server(served, host, port, grace_s=grace_s, on_started=on_started, loop=stack[0], http=stack[1])

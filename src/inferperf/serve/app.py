@@ -50,6 +50,11 @@ def _error(message: str, status: int, retry_after_s: int | None = None) -> Respo
     return _json({"error": message}, status, headers)
 
 
+def _version_order(version: str) -> tuple[int, int | str]:
+    """Numeric versions in numeric order, after any non-numeric ones."""
+    return (1, int(version)) if version.isdigit() else (0, version)
+
+
 class RequestIdMiddleware:
     """Pure-ASGI middleware: every response gets ``X-Request-Id`` (the client's, or a fresh one)."""
 
@@ -91,7 +96,11 @@ class ServeApp:
         clock: Clock = SYSTEM_CLOCK,
         close_models_on_shutdown: bool = True,
     ) -> None:
-        self.models = {m.name: m for m in models}
+        self.versions: dict[str, dict[str, Any]] = {}
+        for m in models:
+            self.versions.setdefault(m.name, {})[m.version] = m
+        # name -> the version served without /versions/{v}: the highest (numeric order), as Triton does
+        self.models = {n: vs[max(vs, key=_version_order)] for n, vs in self.versions.items()}
         self.metrics = metrics or ServerMetrics(clock=clock)
         self.clock = clock
         self.shutting_down = False
@@ -126,7 +135,7 @@ class ServeApp:
         yield
         self.shutting_down = True
         if self._close_models:
-            for model in self.models.values():
+            for model in self.all_models():
                 await model.close(drain=True)
 
     async def _http_error(self, request: Request, exc: HTTPException) -> Response:
@@ -139,7 +148,11 @@ class ServeApp:
     @property
     def ready(self) -> bool:
         """True once every model is loaded and warmed up, until shutdown begins."""
-        return not self.shutting_down and all(m.ready for m in self.models.values())
+        return not self.shutting_down and all(m.ready for m in self.all_models())
+
+    def all_models(self) -> list[Any]:
+        """Every served model version (``models`` holds only each name's default version)."""
+        return [m for vs in self.versions.values() for m in vs.values()]
 
     def _model(self, request: Request) -> Any:
         name = request.path_params["model_name"]
@@ -147,8 +160,10 @@ class ServeApp:
         if model is None:
             raise _NotFound(f"unknown model '{name}': this server serves {sorted(self.models)}")
         version = request.path_params.get("model_version")
-        if version is not None and version not in model.metadata.versions:
-            raise _NotFound(f"model '{name}' has no version '{version}': versions {list(model.metadata.versions)}")
+        if version is not None:
+            model = self.versions[name].get(version)
+            if model is None:
+                raise _NotFound(f"model '{name}' has no version '{version}': versions {sorted(self.versions[name], key=_version_order)}")
         return model
 
     async def _server_metadata(self, request: Request) -> Response:
@@ -190,7 +205,7 @@ class ServeApp:
         return self._model_doc(request, lambda m: {"model_stats": [m.stats()]})
 
     async def _all_stats(self, request: Request) -> Response:
-        return _json({"model_stats": [m.stats() for m in self.models.values()]})
+        return _json({"model_stats": [m.stats() for m in self.all_models()]})
 
     def _model_doc(self, request: Request, build: Any) -> Response:
         try:

@@ -176,6 +176,8 @@ class ServedModel:
         clock: Clock = SYSTEM_CLOCK,
         *,
         shared_session: bool = False,
+        version: str = "1",
+        versions: Sequence[str] | None = None,
     ) -> ServedModel:
         """Resolve, batch if needed, create the instances and warm them up.
 
@@ -188,6 +190,8 @@ class ServedModel:
             observer: metrics callbacks.
             clock: times queue and compute phases.
             shared_session: one session for every instance (see :mod:`inferperf.serve.instances`).
+            version: this file's version (a model repository's version folder; default "1").
+            versions: every version served under ``name``, for the metadata (default: ``version`` only).
 
         Raises:
             UsageError / ModelError / BackendUnavailable: bad model, flags or shapes (before any port is bound).
@@ -224,7 +228,7 @@ class ServedModel:
                 )
 
             metadata = ModelMetadata(
-                name=name or zname or Path(str(model)).stem, versions=("1",),
+                name=name or zname or Path(str(model)).stem, versions=tuple(versions or (version,)),
                 platform=f"{pool.backend_name}_{'onnx' if is_onnx else 'model'}",
                 inputs=meta(inputs, shapes), outputs=meta(outputs, {}),
             )
@@ -232,7 +236,7 @@ class ServedModel:
         except BaseException:
             pool.close()
             raise
-        return cls(metadata.name, "1", metadata, mbs, options, pool, observer, clock, notes)
+        return cls(metadata.name, version, metadata, mbs, options, pool, observer, clock, notes)
 
     async def infer(
         self,

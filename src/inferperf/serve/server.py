@@ -260,6 +260,38 @@ def prepare(
     return ServeApp([model], metrics=metrics, clock=clock)
 
 
+def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = True,
+                       warn: Callable[[str], None] | None = None) -> ServeApp:  # fmt: skip
+    """Load every model of the repository at ``root`` (:mod:`inferperf.serve.repository`) and build the app.
+
+    ``warn`` gets each model's warning line (fields of a Triton config inferperf ignores); ``metrics``
+    False turns Prometheus metrics off for the whole server.
+
+    Raises:
+        UsageError / ModelError: a malformed repository or an unloadable model (nothing is bound yet;
+            models already loaded are closed).
+    """
+    from pathlib import Path
+
+    from .metrics import DisabledMetrics
+    from .repository import load_served, scan
+
+    entries = scan(Path(root))
+    observer = ServerMetrics(clock=clock) if metrics else DisabledMetrics(clock=clock)
+    served: list[Any] = []
+    try:
+        for entry in entries:
+            for line in entry.warnings:
+                if warn is not None:
+                    warn(line)
+            served += load_served(entry, observer=observer, clock=clock)
+    except BaseException:
+        if served:
+            _close_models(ServeApp(served, metrics=observer, clock=clock))
+        raise
+    return ServeApp(served, metrics=observer, clock=clock)
+
+
 def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float = 0.0,
           ready_timeout_s: float = 30.0, loop: str = "auto", http: str = "auto") -> ServerHandle:  # fmt: skip
     """Bind, start uvicorn in a thread and wait until it serves (deadline ``ready_timeout_s``).
@@ -345,7 +377,7 @@ def serving(
 def _close_models(app: ServeApp) -> None:
     import asyncio
 
-    for m in app.models.values():
+    for m in app.all_models():
         with contextlib.suppress(Exception):
             asyncio.run(m.close(drain=False))
 
@@ -373,7 +405,7 @@ def banner(app: ServeApp, url: str, stack: tuple[str, str] | None = None) -> str
     """The one-line startup banner: URL, model, batching and instance settings, notes; ``stack`` = the
     (loop, http) uvicorn runs (from :func:`uvicorn_stack`)."""
     parts = [f"inferperf serve: {url}" + (f" (uvicorn, {stack[0]}, {stack[1]})" if stack else "")]
-    for m in app.models.values():
+    for m in app.all_models():
         o = m.options
         batching = "off"
         if o.dynamic_batching and m.max_batch_size > 0:
@@ -383,6 +415,7 @@ def banner(app: ServeApp, url: str, stack: tuple[str, str] | None = None) -> str
             batching += f", max_queue_size={o.max_queue_size or 'unbounded'})"
         threads = (getattr(m, "effective", None) or {}).get("intra_op_num_threads")
         inst = f"instances={o.instance_count}" + (f" x {threads} threads" if threads else "")
-        parts.append(f"model '{m.name}' max_batch_size={m.max_batch_size} dynamic_batching={batching} {inst}")
+        version = f" version {m.version}" if len(app.versions.get(m.name, {})) > 1 else ""
+        parts.append(f"model '{m.name}'{version} max_batch_size={m.max_batch_size} dynamic_batching={batching} {inst}")
         parts += list(getattr(m, "notes", []) or [])
     return " | ".join(parts)

@@ -65,7 +65,8 @@ def model_config(model: Any) -> dict[str, Any]:
         "name": model.name,
         "platform": platform,
         "backend": platform.rsplit("_", 1)[0],
-        "version_policy": {"latest": {"num_versions": 1}},
+        "version_policy": ({"latest": {"num_versions": 1}} if len(model.metadata.versions) <= 1 else
+                           {"specific": {"versions": [int(v) if v.isdigit() else v for v in model.metadata.versions]}}),
         "max_batch_size": model.max_batch_size,
         "input": [_config_tensor(t, batched, True) for t in model.metadata.inputs],
         "output": [_config_tensor(t, batched, False) for t in model.metadata.outputs],

@@ -1,0 +1,205 @@
+"""A model repository on disk: one folder per model, in inferperf's layout or Triton's.
+
+inferperf's layout: ``DIR/NAME/model.yaml`` (the settings-file format of ``inferperf serve --config``:
+BenchConfig fields plus a ``serve:`` section, both optional) beside one ONNX file (``model.onnx``, or the
+only ``*.onnx`` in the folder); served as version 1.
+
+Triton's layout: ``DIR/NAME/config.pbtxt`` plus version folders ``DIR/NAME/<integer>/model.onnx`` (or
+the config's ``default_model_filename``); the config is read by :mod:`inferperf.serve.triton_config`,
+its version policy picks the versions (default: the highest one), and the fields inferperf does not
+map are listed in one warning line per model.
+
+Confinement: a model folder, version folder or model file whose real path (symlinks resolved) leaves
+DIR is refused and never opened; so are names that are not plain folder names (``..``, separators).
+
+Sources: Triton's model repository docs (docs/user_guide/model_repository.md: layout, version folders,
+``default_model_filename``) and model_configuration.md (version policies).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config import BenchConfig
+from ..errors import UsageError
+from .options import ServeOptions
+from .triton_config import TritonConfigError
+from .triton_config import parse as parse_triton_config
+
+#: A model or version name: what a URL path segment and a folder name can both be.
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+
+
+@dataclass
+class RepositoryModel:
+    """One model of the repository: ``name``, ``layout`` ("inferperf" or "triton"), ``versions`` (version
+    -> ONNX file, the versions the policy serves), ``config`` and ``serve`` (the settings it is served
+    with), ``warnings`` (one line each: fields ignored), ``declared``: the input and output names a
+    Triton config lists (checked against the model once loaded)."""
+
+    name: str
+    layout: str
+    versions: dict[str, Path]
+    config: BenchConfig
+    serve: ServeOptions
+    warnings: list[str] = field(default_factory=list)
+    declared: tuple[list[str], list[str]] = ([], [])
+
+
+def confined(root: Path, path: Path, what: str) -> Path:
+    """``path`` with symlinks resolved, provided it stays inside ``root`` (itself resolved).
+
+    Raises:
+        UsageError: it leaves the repository (names ``what`` and both paths).
+    """
+    real, top = path.resolve(), root.resolve()
+    if real != top and top not in real.parents:
+        raise UsageError(f"{what} '{path}' resolves to '{real}', outside the model repository '{top}': refused")
+    return real
+
+
+def check_name(name: str, what: str = "model name") -> str:
+    """``name`` when it is a plain folder name (letters, digits, ``_.-``; no ``..``, no separators).
+
+    Raises:
+        UsageError: anything else (names the rule).
+    """
+    if not NAME.fullmatch(name) or ".." in name:
+        raise UsageError(f"{what} {name!r} is not a plain name (letters, digits, '_', '.', '-'; no '..' or '/')")
+    return name
+
+
+def scan(root: Path) -> list[RepositoryModel]:
+    """Every model folder of ``root`` (sorted by name; hidden folders and loose files are skipped).
+
+    Raises:
+        UsageError: ``root`` is not a folder, holds no model, or a model is malformed or leaves the
+            repository (the message names the folder and the fix).
+    """
+    if not root.is_dir():
+        raise UsageError(f"--model-repository '{root}' is not a folder: give the repository's path")
+    models = [read_model(root, d.name) for d in sorted(root.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+    if not models:
+        raise UsageError(f"--model-repository '{root}' holds no model folder (NAME/model.yaml or NAME/config.pbtxt)")
+    return models
+
+
+def read_model(root: Path, name: str) -> RepositoryModel:
+    """Read model ``name`` of the repository at ``root`` (either layout).
+
+    Raises:
+        UsageError: unknown name, a folder with neither ``model.yaml`` nor ``config.pbtxt``, bad settings,
+            missing versions or files, or a path leaving the repository.
+    """
+    check_name(name)
+    folder = confined(root, root / name, f"model '{name}'")
+    if not folder.is_dir():
+        raise UsageError(f"model '{name}' is not in the repository '{root}'")
+    if (folder / "config.pbtxt").is_file():
+        return _triton_model(root, name, folder)
+    if (folder / "model.yaml").is_file():
+        return _inferperf_model(root, name, folder)
+    raise UsageError(f"model folder '{folder}' has neither model.yaml (inferperf layout) nor config.pbtxt (Triton's)")
+
+
+def _settings(doc: Any, where: Path) -> tuple[BenchConfig, ServeOptions]:
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise UsageError(f"{where}: must hold a mapping of settings (BenchConfig fields plus serve:)")
+    doc = dict(doc)
+    serve = doc.pop("serve", None) or {}
+    try:
+        return BenchConfig.model_validate(doc), ServeOptions.model_validate(serve)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise UsageError(f"{where}: {loc}: {err['msg'].replace('Value error, ', '')}") from None
+
+
+def _inferperf_model(root: Path, name: str, folder: Path) -> RepositoryModel:
+    import yaml
+
+    where = folder / "model.yaml"
+    try:
+        doc = yaml.safe_load(where.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise UsageError(f"{where} does not parse: {' '.join(str(e).split())}") from None
+    config, serve = _settings(doc, where)
+    onnx = [folder / "model.onnx"] if (folder / "model.onnx").is_file() else sorted(folder.glob("*.onnx"))
+    if len(onnx) != 1:
+        raise UsageError(f"model folder '{folder}' needs one ONNX file (model.onnx), found {len(onnx)}")
+    path = confined(root, onnx[0], f"model '{name}' file")
+    return RepositoryModel(name, "inferperf", {"1": path}, config, serve)
+
+
+def _triton_model(root: Path, name: str, folder: Path) -> RepositoryModel:
+    where = folder / "config.pbtxt"
+    try:
+        tc = parse_triton_config(where.read_text(), str(where))
+    except (TritonConfigError, UnicodeDecodeError) as e:
+        raise UsageError(str(e)) from None
+    if tc.name and tc.name != name:
+        raise UsageError(f"{where}: name '{tc.name}' differs from its folder '{name}': Triton requires them equal")
+    available = sorted(int(d.name) for d in folder.iterdir() if d.is_dir() and d.name.isdigit())
+    kind, arg = tc.version_policy
+    if kind == "all":
+        chosen = available
+    elif kind == "specific":
+        missing = [v for v in arg if v not in available]
+        if missing:
+            raise UsageError(f"{where}: version_policy names versions {missing}, not found in {folder}")
+        chosen = arg
+    else:
+        chosen = available[-arg:]
+    if not chosen:
+        raise UsageError(f"model folder '{folder}' has no version folder (1/, 2/ ... holding {tc.model_filename})")
+    versions = {}
+    for v in chosen:
+        path = folder / str(v) / tc.model_filename
+        if not path.is_file():
+            raise UsageError(f"version {v} of model '{name}' has no {tc.model_filename} ({path})")
+        versions[str(v)] = confined(root, path, f"model '{name}' version {v}")
+    try:
+        serve = ServeOptions.model_validate(tc.serve)
+    except ValidationError as e:
+        raise UsageError(f"{where}: {e.errors()[0]['msg'].replace('Value error, ', '')}") from None
+    warnings = [f"{where}: inferperf ignores {', '.join(tc.ignored)}"] if tc.ignored else []
+    return RepositoryModel(name, "triton", versions, BenchConfig(), serve, warnings, (tc.inputs, tc.outputs))
+
+
+def load_served(entry: RepositoryModel, observer: Any = None, clock: Any = None) -> list[Any]:
+    """Load and warm up every version of ``entry`` (a ``ServedModel`` each, highest version last).
+
+    Raises:
+        UsageError / ModelError: as ``ServedModel.load``; UsageError when a Triton config names inputs or
+            outputs the model does not have.
+    """
+    from ..clock import SYSTEM_CLOCK
+    from .model import ServedModel
+
+    served: list[Any] = []
+    versions = tuple(entry.versions)
+    try:
+        for version, path in entry.versions.items():
+            m = ServedModel.load(str(path), entry.config, entry.serve, name=entry.name, observer=observer,
+                                 clock=clock or SYSTEM_CLOCK, version=version, versions=versions)
+            served.append(m)
+            for kind, names, have in (("input", entry.declared[0], m.metadata.inputs),
+                                      ("output", entry.declared[1], m.metadata.outputs)):
+                unknown = sorted(set(names) - {t.name for t in have})
+                if unknown:
+                    raise UsageError(f"model '{entry.name}' version {version}: config.pbtxt names {kind}(s) {unknown};"
+                                     f" the model has {[t.name for t in have]}")
+    except BaseException:
+        import asyncio
+
+        for m in served:
+            asyncio.run(m.close(drain=False))
+        raise
+    return served
