@@ -94,12 +94,12 @@ def main() -> None:
                 order = [(a, c) for a in arms for c in concs]
                 rng.shuffle(order)
                 for a, c in order:
-                    a.wait_idle()
+                    waited = a.wait_idle()
                     point = run_wrk(f"http://127.0.0.1:{a.port}", bodies, f"/v2/models/{model.name}/infer", c,
                                     args.seconds, args.client_cpu)
                     raw[model.label][a.key][c].append(point)
                     print(f"round {r + 1} {model.label} {a.key} c={c}: {point['rps']:.0f} req/s p50 "
-                          f"{point['p50_ms']:.3f} ms errors {point['errors']}", file=sys.stderr, flush=True)
+                          f"{point['p50_ms']:.3f} ms errors {point['errors']} (idle wait {waited:.1f} s)", file=sys.stderr, flush=True)
         finally:
             for a in arms:
                 a.stop()

@@ -173,7 +173,7 @@ def test_routes_conformance(echo) -> None:
             doc = (await c.get("/openapi.json")).json()["paths"]
             routes = handle.app.asgi.app.routes  # behind the request-id middleware
             served = {r.path: {m.lower() for m in r.methods if m != "HEAD"} for r in routes}
-            assert {p: set(ops) for p, ops in doc.items()} == served and len(served) == 16  # exactly what is served
+            assert {p: set(ops) for p, ops in doc.items()} == served and len(served) == 19  # exactly what is served (3: repository)
             assert all(inspect.iscoroutinefunction(r.endpoint) for r in routes)  # none runs in a thread pool
             await c.post("/v2/models/echo/infer", json=_json_req())
             text = (await c.get("/metrics")).text

@@ -43,6 +43,10 @@ def serve_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file or zoo:NAME (or --model-repository)")] = None,
     model_repository: Annotated[Optional[Path], Opt(help="serve every model of this folder: NAME/model.yaml + an ONNX"
                                                           " file, or Triton's NAME/config.pbtxt + NAME/<version>/model.onnx")] = None,
+    model_control_mode: Annotated[str, Opt(help="with --model-repository: none (load every model, API refuses) |"
+                                                " explicit (only --load-model; POST /v2/repository/... loads/unloads)")] = "none",
+    load_model: Annotated[Optional[list[str]], Opt(help="explicit mode: a model to load at start (repeatable)")] = None,
+    max_concurrent_loads: Annotated[int, Opt(help="model loads running at once (default 1)")] = 1,
     host: Annotated[str, Opt(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, Opt(help="TCP port (0 = any free port)")] = 8000,
     model_name: Annotated[Optional[str], Opt(help="name in the URLs (default: file stem or zoo name)")] = None,
@@ -93,9 +97,12 @@ def serve_command(
         if given:
             raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
                              " (or config.pbtxt), or serve one model without --model-repository")
-        return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics)
+        return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics,
+                                 model_control_mode, load_model or [], max_concurrent_loads)
     if model is None:
         raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
+    if load_model or model_control_mode != "none":
+        raise UsageError("--model-control-mode / --load-model need --model-repository DIR")
     flags = {
         "backend": backend,
         "session.intra_op_num_threads": intra_op_num_threads,
@@ -148,14 +155,20 @@ def serve_command(
     return 0
 
 
-def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool) -> int:
-    """``inferperf serve --model-repository DIR``: load every model, then serve until SIGTERM/SIGINT."""
+def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool,
+                      mode: str, load_models: list[str], max_concurrent_loads: int) -> int:  # fmt: skip
+    """``inferperf serve --model-repository DIR``: load the models, then serve until SIGTERM/SIGINT."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} is not a TCP port: use 0..65535")
+    if grace_s < 0:
+        raise UsageError(f"--grace-s {grace_s}: use seconds >= 0")
+    if mode not in ("none", "explicit"):
+        raise UsageError(f"--model-control-mode {mode!r}: use none or explicit")
     from ..serve.server import prepare_repository, uvicorn_stack
 
     stack = uvicorn_stack(loop, http)
-    served = prepare_repository(root, metrics=metrics, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
+    served = prepare_repository(root, metrics=metrics, warn=lambda line: print(f"warning: {line}", file=sys.stderr),
+                                mode=mode, load_models=load_models, max_concurrent_loads=max_concurrent_loads)
     _run(served, host, port, stack, grace_s)
     return 0
 

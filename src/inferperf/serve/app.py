@@ -101,6 +101,8 @@ class ServeApp:
             self.versions.setdefault(m.name, {})[m.version] = m
         # name -> the version served without /versions/{v}: the highest (numeric order), as Triton does
         self.models = {n: vs[max(vs, key=_version_order)] for n, vs in self.versions.items()}
+        self.draining: set[str] = set()  # names being unloaded: new requests get 503
+        self.control: Any = None  # a serve.control.ModelControl when serving a repository
         self.metrics = metrics or ServerMetrics(clock=clock)
         self.clock = clock
         self.shutting_down = False
@@ -118,6 +120,9 @@ class ServeApp:
             Route("/v2/models/stats", self._all_stats),
             Route("/metrics", self._metrics),
             Route("/openapi.json", self._openapi_doc),
+            Route("/v2/repository/index", self._repo_index, methods=["POST"]),
+            Route("/v2/repository/models/{model_name}/load", self._repo_load, methods=["POST"]),
+            Route("/v2/repository/models/{model_name}/unload", self._repo_unload, methods=["POST"]),
         ]
         for base in (m, v):
             routes += [
@@ -150,12 +155,24 @@ class ServeApp:
         """True once every model is loaded and warmed up, until shutdown begins."""
         return not self.shutting_down and all(m.ready for m in self.all_models())
 
+    def replace_model(self, name: str, served: Sequence[Any]) -> list[Any]:
+        """Serve ``served`` (every version of ``name``; empty = stop serving it); returns the versions replaced."""
+        old = list(self.versions.pop(name, {}).values())
+        self.models.pop(name, None)
+        if served:
+            self.versions[name] = {m.version: m for m in served}
+            vs = self.versions[name]
+            self.models[name] = vs[max(vs, key=_version_order)]
+        return old
+
     def all_models(self) -> list[Any]:
         """Every served model version (``models`` holds only each name's default version)."""
         return [m for vs in self.versions.values() for m in vs.values()]
 
     def _model(self, request: Request) -> Any:
         name = request.path_params["model_name"]
+        if name in self.draining:
+            raise _Unavailable(f"model '{name}' is being unloaded")
         model = self.models.get(name)
         if model is None:
             raise _NotFound(f"unknown model '{name}': this server serves {sorted(self.models)}")
@@ -167,6 +184,9 @@ class ServeApp:
         return model
 
     async def _server_metadata(self, request: Request) -> Response:
+        if self.control is not None:  # Triton's repository extension, served only over a repository
+            doc = orjson.loads(self._server_meta)
+            return _json({**doc, "extensions": [*doc["extensions"], "model_repository"]})
         return Response(self._server_meta, media_type=_JSON)
 
     async def _live(self, request: Request) -> Response:
@@ -191,6 +211,8 @@ class ServeApp:
             model = self._model(request)
         except _NotFound as e:
             return _error(str(e), 404)
+        except _Unavailable as e:
+            return _error(str(e), 503, retry_after_s=1)
         if model.ready and not self.shutting_down:
             return Response(b"", 200)
         return _error(f"model '{model.name}' is not ready", 503, retry_after_s=1)
@@ -212,12 +234,44 @@ class ServeApp:
             return _json(build(self._model(request)))
         except _NotFound as e:
             return _error(str(e), 404)
+        except _Unavailable as e:
+            return _error(str(e), 503, retry_after_s=1)
+
+    async def _repo_index(self, request: Request) -> Response:
+        if self.control is None:
+            return _error("this server serves no model repository: start it with --model-repository DIR", 400)
+        body = await request.body()
+        try:
+            doc = orjson.loads(body) if body.strip() else {}
+        except orjson.JSONDecodeError as e:
+            return _error(f"request body is not valid JSON: {e}", 400)
+        ready_only = bool(doc.get("ready", False)) if isinstance(doc, dict) else False
+        return _json(self.control.index(ready_only))
+
+    async def _repo_load(self, request: Request) -> Response:
+        return await self._repo_call(request, "load")
+
+    async def _repo_unload(self, request: Request) -> Response:
+        return await self._repo_call(request, "unload")
+
+    async def _repo_call(self, request: Request, action: str) -> Response:
+        from .control import ControlError
+
+        if self.control is None:
+            return _error("this server serves no model repository: start it with --model-repository DIR", 400)
+        try:
+            await getattr(self.control, action)(request.path_params["model_name"])
+        except ControlError as e:
+            return _error(str(e), e.status)
+        return _json({})
 
     async def _infer(self, request: Request) -> Response:
         try:
             model = self._model(request)
         except _NotFound as e:
             return _error(str(e), 404)
+        except _Unavailable as e:
+            return _error(str(e), 503, retry_after_s=1)
         metrics, name = self.metrics, model.name
         t0 = metrics.request_started(name)
         status = 500
@@ -253,6 +307,10 @@ class ServeApp:
 
 
 class _NotFound(Exception):
+    pass
+
+
+class _Unavailable(Exception):
     pass
 
 

@@ -19,7 +19,7 @@ import importlib.util
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -261,22 +261,32 @@ def prepare(
 
 
 def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = True,
-                       warn: Callable[[str], None] | None = None) -> ServeApp:  # fmt: skip
-    """Load every model of the repository at ``root`` (:mod:`inferperf.serve.repository`) and build the app.
+                       warn: Callable[[str], None] | None = None, *, mode: str = "none",
+                       load_models: Sequence[str] | None = None, max_concurrent_loads: int = 1) -> ServeApp:  # fmt: skip
+    """Load the models of the repository at ``root`` (:mod:`inferperf.serve.repository`) and build the app,
+    with run-time model control (:mod:`inferperf.serve.control`) attached as ``app.control``.
 
-    ``warn`` gets each model's warning line (fields of a Triton config inferperf ignores); ``metrics``
-    False turns Prometheus metrics off for the whole server.
+    ``mode`` is Triton's ``--model-control-mode``: ``none`` loads every model now, ``explicit`` only
+    ``load_models``. ``warn`` gets each model's warning line (fields of a Triton config inferperf
+    ignores); ``metrics`` False turns Prometheus metrics off for the whole server.
 
     Raises:
-        UsageError / ModelError: a malformed repository or an unloadable model (nothing is bound yet;
-            models already loaded are closed).
+        UsageError / ModelError: a malformed repository, an unknown ``load_models`` name or an unloadable
+            model (nothing is bound yet; models already loaded are closed).
     """
     from pathlib import Path
 
+    from .control import ModelControl
     from .metrics import DisabledMetrics
-    from .repository import load_served, scan
+    from .repository import load_served, read_model, scan
 
-    entries = scan(Path(root))
+    root = Path(root)
+    if mode == "explicit":
+        entries = [read_model(root, n) for n in dict.fromkeys(load_models or [])]
+    elif load_models:
+        raise UsageError("--load-model needs --model-control-mode explicit (mode none loads every model)")
+    else:
+        entries = scan(root)
     observer = ServerMetrics(clock=clock) if metrics else DisabledMetrics(clock=clock)
     served: list[Any] = []
     try:
@@ -285,11 +295,13 @@ def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = T
                 if warn is not None:
                     warn(line)
             served += load_served(entry, observer=observer, clock=clock)
+        app = ServeApp(served, metrics=observer, clock=clock)
+        app.control = ModelControl(app, root, mode, max_concurrent_loads, observer=observer, clock=clock)
     except BaseException:
         if served:
             _close_models(ServeApp(served, metrics=observer, clock=clock))
         raise
-    return ServeApp(served, metrics=observer, clock=clock)
+    return app
 
 
 def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float = 0.0,

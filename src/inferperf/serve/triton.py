@@ -143,6 +143,11 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
         paths[f"{base}/config"] = get("Triton model configuration extension", {"404": err})
         paths[f"{base}/stats"] = get("Triton statistics extension", {"404": err})
         paths[f"{base}/infer"] = infer
+    repo = {"post": {"summary": "", "responses": {"200": ok_json, "400": err, "404": err}}}
+    for path, summary in (("/v2/repository/index", "Model repository index (body: {\"ready\": bool})"),
+                          ("/v2/repository/models/{model_name}/load", "Load or reload a model (explicit mode)"),
+                          ("/v2/repository/models/{model_name}/unload", "Unload a model (drains it first)")):
+        paths[path] = {"post": {**repo["post"], "summary": summary}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "inferperf serve (KServe v2 REST)", "version": __version__, "x-models": model_names},

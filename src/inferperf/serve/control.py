@@ -1,0 +1,141 @@
+"""Model control for a served repository: Triton's / KServe's repository extension at run time.
+
+``POST /v2/repository/index`` lists every model folder with its state; ``POST
+/v2/repository/models/{name}/load`` loads (or reloads) a model, ``.../unload`` unloads it. Modes follow
+Triton's ``--model-control-mode``: ``none`` (every model loaded at start; load/unload refused) and
+``explicit`` (only ``--load-model NAME`` at start; the API loads and unloads).
+
+Rules: loads run one at a time per model and at most ``max_concurrent_loads`` at once (a semaphore; two
+concurrent loads of one model load it once, the second waits for the first's outcome); a load that fails
+(corrupt file, bad config) leaves the versions already serving untouched; a reload swaps the new versions
+in, then drains and closes the old ones. Unloading marks the model unavailable at once (new requests get
+503 with Retry-After), lets every accepted request finish (the batcher drains), frees the instances, and
+returns only when the model is gone; after that its routes answer 404.
+
+Sources: Triton's docs/protocol/extension_model_repository.md and docs/user_guide/model_management.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from ..errors import InferperfError, UsageError
+from .repository import check_name, load_served, read_model
+
+MODES = ("none", "explicit")
+
+
+class ControlError(Exception):
+    """A refused repository request: ``status`` (400, 404) and a one-line message."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ModelControl:
+    """Load and unload the models of the repository at ``root`` in the running ``app`` (a ServeApp).
+
+    ``states`` maps a model name to ``READY``, ``LOADING``, ``UNLOADING`` or ``UNAVAILABLE``, with the
+    last failure's message in ``reasons``.
+    """
+
+    def __init__(self, app: Any, root: Path, mode: str = "none", max_concurrent_loads: int = 1,
+                 observer: Any = None, clock: Any = None) -> None:  # fmt: skip
+        if mode not in MODES:
+            raise UsageError(f"--model-control-mode {mode!r}: use none or explicit")
+        if max_concurrent_loads < 1:
+            raise UsageError(f"--max-concurrent-loads {max_concurrent_loads}: use 1 or more")
+        self.app, self.root, self.mode = app, Path(root), mode
+        self.observer, self.clock = observer, clock
+        self._limit = asyncio.Semaphore(max_concurrent_loads)
+        self._inflight: dict[str, asyncio.Future[None]] = {}
+        self.states: dict[str, str] = {n: "READY" for n in app.versions}
+        self.reasons: dict[str, str] = {}
+
+    def _refuse_in_none_mode(self, what: str) -> None:
+        if self.mode == "none":
+            raise ControlError(f"{what} is refused in --model-control-mode none: start the server with"
+                               " --model-control-mode explicit")
+
+    def index(self, ready_only: bool = False) -> list[dict[str, Any]]:
+        """Triton's index entries: every model folder of the repository, with its versions when loaded."""
+        names = sorted({d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith(".")}
+                       | set(self.states))
+        out = []
+        for name in names:
+            state = self.states.get(name, "UNAVAILABLE")
+            if ready_only and state != "READY":
+                continue
+            versions = sorted(self.app.versions.get(name, {})) or [""]
+            for v in versions:
+                entry = {"name": name, "version": v, "state": state, "reason": self.reasons.get(name, "")}
+                out.append(entry)
+        return out
+
+    async def load(self, name: str) -> None:
+        """Load (or reload) ``name``; concurrent calls for one name share one load.
+
+        Raises:
+            ControlError: 400 for a refused mode, a bad name or a model that fails to load (the versions
+                already serving stay).
+        """
+        self._refuse_in_none_mode("loading a model")
+        try:
+            check_name(name)
+        except UsageError as e:
+            raise ControlError(str(e)) from None
+        pending = self._inflight.get(name)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._inflight[name] = fut
+        try:
+            await self._load(name)
+            fut.set_result(None)
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved: a lone caller must not log "exception never retrieved"
+            raise
+        finally:
+            del self._inflight[name]
+
+    async def _load(self, name: str) -> None:
+        async with self._limit:
+            before = self.states.get(name)
+            self.states[name] = "LOADING"
+            try:
+                entry = read_model(self.root, name)
+                served = await asyncio.to_thread(load_served, entry, self.observer, self.clock)
+            except (InferperfError, OSError) as e:
+                self.states[name] = before or "UNAVAILABLE"
+                self.reasons[name] = str(e)
+                raise ControlError(f"failed to load '{name}': {e}") from None
+            old = self.app.replace_model(name, served)
+            self.states[name], self.reasons[name] = "READY", ""
+        for m in old:
+            await m.close(drain=True)
+
+    async def unload(self, name: str) -> None:
+        """Unload ``name``: 503 for new requests at once, drain what was accepted, free it, then return.
+
+        Raises:
+            ControlError: 400 in mode none, 404 when the model is not loaded.
+        """
+        self._refuse_in_none_mode("unloading a model")
+        if name not in self.app.versions:
+            raise ControlError(f"model '{name}' is not loaded: nothing to unload", 404)
+        self.states[name] = "UNLOADING"
+        versions = list(self.app.versions[name].values())
+        self.app.draining.add(name)
+        try:
+            for m in versions:
+                await m.close(drain=True)
+        finally:
+            self.app.replace_model(name, [])
+            self.app.draining.discard(name)
+            self.states[name] = "UNAVAILABLE"
+            self.reasons[name] = "unloaded"
