@@ -75,6 +75,10 @@ def serve_command(
     dim: Annotated[Optional[list[str]], Opt(help="symbolic dims everywhere they appear: h=640,w=640")] = None,
     seed: Annotated[Optional[int], Opt(help="seed of the warm-up inputs (default 0)")] = None,
     warmup: Annotated[Optional[int], Opt(help="warm-up runs per shape and instance (default 10)")] = None,
+    api_key: Annotated[Optional[str], Opt(envvar="INFERPERF_API_KEY", show_envvar=True,
+                                          help="require Authorization: Bearer KEY on every route but /v2/health/*"
+                                               " (and /metrics unless --metrics-auth)")] = None,
+    metrics_auth: Annotated[bool, Opt("--metrics-auth", help="with --api-key: /metrics needs the key too")] = False,
     loop: Annotated[str, Opt(help="event loop: auto (uvloop when installed) | uvloop | asyncio")] = "auto",
     http: Annotated[str, Opt(help="HTTP parser: auto (httptools when installed) | httptools | h11")] = "auto",
     grace_s: Annotated[float, Opt(help="on SIGTERM/SIGINT, seconds readiness is 503 before the server stops"
@@ -86,6 +90,7 @@ def serve_command(
     """Serve MODEL (or every model of --model-repository) over KServe v2 REST (gRPC is out of scope) with
     Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
     gracefully on SIGTERM/SIGINT."""
+    _check_auth(api_key, metrics_auth, host)
     if model_repository is not None:
         per_model = {"MODEL": model, "--model-name": model_name, "--max-batch-size": max_batch_size,
                      "--dynamic-batching": dynamic_batching or None, "--max-queue-delay-us": max_queue_delay_us,
@@ -98,7 +103,7 @@ def serve_command(
             raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
                              " (or config.pbtxt), or serve one model without --model-repository")
         return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics,
-                                 model_control_mode, load_model or [], max_concurrent_loads)
+                                 model_control_mode, load_model or [], max_concurrent_loads, (api_key, metrics_auth))
     if model is None:
         raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
     if load_model or model_control_mode != "none":
@@ -144,7 +149,7 @@ def serve_command(
 
     stack = uvicorn_stack(loop, http)  # a bad or missing one: one line, before the model loads
     served = prepare(model, cfg, opts, name=model_name)  # loads and warms up before the port is bound
-    _run(served, host, port, stack, grace_s)
+    _run(served, host, port, stack, grace_s, (api_key, metrics_auth))
     if output is not None:
         from ..results.io import save
         from ..serve.result import serve_result
@@ -156,7 +161,8 @@ def serve_command(
 
 
 def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool,
-                      mode: str, load_models: list[str], max_concurrent_loads: int) -> int:  # fmt: skip
+                      mode: str, load_models: list[str], max_concurrent_loads: int,
+                      auth: tuple[str | None, bool]) -> int:  # fmt: skip
     """``inferperf serve --model-repository DIR``: load the models, then serve until SIGTERM/SIGINT."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} is not a TCP port: use 0..65535")
@@ -169,13 +175,34 @@ def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, gr
     stack = uvicorn_stack(loop, http)
     served = prepare_repository(root, metrics=metrics, warn=lambda line: print(f"warning: {line}", file=sys.stderr),
                                 mode=mode, load_models=load_models, max_concurrent_loads=max_concurrent_loads)
-    _run(served, host, port, stack, grace_s)
+    _run(served, host, port, stack, grace_s, auth)
     return 0
 
 
-def _run(served: Any, host: str, port: int, stack: tuple[str, str], grace_s: float) -> None:
-    """Bind, print the banner once serving, and serve in this thread until SIGTERM/SIGINT (graceful)."""
+def _check_auth(key: str | None, metrics_auth: bool, host: str) -> None:
+    """Refuse an empty key or --metrics-auth alone; warn when listening on every address without a key.
+
+    Raises:
+        UsageError: the bad combination (one line naming the fix).
+    """
+    if key is not None and not key.strip():
+        raise UsageError("--api-key is empty: give a key (or unset INFERPERF_API_KEY)")
+    if key is None and metrics_auth:
+        raise UsageError("--metrics-auth needs --api-key KEY (or INFERPERF_API_KEY)")
+    if key is None and host in ("0.0.0.0", "::", ""):
+        print(f"warning: --host {host or '(all)'} without --api-key: anyone who can reach this port can use"
+              " the server; pass --api-key KEY (or INFERPERF_API_KEY)", file=sys.stderr)
+
+
+def _run(served: Any, host: str, port: int, stack: tuple[str, str], grace_s: float,
+         auth: tuple[str | None, bool]) -> None:  # fmt: skip
+    """Bind, print the banner once serving, and serve in this thread until SIGTERM/SIGINT (graceful);
+    ``auth`` = (API key or None, whether /metrics needs it)."""
     from ..serve.server import banner, run_server
+
+    key, metrics_auth = auth
+    if key is not None:
+        served.require_api_key(key, metrics_auth)
 
     host_url = f"[{host}]" if ":" in host else host
 

@@ -109,7 +109,15 @@ class ServeApp:
         self._close_models = close_models_on_shutdown
         self._openapi = orjson.dumps(openapi(list(self.models), metrics=getattr(self.metrics, "enabled", True)))
         self._server_meta = orjson.dumps(server_metadata())
-        self.asgi: ASGIApp = RequestIdMiddleware(self._starlette())
+        self._routes = self._starlette()
+        self.asgi: ASGIApp = RequestIdMiddleware(self._routes)
+
+    def require_api_key(self, key: str, metrics_auth: bool = False) -> None:
+        """From now on every route but ``/v2/health/*`` (and ``/metrics`` unless ``metrics_auth``) needs
+        ``Authorization: Bearer KEY`` (:mod:`inferperf.serve.auth`); call before the server starts."""
+        from .auth import ApiKeyMiddleware
+
+        self.asgi = RequestIdMiddleware(ApiKeyMiddleware(self._routes, key, metrics_auth))
 
     def _starlette(self) -> Starlette:
         m, v = "/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"
