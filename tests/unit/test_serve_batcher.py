@@ -349,3 +349,62 @@ def test_an_execute_that_raises_answers_its_requests_and_the_batcher_keeps_going
 
     first, second = run_fake(clock, main)
     assert isinstance(first, ValueError) and second["id"] == 1
+
+
+def test_a_request_queued_past_its_deadline_gets_504_at_the_deadline_and_never_runs() -> None:
+    """One instance busy with A (held until released); B and C queue with a 60 ms deadline. B and C fail
+    with QueueTimeout about 60 ms after arrival, while A still runs (not when the instance frees up); the
+    model never sees them; the rejected counter (reason timeout) counts both."""
+    from inferperf.clock import SYSTEM_CLOCK
+    from inferperf.serve.errors import QueueTimeout
+
+    rejected: list[str] = []
+
+    class Obs:
+        """Observer: records rejections, ignores the other callbacks."""
+
+        def rejected(self, model: str, reason: str) -> None:
+            rejected.append(reason)
+
+        def __getattr__(self, name: str) -> Any:
+            return lambda *a, **k: None
+
+    async def main() -> tuple[list[list[int]], list[float], float]:
+        release = asyncio.Event()
+        ran: list[list[int]] = []
+
+        async def execute(batch: list[Request]) -> None:
+            ran.append([r.inputs["i"] for r in batch])
+            await release.wait()
+            for r in batch:
+                r.future.set_result(r.inputs["i"])
+
+        b = DynamicBatcher("m", BatchPolicy(), execute, slots=1, clock=SYSTEM_CLOCK, observer=Obs(), timeout_ms=60)
+
+        def req(i: int) -> Request:
+            return Request(inputs={"i": i}, rows=1, key=(), arrival_ns=SYSTEM_CLOCK.now_ns())
+
+        t0 = SYSTEM_CLOCK.now_ns()
+        a = asyncio.ensure_future(b.submit(req(0)))
+        await asyncio.sleep(0.01)  # A is running
+        failed_at: list[float] = []
+
+        async def queued(i: int) -> None:
+            with pytest.raises(QueueTimeout) as e:
+                await b.submit(req(i))
+            assert e.value.status == 504
+            failed_at.append((SYSTEM_CLOCK.now_ns() - t0) / 1e6)
+
+        waiting = [asyncio.ensure_future(queued(i)) for i in (1, 2)]
+        await asyncio.wait_for(asyncio.gather(*waiting), 5)
+        released_at = (SYSTEM_CLOCK.now_ns() - t0) / 1e6
+        release.set()
+        assert await asyncio.wait_for(a, 5) == 0
+        await b.close()
+        return ran, failed_at, released_at
+
+    ran, failed_at, released_at = asyncio.run(main())
+    assert ran == [[0]]  # B and C never reached the model
+    assert all(60 <= t < 1000 for t in failed_at), failed_at  # at their deadline (arrival ~10 ms + 60 ms), bounded
+    assert max(failed_at) <= released_at  # before the instance freed up
+    assert rejected == ["timeout", "timeout"]

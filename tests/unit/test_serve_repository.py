@@ -26,7 +26,7 @@ def test_triton_config_maps_batching_instances_versions_and_names_what_it_ignore
         input [ { name: "x" data_type: TYPE_FP32 dims: [ 3, -1, -1 ] format: FORMAT_NCHW } ]
         output [ { name: "y" data_type: TYPE_FP32 dims: [ 1, -1, -1 ] } ]
         dynamic_batching { max_queue_delay_microseconds: 2000 preferred_batch_size: [ 4, 8 ]
-                           default_queue_policy { max_queue_size: 16 default_timeout_microseconds: 5 }
+                           default_queue_policy { max_queue_size: 16 default_timeout_microseconds: 5 timeout_action: DELAY }
                            preserve_ordering: true }
         instance_group [ { count: 2 kind: KIND_CPU }, { count: 1 kind: KIND_GPU gpus: [ 0 ] } ]
         version_policy: { specific: { versions: [ 3, 1 ] } }
@@ -38,8 +38,14 @@ def test_triton_config_maps_batching_instances_versions_and_names_what_it_ignore
     assert c.version_policy == ("specific", [1, 3]) and c.model_filename == "model.onnx"
     assert c.inputs == ["x"] and c.outputs == ["y"]
     assert c.ignored == ["dynamic_batching.default_queue_policy.default_timeout_microseconds",
+                         "dynamic_batching.default_queue_policy.timeout_action",
                          "dynamic_batching.preserve_ordering", "input.format", "instance_group (KIND_GPU/KIND_MODEL groups)",
                          "optimization", "parameters"]
+
+
+def test_triton_queue_timeout_with_reject_maps_to_request_timeout_ms() -> None:
+    c = parse('dynamic_batching { default_queue_policy { default_timeout_microseconds: 2500 } }')
+    assert c.serve["request_timeout_ms"] == 3 and c.ignored == []  # REJECT is the default action; ms rounded up
 
 
 def test_triton_config_defaults_and_refusals() -> None:

@@ -59,6 +59,8 @@ def serve_command(
     max_queue_size: Annotated[Optional[int], Opt(help="waiting requests beyond which 503 (default 0 = unbounded)")] = None,
     instance_count: Annotated[Optional[int], Opt(help="model instances running batches in parallel (default 1; Triton's ORT default on CPU is 2,"
                                                         " but here each instance gets CPUs / instances threads)")] = None,
+    request_timeout_ms: Annotated[Optional[int], Opt(help="a request still queued this long gets 504 at that moment,"
+                                                          " never run (default 0 = no deadline)")] = None,
     max_body_bytes: Annotated[Optional[int], Opt(help="request bodies over this get 413 (default 64 MiB)")] = None,
     cpus: Annotated[Optional[str], Opt(help="pin the instances to these CPUs, e.g. 0-3")] = None,
     no_metrics: Annotated[bool, Opt("--no-metrics", help="turn Prometheus metrics off: no per-request hooks, GET /metrics answers 404")] = False,
@@ -97,7 +99,8 @@ def serve_command(
                      "--preferred-batch-size": preferred_batch_size, "--max-queue-size": max_queue_size,
                      "--instance-count": instance_count, "--cpus": cpus, "--backend": backend,
                      "--intra-op-num-threads": intra_op_num_threads, "--shape": shape, "--dim": dim,
-                     "--config": config, "--output": output, "--json-nonfinite": json_nonfinite}
+                     "--config": config, "--output": output, "--json-nonfinite": json_nonfinite,
+                     "--request-timeout-ms": request_timeout_ms}
         given = [k for k, v in per_model.items() if v not in (None, False, [])]
         if given:
             raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
@@ -133,6 +136,7 @@ def serve_command(
         "max_body_bytes": max_body_bytes,
         "metrics": False if no_metrics else None,
         "json_nonfinite": json_nonfinite,
+        "request_timeout_ms": request_timeout_ms,
     }
     if cpus is not None:
         from ..measure.placement import parse_cpus

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from ..clock import SYSTEM_CLOCK, Clock
-from .errors import Cancelled, NotReady, QueueFull
+from .errors import Cancelled, NotReady, QueueFull, QueueTimeout
 
 
 def _cancel_quietly(future: asyncio.Future[Any], model: str) -> None:
@@ -214,6 +214,8 @@ class DynamicBatcher:
             at most ``slots`` run at once.
         slots: model instances (batches in flight at once).
         max_queue_size: requests that may wait; the next one gets :class:`QueueFull` (0 = unbounded).
+        timeout_ms: a request still queued this long after arrival is removed and fails with
+            :class:`QueueTimeout` at that moment (an event-loop timer; 0 = no deadline).
         clock: arrival and deadline clock (the event loop's timeouts must run on the same time).
         observer: metrics callbacks.
 
@@ -229,8 +231,10 @@ class DynamicBatcher:
         max_queue_size: int = 0,
         clock: Clock = SYSTEM_CLOCK,
         observer: Observer | None = None,
+        timeout_ms: int = 0,
     ) -> None:
         self.model = model
+        self.timeout_ms = timeout_ms
         self.policy = policy
         self._execute = execute
         self._free = slots
@@ -306,11 +310,32 @@ class DynamicBatcher:
         self._queue.append(request)
         self._observer.request_queued(self.model)
         self._wake.set()
+        timer = None
+        if self.timeout_ms:
+            delay_s = max(0.0, (request.arrival_ns + self.timeout_ms * 1_000_000 - self._clock.now_ns()) / 1e9)
+            timer = asyncio.get_running_loop().call_later(delay_s, self._expire, request)
         try:
             return await asyncio.shield(request.future)  # cancelling the caller never cancels the batch's future
         except asyncio.CancelledError:
             self._drop_if_queued(request)  # the caller's task was cancelled (client gone)
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _expire(self, request: Request) -> None:
+        """The deadline of ``request`` came: if it still waits, take it out and fail it (504); if its batch
+        already runs, nothing happens."""
+        try:
+            self._queue.remove(request)
+        except ValueError:
+            return
+        self._observer.request_dequeued(self.model)
+        self._observer.rejected(self.model, "timeout")
+        if not request.future.done():
+            request.future.set_exception(QueueTimeout(self.model, self.timeout_ms))
+        assert self._wake is not None
+        self._wake.set()
 
     def _drop_if_queued(self, request: Request) -> None:
         try:

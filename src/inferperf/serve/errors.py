@@ -6,7 +6,8 @@
     ├── ServeError                     base of the serving errors below; ``status`` is the HTTP code
     │   ├── QueueFull (503)            the model's queue holds ``max_queue_size`` requests; ``retry_after_s``
     │   ├── NotReady (503)             the model is loading, warming up or shutting down; ``retry_after_s``
-    │   └── Cancelled (499)            the client went away before its batch ran (nothing to answer)
+    │   ├── Cancelled (499)            the client went away before its batch ran (nothing to answer)
+    │   └── QueueTimeout (504)         still queued at its deadline (--request-timeout-ms): never run
     └── RuntimeFailure
         └── ModelExecutionError (500)  the runtime failed on the batch holding this request
 
@@ -79,6 +80,25 @@ class Cancelled(ServeError):
         self.model = model
 
 
+class QueueTimeout(ServeError):
+    """The request was still queued when its deadline came (``request_timeout_ms``): answered 504 at the
+    deadline, removed from the queue, never run (Triton's ``default_queue_policy`` with ``timeout_action:
+    REJECT``).
+
+    Args:
+        model: model name.
+        timeout_ms: the configured deadline (ms after arrival).
+    """
+
+    status = 504
+
+    def __init__(self, model: str, timeout_ms: int) -> None:
+        super().__init__(f"model '{model}': request still queued after {timeout_ms} ms (--request-timeout-ms):"
+                         " not run; retry, add instances or raise the timeout")
+        self.model = model
+        self.timeout_ms = timeout_ms
+
+
 class ModelExecutionError(RuntimeFailure):
     """The runtime failed while running the batch that held this request: answer 500, keep serving.
 
@@ -96,4 +116,4 @@ class ModelExecutionError(RuntimeFailure):
         self.detail = detail
 
 
-__all__ = ["Cancelled", "ModelExecutionError", "NotReady", "QueueFull", "ServeError"]
+__all__ = ["Cancelled", "ModelExecutionError", "NotReady", "QueueFull", "QueueTimeout", "ServeError"]

@@ -160,7 +160,7 @@ class ServedModel:
             preferred_batch_sizes=tuple(options.preferred_batch_size),
         )
         self.batcher = DynamicBatcher(name, policy, self._execute, pool.count, options.max_queue_size, clock,
-                                      self._observer)
+                                      self._observer, timeout_ms=options.request_timeout_ms)
         self._input_names = [t.name for t in metadata.inputs]
         self._output_names = [t.name for t in metadata.outputs]
         self.ready = True

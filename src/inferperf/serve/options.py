@@ -39,6 +39,9 @@ class ServeOptions(BaseModel):
     - ``max_body_bytes``: request bodies over this are refused with 413.
     - ``cpus``: CPU ids the instances are pinned to (``None`` = not pinned).
     - ``metrics``: keep Prometheus metrics (``False``: no per-request hooks, ``/metrics`` answers 404).
+    - ``request_timeout_ms``: a request still queued this long after it arrived gets 504 at that moment
+      and is never run (Triton's ``default_queue_policy { default_timeout_microseconds, timeout_action:
+      REJECT }``; 0 = no deadline).
     - ``json_nonfinite``: what a JSON answer does with NaN/+-Inf outputs. ``"error"`` (default): refused
       with 500 naming the output and the binary alternative, so every JSON answer is valid JSON (RFC 8259);
       ``"literal"``: written as the tokens ``NaN``, ``Infinity``, ``-Infinity``, as Triton's server does
@@ -58,6 +61,7 @@ class ServeOptions(BaseModel):
     cpus: list[int] | None = None
     metrics: bool = True
     json_nonfinite: Literal["error", "literal"] = "error"
+    request_timeout_ms: int = Field(default=0, ge=0)
 
     @field_validator("preferred_batch_size")
     @classmethod

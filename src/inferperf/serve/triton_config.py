@@ -10,7 +10,8 @@ named. tritonclient's generated module is not used: its package needs grpcio and
 onnx cannot share. No hand-written pbtxt parsing.
 
 Mapped: ``max_batch_size``; ``dynamic_batching { max_queue_delay_microseconds, preferred_batch_size,
-default_queue_policy { max_queue_size } }``; ``instance_group { count }`` (summed over CPU / AUTO groups);
+default_queue_policy { max_queue_size, default_timeout_microseconds (with timeout_action REJECT, rounded
+up to ms) } }``; ``instance_group { count }`` (summed over CPU / AUTO groups);
 ``version_policy`` (``latest { num_versions }``, default 1; ``all``; ``specific { versions }``);
 ``default_model_filename`` (default ``model.onnx``); ``platform`` / ``backend`` must name ONNX Runtime
 (``onnxruntime_onnx`` / ``onnxruntime``) when given; ``input`` / ``output`` names must be the model's.
@@ -169,9 +170,14 @@ def parse(text: str, where: str = "config.pbtxt") -> TritonModelConfig:
         serve["max_queue_delay_us"] = int(db.max_queue_delay_microseconds)
         serve["preferred_batch_size"] = list(db.preferred_batch_size)
         if db.HasField("default_queue_policy"):
-            serve["max_queue_size"] = int(db.default_queue_policy.max_queue_size)
-            ignored += [f"dynamic_batching.default_queue_policy.{f.name}" for f, _ in
-                        db.default_queue_policy.ListFields() if f.name != "max_queue_size"]
+            qp = db.default_queue_policy
+            serve["max_queue_size"] = int(qp.max_queue_size)
+            mapped = {"max_queue_size"}
+            if qp.default_timeout_microseconds and qp.timeout_action == 0:  # REJECT: fail at the deadline
+                serve["request_timeout_ms"] = -(-int(qp.default_timeout_microseconds) // 1000)  # ceil to ms
+                mapped.add("default_timeout_microseconds")
+            ignored += [f"dynamic_batching.default_queue_policy.{f.name}" for f, _ in qp.ListFields()
+                        if f.name not in mapped]
         ignored += [f"dynamic_batching.{f.name}" for f, _ in db.ListFields() if f.name not in _MAPPED_BATCHING]
     if msg.instance_group:
         cpu_groups = [g for g in msg.instance_group if g.kind in (0, 2)]  # KIND_AUTO, KIND_CPU
