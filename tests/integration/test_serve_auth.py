@@ -83,3 +83,35 @@ def test_auth_flag_errors_exit_2_before_loading(args: list[str], env: dict[str, 
     proc = subprocess.run([sys.executable, "-m", "inferperf", "serve", "--model-repository", str(EXAMPLE), *args],
                           capture_output=True, text=True, timeout=120, env={**os.environ, **env})
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and text in proc.stderr, proc.stderr
+
+
+def test_access_log_has_one_json_line_per_request(tmp_path: Path) -> None:
+    """--access-log: one JSON object per request, refused ones too, with the infer fields on infers."""
+    import json
+
+    log = tmp_path / "access.jsonl"
+    app = prepare_repository(EXAMPLE, mode="explicit", load_models=["scale"])
+    app.require_api_key(KEY)
+    app.log_access(log)
+    handle = start(app, "127.0.0.1", 0, ready_timeout_s=60)
+    try:
+        ok = httpx.post(f"{handle.url}/v2/models/scale/infer", json=X, timeout=10,
+                        headers={"Authorization": f"Bearer {KEY}", "X-Request-Id": "abc-1"})
+        assert ok.status_code == 200
+        assert httpx.post(f"{handle.url}/v2/models/scale/infer", json=X, timeout=10).status_code == 401
+        assert httpx.get(f"{handle.url}/v2/health/ready", timeout=10).status_code == 200
+    finally:
+        handle.stop()
+        app.access_log.close()
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    infer = [r for r in lines if r["request_id"] == "abc-1"]
+    assert len(infer) == 1
+    r = infer[0]
+    assert (r["method"], r["path"], r["status"], r["model"], r["version"], r["rows"]) == (
+        "POST", "/v2/models/scale/infer", 200, "scale", "1", 1)
+    assert r["bytes_in"] == len(ok.request.content) and r["bytes_out"] == len(ok.content)
+    assert r["queue_ms"] >= 0 and r["compute_ms"] > 0 and r["ms"] >= r["compute_ms"]
+    assert r["client"].startswith("127.0.0.1:") and r["ts"].endswith("+00:00")
+    refused = [x for x in lines if x["status"] == 401]
+    assert len(refused) == 1 and "model" not in refused[0] and refused[0]["request_id"]
+    assert any(x["path"] == "/v2/health/ready" and x["status"] == 200 for x in lines)

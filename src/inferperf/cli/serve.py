@@ -80,6 +80,7 @@ def serve_command(
     api_key: Annotated[Optional[str], Opt(envvar="INFERPERF_API_KEY", show_envvar=True,
                                           help="require Authorization: Bearer KEY on every route but /v2/health/*"
                                                " (and /metrics unless --metrics-auth)")] = None,
+    access_log: Annotated[Optional[str], Opt(help="write one JSON line per request here (- = stderr)")] = None,
     metrics_auth: Annotated[bool, Opt("--metrics-auth", help="with --api-key: /metrics needs the key too")] = False,
     loop: Annotated[str, Opt(help="event loop: auto (uvloop when installed) | uvloop | asyncio")] = "auto",
     http: Annotated[str, Opt(help="HTTP parser: auto (httptools when installed) | httptools | h11")] = "auto",
@@ -93,6 +94,11 @@ def serve_command(
     Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
     gracefully on SIGTERM/SIGINT."""
     _check_auth(api_key, metrics_auth, host)
+    if access_log not in (None, "-"):
+        try:
+            Path(access_log).open("a").close()  # appendable now, before the models load
+        except OSError as e:
+            raise UsageError(f"--access-log '{access_log}' cannot be written ({e.strerror}): check the path") from None
     if model_repository is not None:
         per_model = {"MODEL": model, "--model-name": model_name, "--max-batch-size": max_batch_size,
                      "--dynamic-batching": dynamic_batching or None, "--max-queue-delay-us": max_queue_delay_us,
@@ -106,7 +112,8 @@ def serve_command(
             raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
                              " (or config.pbtxt), or serve one model without --model-repository")
         return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics,
-                                 model_control_mode, load_model or [], max_concurrent_loads, (api_key, metrics_auth))
+                                 model_control_mode, load_model or [], max_concurrent_loads,
+                                 (api_key, metrics_auth, access_log))
     if model is None:
         raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
     if load_model or model_control_mode != "none":
@@ -153,7 +160,7 @@ def serve_command(
 
     stack = uvicorn_stack(loop, http)  # a bad or missing one: one line, before the model loads
     served = prepare(model, cfg, opts, name=model_name)  # loads and warms up before the port is bound
-    _run(served, host, port, stack, grace_s, (api_key, metrics_auth))
+    _run(served, host, port, stack, grace_s, (api_key, metrics_auth, access_log))
     if output is not None:
         from ..results.io import save
         from ..serve.result import serve_result
@@ -166,7 +173,7 @@ def serve_command(
 
 def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool,
                       mode: str, load_models: list[str], max_concurrent_loads: int,
-                      auth: tuple[str | None, bool]) -> int:  # fmt: skip
+                      auth: tuple[str | None, bool, str | None]) -> int:  # fmt: skip
     """``inferperf serve --model-repository DIR``: load the models, then serve until SIGTERM/SIGINT."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} is not a TCP port: use 0..65535")
@@ -199,14 +206,16 @@ def _check_auth(key: str | None, metrics_auth: bool, host: str) -> None:
 
 
 def _run(served: Any, host: str, port: int, stack: tuple[str, str], grace_s: float,
-         auth: tuple[str | None, bool]) -> None:  # fmt: skip
+         auth: tuple[str | None, bool, str | None]) -> None:  # fmt: skip
     """Bind, print the banner once serving, and serve in this thread until SIGTERM/SIGINT (graceful);
-    ``auth`` = (API key or None, whether /metrics needs it)."""
+    ``auth`` = (API key or None, whether /metrics needs it, access log target or None)."""
     from ..serve.server import banner, run_server
 
-    key, metrics_auth = auth
+    key, metrics_auth, access_log = auth
     if key is not None:
         served.require_api_key(key, metrics_auth)
+    if access_log is not None:
+        served.log_access(access_log)
 
     host_url = f"[{host}]" if ":" in host else host
 

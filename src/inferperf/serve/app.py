@@ -70,6 +70,7 @@ class RequestIdMiddleware:
         rid = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
         if rid is None:
             rid = f"{self._prefix}-{next(self._counter):x}".encode()
+        scope.setdefault("state", {})["request_id"] = rid  # for the access log
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -110,14 +111,36 @@ class ServeApp:
         self._openapi = orjson.dumps(openapi(list(self.models), metrics=getattr(self.metrics, "enabled", True)))
         self._server_meta = orjson.dumps(server_metadata())
         self._routes = self._starlette()
+        self._auth: tuple[str, bool] | None = None
+        self.access_log: Any = None
         self.asgi: ASGIApp = RequestIdMiddleware(self._routes)
+
+    def _chain(self) -> None:
+        """request id -> access log -> API key -> routes (each only when configured)."""
+        app: ASGIApp = self._routes
+        if self._auth is not None:
+            from .auth import ApiKeyMiddleware
+
+            app = ApiKeyMiddleware(app, *self._auth)
+        if self.access_log is not None:
+            from .access_log import AccessLogMiddleware
+
+            app = AccessLogMiddleware(app, self.access_log)
+        self.asgi = RequestIdMiddleware(app)
 
     def require_api_key(self, key: str, metrics_auth: bool = False) -> None:
         """From now on every route but ``/v2/health/*`` (and ``/metrics`` unless ``metrics_auth``) needs
         ``Authorization: Bearer KEY`` (:mod:`inferperf.serve.auth`); call before the server starts."""
-        from .auth import ApiKeyMiddleware
+        self._auth = (key, metrics_auth)
+        self._chain()
 
-        self.asgi = RequestIdMiddleware(ApiKeyMiddleware(self._routes, key, metrics_auth))
+    def log_access(self, target: Any) -> None:
+        """Write a JSON line per request to ``target`` (a path, or ``"-"`` for stderr;
+        :mod:`inferperf.serve.access_log`); call before the server starts."""
+        from .access_log import AccessLog
+
+        self.access_log = AccessLog(target)
+        self._chain()
 
     def _starlette(self) -> Starlette:
         m, v = "/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"
@@ -298,8 +321,16 @@ class ServeApp:
             md = model.metadata
             req = decode_request(body, request.headers.get(HEADER_LENGTH), md.inputs, md.outputs, model.max_batch_size)
             metrics.decoded(name, clock.now_ns() - t)
-            outputs = await _race_disconnect(model.infer(req.inputs, req.rows, req.outputs, request.is_disconnected),
-                                             request.receive, name)
+            timing: dict[str, Any] = {}
+            access = request.scope.get("state", {}).get("access")
+            if access is not None:
+                access.update(model=name, version=model.version, rows=req.rows)
+            extra = {"timing": timing} if access is not None else {}  # only asked of models when logging
+            outputs = await _race_disconnect(
+                model.infer(req.inputs, req.rows, req.outputs, request.is_disconnected, **extra),
+                request.receive, name)
+            if access is not None:
+                access.update(timing)
             t = clock.now_ns()
             data, headers = encode_response(name, model.version, req, outputs, model.options.json_nonfinite)
             metrics.encoded(name, clock.now_ns() - t)

@@ -189,6 +189,7 @@ class Request:
         is_disconnected: async callable, True once the client went away (None = never asked).
         future: resolved with the request's outputs, or an exception.
         dispatch_ns: when its batch was dispatched (clock ns), 0 until then.
+        compute_ns: its batch's model call (ns), set by the executor; 0 until then.
     """
 
     inputs: dict[str, Any]
@@ -198,6 +199,7 @@ class Request:
     is_disconnected: Callable[[], Awaitable[bool]] | None = None
     future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     dispatch_ns: int = 0
+    compute_ns: int = 0
 
 
 #: ``execute(batch)``: run one batch and resolve every request's future (outputs or an exception).

@@ -244,6 +244,7 @@ class ServedModel:
         rows: int,
         requested_outputs: list[str] | None = None,
         is_disconnected: Callable[[], Awaitable[bool]] | None = None,
+        timing: dict[str, Any] | None = None,
     ) -> dict[str, np.ndarray]:
         """Run one request (already validated against ``metadata``) and return exactly its rows.
 
@@ -252,6 +253,8 @@ class ServedModel:
             rows: the request's rows (1 when ``max_batch_size`` is 0).
             requested_outputs: output names to return, in order (None = all).
             is_disconnected: async callable, True once the client went away; asked before the batch runs.
+            timing: when given, filled with ``queue_ms`` (arrival to dispatch) and ``compute_ms`` (its
+                batch's model call) once the batch ran.
 
         Returns:
             output name -> array with ``rows`` rows first (views into the batch's output).
@@ -271,7 +274,12 @@ class ServedModel:
             key = None
         req = Request(inputs=inputs, rows=rows, key=key, arrival_ns=self._clock.now_ns(),
                       is_disconnected=is_disconnected)
-        outs = await self.batcher.submit(req)
+        try:
+            outs = await self.batcher.submit(req)
+        finally:
+            if timing is not None and req.dispatch_ns:
+                timing["queue_ms"] = round((req.dispatch_ns - req.arrival_ns) / 1e6, 3)
+                timing["compute_ms"] = round(req.compute_ns / 1e6, 3)
         names = requested_outputs if requested_outputs is not None else self._output_names
         return {n: outs[n] for n in names}
 
@@ -296,6 +304,7 @@ class ServedModel:
         compute_ns = out.input_ns + out.infer_ns + out.output_ns
         n = len(batch)
         for r, q, arrays in zip(batch, queue_ns, out.per_request, strict=True):
+            r.compute_ns = compute_ns
             st.success.add(end - r.arrival_ns)
             st.queue.add(q)
             if not r.future.done():
