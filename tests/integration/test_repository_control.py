@@ -55,8 +55,9 @@ def test_index_load_and_unload(explicit) -> None:
     assert r.status_code == 200, r.text
     assert httpx.post(f"{url}/v2/models/mlp_triton/infer", json=X, timeout=10).status_code == 404
     assert httpx.post(f"{url}/v2/repository/models/mlp_triton/unload", timeout=10).status_code == 404
-    assert httpx.post(f"{url}/v2/repository/index", json={"ready": True}, timeout=10).json() == [
-        {"name": "mlp", "version": "1", "state": "READY", "reason": ""}]
+    ready = httpx.post(f"{url}/v2/repository/index", json={"ready": True}, timeout=10).json()
+    assert [(e["name"], e["version"], e["state"]) for e in ready] == [("mlp", "1", "READY")]
+    assert ready[0]["rss_bytes"] >= 0  # the resident memory its load added
 
 
 @pytest.mark.parametrize(("name", "status", "text"), [
@@ -157,5 +158,26 @@ def test_mode_none_refuses_the_api(repo: Path) -> None:
         assert httpx.post(f"{handle.url}/v2/models/scale/infer",
                           json={"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 1, 1, 1]}]},
                           timeout=10).status_code == 200
+    finally:
+        handle.stop()
+
+
+def test_max_loaded_models_unloads_the_least_recently_used_and_index_shows_memory(repo: Path) -> None:
+    app = prepare_repository(repo, mode="explicit", load_models=["mlp", "scale"], max_loaded_models=2)
+    handle = start(app, "127.0.0.1", 0, ready_timeout_s=60)
+    x4 = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+    try:
+        url = handle.url
+        assert httpx.post(f"{url}/v2/models/mlp/infer", json=X, timeout=10).status_code == 200
+        time.sleep(0.01)
+        assert httpx.post(f"{url}/v2/models/scale/infer", json=x4, timeout=10).status_code == 200  # mlp is now LRU
+        entries = httpx.post(f"{url}/v2/repository/index", json={"ready": True}, timeout=10).json()
+        assert {e["name"] for e in entries} == {"mlp", "scale"}
+        assert all(isinstance(e["rss_bytes"], int) and e["rss_bytes"] >= 0 for e in entries)
+        assert httpx.post(f"{url}/v2/repository/models/mlp_triton/load", timeout=120).status_code == 200
+        assert sorted(app.versions) == ["mlp_triton", "scale"]
+        index = {(e["name"], e["state"]) for e in httpx.post(f"{url}/v2/repository/index", timeout=10).json()}
+        assert ("mlp", "UNAVAILABLE") in index and ("mlp_triton", "READY") in index
+        assert httpx.post(f"{url}/v2/models/mlp/infer", json=X, timeout=10).status_code == 404
     finally:
         handle.stop()

@@ -47,6 +47,8 @@ def serve_command(
                                                 " explicit (only --load-model; POST /v2/repository/... loads/unloads)")] = "none",
     load_model: Annotated[Optional[list[str]], Opt(help="explicit mode: a model to load at start (repeatable)")] = None,
     max_concurrent_loads: Annotated[int, Opt(help="model loads running at once (default 1)")] = 1,
+    max_loaded_models: Annotated[int, Opt(help="explicit mode: a load past this many models first unloads the"
+                                               " least recently used (default 0 = no limit)")] = 0,
     host: Annotated[str, Opt(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, Opt(help="TCP port (0 = any free port)")] = 8000,
     model_name: Annotated[Optional[str], Opt(help="name in the URLs (default: file stem or zoo name)")] = None,
@@ -112,7 +114,7 @@ def serve_command(
             raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
                              " (or config.pbtxt), or serve one model without --model-repository")
         return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics,
-                                 model_control_mode, load_model or [], max_concurrent_loads,
+                                 model_control_mode, load_model or [], (max_concurrent_loads, max_loaded_models),
                                  (api_key, metrics_auth, access_log))
     if model is None:
         raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
@@ -172,7 +174,7 @@ def serve_command(
 
 
 def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool,
-                      mode: str, load_models: list[str], max_concurrent_loads: int,
+                      mode: str, load_models: list[str], limits: tuple[int, int],
                       auth: tuple[str | None, bool, str | None]) -> int:  # fmt: skip
     """``inferperf serve --model-repository DIR``: load the models, then serve until SIGTERM/SIGINT."""
     if not 0 <= port <= 65535:
@@ -185,7 +187,8 @@ def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, gr
 
     stack = uvicorn_stack(loop, http)
     served = prepare_repository(root, metrics=metrics, warn=lambda line: print(f"warning: {line}", file=sys.stderr),
-                                mode=mode, load_models=load_models, max_concurrent_loads=max_concurrent_loads)
+                                mode=mode, load_models=load_models, max_concurrent_loads=limits[0],
+                                max_loaded_models=limits[1])
     _run(served, host, port, stack, grace_s, auth)
     return 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import time
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -103,6 +104,7 @@ class ServeApp:
         # name -> the version served without /versions/{v}: the highest (numeric order), as Triton does
         self.models = {n: vs[max(vs, key=_version_order)] for n, vs in self.versions.items()}
         self.draining: set[str] = set()  # names being unloaded: new requests get 503
+        self.last_used: dict[str, float] = {}  # name -> monotonic s of its last infer (LRU unloading)
         self.control: Any = None  # a serve.control.ModelControl when serving a repository
         self.metrics = metrics or ServerMetrics(clock=clock)
         self.clock = clock
@@ -304,6 +306,7 @@ class ServeApp:
         except _Unavailable as e:
             return _error(str(e), 503, retry_after_s=1)
         metrics, name = self.metrics, model.name
+        self.last_used[name] = time.monotonic()
         t0 = metrics.request_started(name)
         status = 500
         try:

@@ -8,7 +8,10 @@ Triton's ``--model-control-mode``: ``none`` (every model loaded at start; load/u
 Rules: loads run one at a time per model and at most ``max_concurrent_loads`` at once (a semaphore; two
 concurrent loads of one model load it once, the second waits for the first's outcome); a load that fails
 (corrupt file, bad config) leaves the versions already serving untouched; a reload swaps the new versions
-in, then drains and closes the old ones. Unloading marks the model unavailable at once (new requests get
+in, then drains and closes the old ones. Each load's memory is the process RSS after minus before
+(``rss_bytes`` in the index; with several loads at once they share the attribution).
+``max_loaded_models`` (when asked) unloads the least recently used model before a load that would pass
+it. Unloading marks the model unavailable at once (new requests get
 503 with Retry-After), lets every accepted request finish (the batcher drains), frees the instances, and
 returns only when the model is gone; after that its routes answer 404.
 
@@ -27,6 +30,13 @@ from .repository import check_name, load_served, read_model
 MODES = ("none", "explicit")
 
 
+def rss() -> int:
+    """This process's resident set size (bytes, psutil)."""
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
 class ControlError(Exception):
     """A refused repository request: ``status`` (400, 404) and a one-line message."""
 
@@ -43,7 +53,7 @@ class ModelControl:
     """
 
     def __init__(self, app: Any, root: Path, mode: str = "none", max_concurrent_loads: int = 1,
-                 observer: Any = None, clock: Any = None) -> None:  # fmt: skip
+                 observer: Any = None, clock: Any = None, max_loaded_models: int = 0) -> None:  # fmt: skip
         if mode not in MODES:
             raise UsageError(f"--model-control-mode {mode!r}: use none or explicit")
         if max_concurrent_loads < 1:
@@ -52,8 +62,12 @@ class ModelControl:
         self.observer, self.clock = observer, clock
         self._limit = asyncio.Semaphore(max_concurrent_loads)
         self._inflight: dict[str, asyncio.Future[None]] = {}
+        if max_loaded_models < 0:
+            raise UsageError(f"--max-loaded-models {max_loaded_models}: use 0 (no limit) or more")
+        self.max_loaded_models = max_loaded_models
         self.states: dict[str, str] = {n: "READY" for n in app.versions}
         self.reasons: dict[str, str] = {}
+        self.rss_bytes: dict[str, int] = {}  # resident memory each load added (process RSS after - before)
 
     def _refuse_in_none_mode(self, what: str) -> None:
         if self.mode == "none":
@@ -72,6 +86,8 @@ class ModelControl:
             versions = sorted(self.app.versions.get(name, {})) or [""]
             for v in versions:
                 entry = {"name": name, "version": v, "state": state, "reason": self.reasons.get(name, "")}
+                if state == "READY" and name in self.rss_bytes:
+                    entry["rss_bytes"] = self.rss_bytes[name]
                 out.append(entry)
         return out
 
@@ -109,7 +125,10 @@ class ModelControl:
             self.states[name] = "LOADING"
             try:
                 entry = read_model(self.root, name)
+                await self._make_room(name)
+                rss_before = rss()
                 served = await asyncio.to_thread(load_served, entry, self.observer, self.clock)
+                self.rss_bytes[name] = max(0, rss() - rss_before)
             except (InferperfError, OSError) as e:
                 self.states[name] = before or "UNAVAILABLE"
                 self.reasons[name] = str(e)
@@ -118,6 +137,18 @@ class ModelControl:
             self.states[name], self.reasons[name] = "READY", ""
         for m in old:
             await m.close(drain=True)
+
+    async def _make_room(self, name: str) -> None:
+        """With ``max_loaded_models``: unload least recently used models until loading ``name`` fits."""
+        if not self.max_loaded_models or name in self.app.versions:
+            return
+        while len(self.app.versions) >= self.max_loaded_models:
+            others = [n for n in self.app.versions if n != name]
+            if not others:
+                return
+            lru = min(others, key=lambda n: self.app.last_used.get(n, 0.0))
+            await self.unload(lru)
+            self.reasons[lru] = f"unloaded to make room for '{name}' (--max-loaded-models {self.max_loaded_models})"
 
     async def unload(self, name: str) -> None:
         """Unload ``name``: 503 for new requests at once, drain what was accepted, free it, then return.

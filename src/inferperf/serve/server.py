@@ -262,12 +262,13 @@ def prepare(
 
 def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = True,
                        warn: Callable[[str], None] | None = None, *, mode: str = "none",
-                       load_models: Sequence[str] | None = None, max_concurrent_loads: int = 1) -> ServeApp:  # fmt: skip
+                       load_models: Sequence[str] | None = None, max_concurrent_loads: int = 1,
+                       max_loaded_models: int = 0) -> ServeApp:  # fmt: skip
     """Load the models of the repository at ``root`` (:mod:`inferperf.serve.repository`) and build the app,
     with run-time model control (:mod:`inferperf.serve.control`) attached as ``app.control``.
 
     ``mode`` is Triton's ``--model-control-mode``: ``none`` loads every model now, ``explicit`` only
-    ``load_models``. ``warn`` gets each model's warning line (fields of a Triton config inferperf
+    ``load_models``; ``max_loaded_models`` (0 = no limit) makes later loads unload the least recently used. ``warn`` gets each model's warning line (fields of a Triton config inferperf
     ignores); ``metrics`` False turns Prometheus metrics off for the whole server.
 
     Raises:
@@ -276,7 +277,7 @@ def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = T
     """
     from pathlib import Path
 
-    from .control import ModelControl
+    from .control import ModelControl, rss
     from .metrics import DisabledMetrics
     from .repository import load_served, read_model, scan
 
@@ -288,15 +289,23 @@ def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = T
     else:
         entries = scan(root)
     observer = ServerMetrics(clock=clock) if metrics else DisabledMetrics(clock=clock)
+    if max_loaded_models and len(entries) > max_loaded_models:
+        raise UsageError(f"{len(entries)} models to load at start but --max-loaded-models {max_loaded_models}:"
+                         " raise it, or use --model-control-mode explicit with fewer --load-model")
     served: list[Any] = []
+    memory: dict[str, int] = {}
     try:
         for entry in entries:
             for line in entry.warnings:
                 if warn is not None:
                     warn(line)
+            before = rss()
             served += load_served(entry, observer=observer, clock=clock)
+            memory[entry.name] = max(0, rss() - before)
         app = ServeApp(served, metrics=observer, clock=clock)
-        app.control = ModelControl(app, root, mode, max_concurrent_loads, observer=observer, clock=clock)
+        app.control = ModelControl(app, root, mode, max_concurrent_loads, observer=observer, clock=clock,
+                                   max_loaded_models=max_loaded_models)
+        app.control.rss_bytes.update(memory)
     except BaseException:
         if served:
             _close_models(ServeApp(served, metrics=observer, clock=clock))
