@@ -130,7 +130,8 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
     infer = {
         "post": {
             "summary": "Inference (KServe v2 JSON, or Triton binary tensors with Inference-Header-Content-Length)",
-            "requestBody": {"content": {"application/json": {}, "application/octet-stream": {}}},
+            "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/InferRequest"}},
+                                        "application/octet-stream": {}}},
             "responses": {
                 "200": {"description": "OK", "content": {"application/json": {}, "application/octet-stream": {}}},
                 **{code: err for code in ("400", "404", "413", "500", "503")},
@@ -152,7 +153,29 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "inferperf serve (KServe v2 REST)", "version": __version__, "x-models": model_names},
         "paths": paths,
-        "components": {
-            "schemas": {"Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}
-        },
+        "components": {"schemas": {
+            "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+            "InferRequest": {  # KServe v2 inference request (JSON form)
+                "type": "object", "required": ["inputs"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "parameters": {"type": "object"},
+                    "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/RequestInput"}},
+                    "outputs": {"type": "array", "items": {"type": "object", "required": ["name"],
+                                                           "properties": {"name": {"type": "string"},
+                                                                          "parameters": {"type": "object"}}}},
+                },
+            },
+            "RequestInput": {
+                "type": "object", "required": ["name", "shape", "datatype", "data"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                    "datatype": {"type": "string", "enum": ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8",
+                                                             "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]},
+                    "parameters": {"type": "object"},
+                    "data": {"type": "array"},
+                },
+            },
+        }},
     }
