@@ -99,3 +99,38 @@ def test_a_request_whose_client_left_never_reaches_the_runtime(mlp: Path) -> Non
     assert isinstance(left, Cancelled) and stays["y"].shape == (1, 16)
     assert seen == [1]  # only the staying request's row was run
     assert served.batcher.depth == 0
+
+
+def test_ids_past_the_embedding_table_are_a_400_naming_the_input_and_spare_batch_peers(tmp_path) -> None:
+    """tiny-bert's input_ids index a 1,000-row table: an id past it is refused (InvalidInput, 400) before
+    the batch runs, so a valid request queued with it still gets its answer."""
+    import asyncio
+
+    import numpy as np
+
+    from inferperf import zoo
+    from inferperf.config import BenchConfig
+    from inferperf.serve.errors import InvalidInput
+    from inferperf.serve.model import ServedModel
+    from inferperf.serve.options import ServeOptions
+
+    cfg = BenchConfig.model_validate({"session": {"intra_op_num_threads": 1}, "workload": {"dims": {"seq": 8}},
+                                      "warmup": {"iterations": 1}})
+    m = ServedModel.load(str(zoo.resolve("zoo:tiny-bert")), cfg,
+                         ServeOptions(max_batch_size=4, dynamic_batching=True, max_queue_delay_us=20000))
+    assert m.index_ranges["input_ids"][1] == 999
+
+    def feed(ids: int) -> dict[str, np.ndarray]:
+        return {"input_ids": np.full((1, 8), ids, np.int64), "attention_mask": np.ones((1, 8), np.int64)}
+
+    async def main() -> tuple[object, object]:
+        good = asyncio.ensure_future(m.infer(feed(5), 1))
+        bad = asyncio.ensure_future(m.infer(feed(1_000_000), 1))
+        results = await asyncio.gather(good, bad, return_exceptions=True)
+        await m.close()
+        return results[0], results[1]
+
+    good, bad = asyncio.run(main())
+    assert isinstance(bad, InvalidInput) and bad.status == 400
+    assert "input 'input_ids': value 1000000 is outside [-1000, 999]" in str(bad)
+    assert isinstance(good, dict) and all(np.isfinite(v).all() for v in good.values())

@@ -6,6 +6,7 @@
     ├── ServeError                     base of the serving errors below; ``status`` is the HTTP code
     │   ├── QueueFull (503)            the model's queue holds ``max_queue_size`` requests; ``retry_after_s``
     │   ├── NotReady (503)             the model is loading, warming up or shutting down; ``retry_after_s``
+    │   ├── InvalidInput (400)         input values the model cannot take (ids past an embedding table)
     │   ├── Cancelled (499)            the client went away before its batch ran (nothing to answer)
     │   └── QueueTimeout (504)         still queued at its deadline (--request-timeout-ms): never run
     └── RuntimeFailure
@@ -80,6 +81,16 @@ class Cancelled(ServeError):
         self.model = model
 
 
+class InvalidInput(ServeError):
+    """Input values the model cannot take, found before the batch runs (so no batch peer fails): 400.
+
+    Args:
+        message: names the input and the valid values.
+    """
+
+    status = 400
+
+
 class QueueTimeout(ServeError):
     """The request was still queued when its deadline came (``request_timeout_ms``): answered 504 at the
     deadline, removed from the queue, never run (Triton's ``default_queue_policy`` with ``timeout_action:
@@ -116,4 +127,4 @@ class ModelExecutionError(RuntimeFailure):
         self.detail = detail
 
 
-__all__ = ["Cancelled", "ModelExecutionError", "NotReady", "QueueFull", "QueueTimeout", "ServeError"]
+__all__ = ["Cancelled", "InvalidInput", "ModelExecutionError", "NotReady", "QueueFull", "QueueTimeout", "ServeError"]

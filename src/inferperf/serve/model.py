@@ -35,7 +35,7 @@ from ..workload.signature import inspect_model
 from ..zoo import resolve as zoo_resolve
 from ..zoo import zoo_name
 from .batcher import BatchPolicy, DynamicBatcher, NullObserver, Observer, Request
-from .errors import ModelExecutionError, NotReady
+from .errors import InvalidInput, ModelExecutionError, NotReady
 from .instances import InstancePool
 from .options import AUTO_MAX_BATCH_SIZE, ServeOptions
 from .protocol import NUMPY_DTYPE, TensorSpec
@@ -164,6 +164,8 @@ class ServedModel:
         self._input_names = [t.name for t in metadata.inputs]
         self._output_names = [t.name for t in metadata.outputs]
         self.ready = True
+        #: input name -> inclusive (lo, hi) row ids of the Gather table it indexes (checked per request)
+        self.index_ranges: dict[str, tuple[int, int]] = {}
 
     @classmethod
     def load(
@@ -236,7 +238,10 @@ class ServedModel:
         except BaseException:
             pool.close()
             raise
-        return cls(metadata.name, version, metadata, mbs, options, pool, observer, clock, notes)
+        served = cls(metadata.name, version, metadata, mbs, options, pool, observer, clock, notes)
+        names = {t.name for t in metadata.inputs}
+        served.index_ranges = {n: r for n, r in facts.index_ranges.items() if n in names}
+        return served
 
     async def infer(
         self,
@@ -268,6 +273,14 @@ class ServedModel:
         if not self.ready:
             self._observer.rejected(self.name, "shutting_down" if self.batcher.closing else "not_ready")
             raise NotReady(self.name, "shutting_down" if self.batcher.closing else "not_ready")
+        for name, (lo, hi) in self.index_ranges.items():  # ids past a Gather table: 400 now, not a failed batch
+            arr = inputs.get(name)
+            if arr is not None and arr.size and arr.dtype.kind in "iu":
+                low, high = int(arr.min()), int(arr.max())
+                if low < -(hi + 1) or high > hi:
+                    bad = high if high > hi else low
+                    raise InvalidInput(f"input '{name}': value {bad} is outside [{-(hi + 1)}, {hi}], the rows of the"
+                                       f" table it indexes ({hi + 1} rows): send ids the model's vocabulary holds")
         if self.max_batch_size > 0:
             key: Any = tuple((n, inputs[n].dtype.str, inputs[n].shape[1:]) for n in self._input_names)
         else:
