@@ -82,6 +82,10 @@ def serve_command(
     api_key: Annotated[Optional[str], Opt(envvar="INFERPERF_API_KEY", show_envvar=True,
                                           help="require Authorization: Bearer KEY on every route but /v2/health/*"
                                                " (and /metrics unless --metrics-auth)")] = None,
+    request_receipt_timeout_s: Annotated[float, Opt(help="a request's bytes must all arrive within this many s of its"
+                                                         " first byte, else 408 and close (slow clients; 0 = off)")] = 30.0,
+    timeout_keep_alive_s: Annotated[int, Opt(help="close idle keep-alive connections after this many s")] = 30,
+    limit_concurrency: Annotated[int, Opt(help="connections + requests in progress beyond which 503 (0 = no limit)")] = 0,
     access_log: Annotated[Optional[str], Opt(help="write one JSON line per request here (- = stderr)")] = None,
     metrics_auth: Annotated[bool, Opt("--metrics-auth", help="with --api-key: /metrics needs the key too")] = False,
     loop: Annotated[str, Opt(help="event loop: auto (uvloop when installed) | uvloop | asyncio")] = "auto",
@@ -96,6 +100,9 @@ def serve_command(
     Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
     gracefully on SIGTERM/SIGINT."""
     _check_auth(api_key, metrics_auth, host)
+    if request_receipt_timeout_s < 0 or timeout_keep_alive_s < 1 or limit_concurrency < 0:
+        raise UsageError("--request-receipt-timeout-s >= 0, --timeout-keep-alive-s >= 1 and --limit-concurrency >= 0,"
+                         " please: check those flags")
     if access_log not in (None, "-"):
         try:
             Path(access_log).open("a").close()  # appendable now, before the models load
@@ -115,7 +122,8 @@ def serve_command(
                              " (or config.pbtxt), or serve one model without --model-repository")
         return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics,
                                  model_control_mode, load_model or [], (max_concurrent_loads, max_loaded_models),
-                                 (api_key, metrics_auth, access_log))
+                                 (api_key, metrics_auth, access_log),
+                                 (request_receipt_timeout_s, timeout_keep_alive_s, limit_concurrency))
     if model is None:
         raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
     if load_model or model_control_mode != "none":
@@ -162,7 +170,8 @@ def serve_command(
 
     stack = uvicorn_stack(loop, http)  # a bad or missing one: one line, before the model loads
     served = prepare(model, cfg, opts, name=model_name)  # loads and warms up before the port is bound
-    _run(served, host, port, stack, grace_s, (api_key, metrics_auth, access_log))
+    _run(served, host, port, stack, grace_s, (api_key, metrics_auth, access_log),
+         (request_receipt_timeout_s, timeout_keep_alive_s, limit_concurrency))
     if output is not None:
         from ..results.io import save
         from ..serve.result import serve_result
@@ -175,7 +184,7 @@ def serve_command(
 
 def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool,
                       mode: str, load_models: list[str], limits: tuple[int, int],
-                      auth: tuple[str | None, bool, str | None]) -> int:  # fmt: skip
+                      auth: tuple[str | None, bool, str | None], conn: tuple[float, int, int]) -> int:  # fmt: skip
     """``inferperf serve --model-repository DIR``: load the models, then serve until SIGTERM/SIGINT."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} is not a TCP port: use 0..65535")
@@ -189,7 +198,7 @@ def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, gr
     served = prepare_repository(root, metrics=metrics, warn=lambda line: print(f"warning: {line}", file=sys.stderr),
                                 mode=mode, load_models=load_models, max_concurrent_loads=limits[0],
                                 max_loaded_models=limits[1])
-    _run(served, host, port, stack, grace_s, auth)
+    _run(served, host, port, stack, grace_s, auth, conn)
     return 0
 
 
@@ -209,10 +218,14 @@ def _check_auth(key: str | None, metrics_auth: bool, host: str) -> None:
 
 
 def _run(served: Any, host: str, port: int, stack: tuple[str, str], grace_s: float,
-         auth: tuple[str | None, bool, str | None]) -> None:  # fmt: skip
+         auth: tuple[str | None, bool, str | None], conn: tuple[float, int, int]) -> None:  # fmt: skip
     """Bind, print the banner once serving, and serve in this thread until SIGTERM/SIGINT (graceful);
-    ``auth`` = (API key or None, whether /metrics needs it, access log target or None)."""
+    ``auth`` = (API key or None, whether /metrics needs it, access log target or None); ``conn`` =
+    (request-receipt deadline s, keep-alive s, concurrency limit)."""
+    from ..serve.app import ConnectionLimits
     from ..serve.server import banner, run_server
+
+    served.limits = ConnectionLimits(*conn)
 
     key, metrics_auth, access_log = auth
     if key is not None:

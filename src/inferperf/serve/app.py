@@ -22,6 +22,7 @@ import os
 import time
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -49,6 +50,21 @@ def _json(doc: Any, status: int = 200, headers: dict[str, str] | None = None) ->
 def _error(message: str, status: int, retry_after_s: int | None = None) -> Response:
     headers = {"retry-after": str(retry_after_s)} if retry_after_s is not None else None
     return _json({"error": message}, status, headers)
+
+
+@dataclass
+class ConnectionLimits:
+    """Server-wide connection settings handed to uvicorn (``inferperf serve`` flags).
+
+    - ``request_receipt_timeout_s``: a request's bytes must all arrive within this many seconds of its first
+      byte, else 408 and the connection is closed (httptools stack; 0 = no deadline). Default 30.
+    - ``timeout_keep_alive_s``: an idle keep-alive connection is closed after this long (uvicorn's). Default 30.
+    - ``limit_concurrency``: connections + requests in progress beyond which uvicorn answers 503 (0 = none).
+    """
+
+    request_receipt_timeout_s: float = 30.0
+    timeout_keep_alive_s: int = 30
+    limit_concurrency: int = 0
 
 
 def _version_order(version: str) -> tuple[int, int | str]:
@@ -114,6 +130,7 @@ class ServeApp:
         self._server_meta = orjson.dumps(server_metadata())
         self._routes = self._starlette()
         self._auth: tuple[str, bool] | None = None
+        self.limits = ConnectionLimits()
         self.access_log: Any = None
         self.asgi: ASGIApp = RequestIdMiddleware(self._routes)
 
