@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inferperf.serve.app import ConnectionLimits
+from inferperf.serve.options import ConnectionLimits
 from inferperf.serve.server import prepare_repository, start
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repository"

@@ -308,7 +308,7 @@ def test_binary_response_roundtrip_per_output_override() -> None:
 
 
 def test_coalescing_transport_writes_each_response_in_one_piece() -> None:
-    from inferperf.serve.server import CoalescingTransport
+    from inferperf.serve.http_protocol import CoalescingTransport
 
     class Raw:
         def __init__(self) -> None:

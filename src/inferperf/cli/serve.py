@@ -222,7 +222,7 @@ def _run(served: Any, host: str, port: int, stack: tuple[str, str], grace_s: flo
     """Bind, print the banner once serving, and serve in this thread until SIGTERM/SIGINT (graceful);
     ``auth`` = (API key or None, whether /metrics needs it, access log target or None); ``conn`` =
     (request-receipt deadline s, keep-alive s, concurrency limit)."""
-    from ..serve.app import ConnectionLimits
+    from ..serve.options import ConnectionLimits
     from ..serve.server import banner, run_server
 
     served.limits = ConnectionLimits(*conn)

@@ -22,7 +22,6 @@ import os
 import time
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -37,6 +36,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import RuntimeFailure
 from .errors import Cancelled, ServeError
 from .metrics import CONTENT_TYPE, ServerMetrics
+from .options import ConnectionLimits
 from .protocol import HEADER_LENGTH, ProtocolError, decode_request, encode_response
 from .triton import model_config, model_metadata, openapi, server_metadata
 
@@ -50,21 +50,6 @@ def _json(doc: Any, status: int = 200, headers: dict[str, str] | None = None) ->
 def _error(message: str, status: int, retry_after_s: int | None = None) -> Response:
     headers = {"retry-after": str(retry_after_s)} if retry_after_s is not None else None
     return _json({"error": message}, status, headers)
-
-
-@dataclass
-class ConnectionLimits:
-    """Server-wide connection settings handed to uvicorn (``inferperf serve`` flags).
-
-    - ``request_receipt_timeout_s``: a request's bytes must all arrive within this many seconds of its first
-      byte, else 408 and the connection is closed (httptools stack; 0 = no deadline). Default 30.
-    - ``timeout_keep_alive_s``: an idle keep-alive connection is closed after this long (uvicorn's). Default 30.
-    - ``limit_concurrency``: connections + requests in progress beyond which uvicorn answers 503 (0 = none).
-    """
-
-    request_receipt_timeout_s: float = 30.0
-    timeout_keep_alive_s: int = 30
-    limit_concurrency: int = 0
 
 
 def _version_order(version: str) -> tuple[int, int | str]:

@@ -8,6 +8,7 @@ Plain data: defining these imports no runtime and no web stack.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -91,3 +92,18 @@ class ServeOptions(BaseModel):
         if self.max_batch_size is not None:
             return self.max_batch_size
         return AUTO_MAX_BATCH_SIZE if batchable else 0
+
+
+@dataclass
+class ConnectionLimits:
+    """Server-wide connection settings handed to uvicorn (``inferperf serve`` flags).
+
+    - ``request_receipt_timeout_s``: a request's bytes must all arrive within this many seconds of its first
+      byte, else 408 and the connection is closed (httptools stack; 0 = no deadline). Default 30.
+    - ``timeout_keep_alive_s``: an idle keep-alive connection is closed after this long (uvicorn's). Default 30.
+    - ``limit_concurrency``: connections + requests in progress beyond which uvicorn answers 503 (0 = none).
+    """
+
+    request_receipt_timeout_s: float = 30.0
+    timeout_keep_alive_s: int = 30
+    limit_concurrency: int = 0
