@@ -24,7 +24,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from ..errors import InferperfError, UsageError
+from ..errors import UsageError
 from .repository import check_name, load_served, read_model
 
 MODES = ("none", "explicit")
@@ -129,7 +129,7 @@ class ModelControl:
                 rss_before = rss()
                 served = await asyncio.to_thread(load_served, entry, self.observer, self.clock)
                 self.rss_bytes[name] = max(0, rss() - rss_before)
-            except (InferperfError, OSError) as e:
+            except Exception as e:  # noqa: BLE001 - any failed load leaves the serving versions; the state is restored
                 self.states[name] = before or "UNAVAILABLE"
                 self.reasons[name] = str(e)
                 raise ControlError(f"failed to load '{name}': {e}") from None
