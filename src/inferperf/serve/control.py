@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import UsageError
@@ -170,3 +171,58 @@ class ModelControl:
             self.app.draining.discard(name)
             self.states[name] = "UNAVAILABLE"
             self.reasons[name] = "unloaded"
+
+
+def prepare_repository(root: Any, clock: Any = None, metrics: bool = True,
+                       warn: Callable[[str], None] | None = None, *, mode: str = "none",
+                       load_models: Sequence[str] | None = None, max_concurrent_loads: int = 1,
+                       max_loaded_models: int = 0) -> Any:  # fmt: skip
+    """Load the models of the repository at ``root`` (:mod:`inferperf.serve.repository`) and build the app,
+    with run-time model control (:mod:`inferperf.serve.control`) attached as ``app.control``.
+
+    ``mode`` is Triton's ``--model-control-mode``: ``none`` loads every model now, ``explicit`` only
+    ``load_models``; ``max_loaded_models`` (0 = no limit) makes later loads unload the least recently
+    used. ``warn`` gets each model's warning line (fields of a Triton config inferperf ignores);
+    ``metrics`` False turns Prometheus metrics off for the whole server.
+
+    Raises:
+        UsageError / ModelError: a malformed repository, an unknown ``load_models`` name or an unloadable
+            model (nothing is bound yet; models already loaded are closed).
+    """
+    from ..clock import SYSTEM_CLOCK
+    from .app import ServeApp
+    from .metrics import DisabledMetrics, ServerMetrics
+    from .repository import scan
+    from .server import _close_models
+
+    root = Path(root)
+    if mode == "explicit":
+        entries = [read_model(root, n) for n in dict.fromkeys(load_models or [])]
+    elif load_models:
+        raise UsageError("--load-model needs --model-control-mode explicit (mode none loads every model)")
+    else:
+        entries = scan(root)
+    clock = clock or SYSTEM_CLOCK
+    observer = ServerMetrics(clock=clock) if metrics else DisabledMetrics(clock=clock)
+    if max_loaded_models and len(entries) > max_loaded_models:
+        raise UsageError(f"{len(entries)} models to load at start but --max-loaded-models {max_loaded_models}:"
+                         " raise it, or use --model-control-mode explicit with fewer --load-model")
+    served: list[Any] = []
+    memory: dict[str, int] = {}
+    try:
+        for entry in entries:
+            for line in entry.warnings:
+                if warn is not None:
+                    warn(line)
+            before = rss()
+            served += load_served(entry, observer=observer, clock=clock)
+            memory[entry.name] = max(0, rss() - before)
+        app = ServeApp(served, metrics=observer, clock=clock)
+        app.control = ModelControl(app, root, mode, max_concurrent_loads, observer=observer, clock=clock,
+                                   max_loaded_models=max_loaded_models)
+        app.control.rss_bytes.update(memory)
+    except BaseException:
+        if served:
+            _close_models(ServeApp(served, metrics=observer, clock=clock))
+        raise
+    return app

@@ -15,6 +15,7 @@ A fresh ``simdjson.Parser`` per body (~0.2 us) means no parser is ever shared be
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -108,3 +109,29 @@ def numeric_data(data: Any, dtype: np.dtype, n: int) -> np.ndarray | None:
         if wide.min() < info.min or wide.max() > info.max:
             return None
     return wide.astype(dtype, copy=False)
+
+
+_NONFINITE = re.compile(rb"NaN|Infinity")
+
+#: What :func:`loads_nonfinite` returns for text that is not JSON even with the non-finite tokens.
+NOT_JSON = object()
+
+
+def loads_nonfinite(text: bytes) -> Any:
+    """Parse JSON that may hold the tokens ``NaN``, ``Infinity`` and ``-Infinity``, as Triton does: its
+    server reads request JSON with rapidjson's ``kParseNanAndInfFlag`` (triton-inference-server/common,
+    triton_json.h), and perf_analyzer's JSON tensors carry those tokens whenever its random FP32 bits are
+    non-finite. Python's ``json`` module accepts exactly these three (slower; used only after the fast
+    parsers refused the body).
+
+    Returns:
+        the document, or :data:`NOT_JSON` when the text holds none of the tokens or is invalid anyway.
+    """
+    if not _NONFINITE.search(text):
+        return NOT_JSON
+    import json
+
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError):
+        return NOT_JSON

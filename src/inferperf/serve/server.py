@@ -223,59 +223,6 @@ def prepare(
     return ServeApp([model], metrics=metrics, clock=clock)
 
 
-def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = True,
-                       warn: Callable[[str], None] | None = None, *, mode: str = "none",
-                       load_models: Sequence[str] | None = None, max_concurrent_loads: int = 1,
-                       max_loaded_models: int = 0) -> ServeApp:  # fmt: skip
-    """Load the models of the repository at ``root`` (:mod:`inferperf.serve.repository`) and build the app,
-    with run-time model control (:mod:`inferperf.serve.control`) attached as ``app.control``.
-
-    ``mode`` is Triton's ``--model-control-mode``: ``none`` loads every model now, ``explicit`` only
-    ``load_models``; ``max_loaded_models`` (0 = no limit) makes later loads unload the least recently used. ``warn`` gets each model's warning line (fields of a Triton config inferperf
-    ignores); ``metrics`` False turns Prometheus metrics off for the whole server.
-
-    Raises:
-        UsageError / ModelError: a malformed repository, an unknown ``load_models`` name or an unloadable
-            model (nothing is bound yet; models already loaded are closed).
-    """
-    from pathlib import Path
-
-    from .control import ModelControl, rss
-    from .metrics import DisabledMetrics
-    from .repository import load_served, read_model, scan
-
-    root = Path(root)
-    if mode == "explicit":
-        entries = [read_model(root, n) for n in dict.fromkeys(load_models or [])]
-    elif load_models:
-        raise UsageError("--load-model needs --model-control-mode explicit (mode none loads every model)")
-    else:
-        entries = scan(root)
-    observer = ServerMetrics(clock=clock) if metrics else DisabledMetrics(clock=clock)
-    if max_loaded_models and len(entries) > max_loaded_models:
-        raise UsageError(f"{len(entries)} models to load at start but --max-loaded-models {max_loaded_models}:"
-                         " raise it, or use --model-control-mode explicit with fewer --load-model")
-    served: list[Any] = []
-    memory: dict[str, int] = {}
-    try:
-        for entry in entries:
-            for line in entry.warnings:
-                if warn is not None:
-                    warn(line)
-            before = rss()
-            served += load_served(entry, observer=observer, clock=clock)
-            memory[entry.name] = max(0, rss() - before)
-        app = ServeApp(served, metrics=observer, clock=clock)
-        app.control = ModelControl(app, root, mode, max_concurrent_loads, observer=observer, clock=clock,
-                                   max_loaded_models=max_loaded_models)
-        app.control.rss_bytes.update(memory)
-    except BaseException:
-        if served:
-            _close_models(ServeApp(served, metrics=observer, clock=clock))
-        raise
-    return app
-
-
 def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float = 0.0,
           ready_timeout_s: float = 30.0, loop: str = "auto", http: str = "auto") -> ServerHandle:  # fmt: skip
     """Bind, start uvicorn in a thread and wait until it serves (deadline ``ready_timeout_s``).
@@ -403,3 +350,17 @@ def banner(app: ServeApp, url: str, stack: tuple[str, str] | None = None) -> str
         parts.append(f"model '{m.name}'{version} max_batch_size={m.max_batch_size} dynamic_batching={batching} {inst}")
         parts += list(getattr(m, "notes", []) or [])
     return " | ".join(parts)
+
+
+def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = True,
+                       warn: Callable[[str], None] | None = None, **control: Any) -> ServeApp:  # fmt: skip
+    """Load a model repository and build the app with run-time model control: see
+    :func:`inferperf.serve.control.prepare_repository` (``mode``, ``load_models``, ``max_concurrent_loads``,
+    ``max_loaded_models`` pass through).
+
+    Raises:
+        UsageError / ModelError: as that function.
+    """
+    from .control import prepare_repository as prepare
+
+    return prepare(root, clock=clock, metrics=metrics, warn=warn, **control)
