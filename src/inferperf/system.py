@@ -334,3 +334,25 @@ def default_intra_op_threads(info: SystemInfo | None = None) -> int:
         info: inventory to use; :func:`collect_system` when ``None``.
     """
     return max(1, (info or collect_system()).effective_cpus)
+
+
+#: the inventory fields a machine fingerprint covers (what changes how fast a configuration runs)
+FINGERPRINT_FIELDS = ("cpu_model", "physical_cores", "logical_cores", "smt_active", "effective_cpus",
+                      "cgroup_cpu_limit", "cpu_affinity")
+#: the runtime versions a fingerprint covers
+FINGERPRINT_PACKAGES = ("onnxruntime", "openvino", "torch")
+
+
+def machine_fingerprint(info: SystemInfo | None = None) -> str:
+    """12-hex-digit fingerprint of the machine as far as speed goes: CPU model, core counts, SMT, effective
+    CPUs, quota, affinity, memory (GiB) and runtime versions (:data:`FINGERPRINT_FIELDS`,
+    :data:`FINGERPRINT_PACKAGES`). Two measurements are comparable only under the same fingerprint
+    (tune's study and trial cache are keyed by it)."""
+    import hashlib
+    import json
+
+    info = info or collect_system()
+    doc = {k: getattr(info, k) for k in FINGERPRINT_FIELDS}
+    doc["memory_gib"] = round((info.memory_bytes or 0) / 2**30)
+    doc["packages"] = {k: info.packages.get(k) for k in FINGERPRINT_PACKAGES if info.packages.get(k)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]

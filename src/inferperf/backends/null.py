@@ -127,3 +127,60 @@ def _vi(v: Any) -> TensorInfo:
         dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
     dtype = helper.tensor_dtype_to_np_dtype(t.elem_type).name if t.elem_type else "float32"
     return TensorInfo(name=v.name, dtype=dtype, shape=dims)
+
+
+class LatencySurface:
+    """A scripted latency surface: per-query latency as a function of intra-op threads, batch, concurrency and
+    session mode, with seeded log-normal noise. For testing searches (``inferperf.tune``) on the fake clock.
+
+    Model (noise-free, ms): ``base_ms x ((1 - p) + p / threads)`` (Amdahl's law with parallel fraction
+    ``p``) ``x (1 + row_cost x (batch - 1))`` ``x max(1, concurrency x threads / cpus)`` (time-sharing once
+    the streams ask for more CPUs than exist) ``x shared_penalty`` when several streams share one
+    session. ``c`` closed-loop streams then complete ``c x batch / latency`` samples per second
+    (Little's law).
+
+    Args:
+        base_ms: one-thread batch-1 latency (ms).
+        parallel_fraction: Amdahl's p in [0, 1].
+        row_cost: extra latency per extra row, as a fraction of one row.
+        cpus: CPUs of the simulated machine.
+        shared_penalty: factor for a shared session under concurrency (>= 1: contention).
+        noise_cv: spread of the log-normal noise (sigma of log latency).
+        planted: ``{repr(sorted(params.items())): factor}``: the first run of that configuration draws its
+            latencies x factor (a lucky draw, for validation tests).
+    """
+
+    def __init__(self, base_ms: float = 10.0, parallel_fraction: float = 0.8, row_cost: float = 0.7, cpus: int = 2,
+                 shared_penalty: float = 1.15, noise_cv: float = 0.05, planted: dict[str, float] | None = None) -> None:
+        self.base_ms, self.p, self.row_cost, self.cpus = base_ms, parallel_fraction, row_cost, cpus
+        self.shared_penalty, self.noise_cv = shared_penalty, noise_cv
+        self.planted = dict(planted or {})
+        self._runs: dict[str, int] = {}
+
+    def latency_ms(self, threads: int, batch: int = 1, concurrency: int = 1, session_mode: str = "shared") -> float:
+        """Noise-free per-query latency (ms) of a configuration."""
+        t = max(1, threads)
+        ms = self.base_ms * ((1.0 - self.p) + self.p / t) * (1.0 + self.row_cost * (max(1, batch) - 1))
+        ms *= max(1.0, concurrency * t / self.cpus)
+        if concurrency > 1 and session_mode == "shared":
+            ms *= self.shared_penalty
+        return ms
+
+    def samples_per_s(self, threads: int, batch: int = 1, concurrency: int = 1, session_mode: str = "shared") -> float:
+        """Noise-free throughput (samples/s) of a configuration."""
+        return concurrency * max(1, batch) * 1000.0 / self.latency_ms(threads, batch, concurrency, session_mode)
+
+    def script(self, key: str, n: int, seed: int, threads: int, batch: int = 1, concurrency: int = 1,
+               session_mode: str = "shared") -> list[float]:
+        """``n`` latencies (s) for one run of configuration ``key``: noise seeded by (``seed``, ``key``), the
+        planted factor on that configuration's first run."""
+        import hashlib
+
+        import numpy as np
+
+        first = self._runs.get(key, 0) == 0
+        self._runs[key] = self._runs.get(key, 0) + 1
+        mix = int.from_bytes(hashlib.sha256(f"{seed}|{key}|{self._runs[key]}".encode()).digest()[:8], "little")
+        rng = np.random.default_rng(mix)
+        ms = self.latency_ms(threads, batch, concurrency, session_mode) * (self.planted.get(key, 1.0) if first else 1.0)
+        return (ms / 1e3 * rng.lognormal(0.0, self.noise_cv, n)).tolist()

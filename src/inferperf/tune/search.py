@@ -1,0 +1,287 @@
+"""The search: Optuna asks for a configuration, inferperf measures it (or answers it from the cache), Optuna is told.
+
+One pass of :func:`search` per process; any number of processes may share a study (see
+:mod:`inferperf.tune.study` for the budget and stale trials). Per trial:
+
+1. the sampler suggests the parameters (define-by-run, so inter-op threads are asked only in
+   parallel mode and session mode only with several streams); parameters that cannot change the
+   configuration are dropped (:meth:`TuneSpace.normalize`);
+2. an impossible combination (oversubscription) is told PRUNED at no cost, without a ticket;
+3. a configuration already measured on this machine (same ``config_key``: model hash + configuration
+   + machine fingerprint, :func:`config_key`) is answered from that trial and marked ``cached_from``:
+   never measured twice by accident, and no ticket used;
+4. otherwise a ticket is drawn (:func:`~inferperf.tune.study.claim_ticket`); past the search budget the
+   trial is told FAIL with ``over_budget`` (excluded from every output) and the search ends;
+5. the trial is measured (:func:`~inferperf.tune.trial.measure_trial`), its pooled Result saved in
+   ``DIR/trials/``, its figures kept as user attributes, and Optuna told COMPLETE or PRUNED (a
+   configuration that fails to run: FAIL, with the error).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import BenchConfig
+from ..errors import InferperfError, UsageError
+from ..fsutil import atomic_write_text
+from ..results.io import save
+from ..results.model import SystemInfo
+from .objective import Goal
+from .space import TuneSpace, apply, serve_params
+from .study import claim_ticket, heartbeat, sweep_stale
+from .trial import Evaluator, TrialPlan, measure_trial
+
+#: user attributes that hold a trial's measured figures (copied to a cached answer)
+FIGURE_ATTRS = ("throughput", "queries_per_s", "p50_ms", "p99_ms", "samples", "feasible", "constraint", "result",
+                "decided_by", "stages")
+
+
+@dataclass
+class SearchSettings:
+    """What one search pass needs besides the study.
+
+    Attributes:
+        model: ONNX path or ``zoo:NAME``; model_sha256: its file hash (part of the config key).
+        base: the configuration every trial starts from (shapes, stop rule margins, ...).
+        serve_base: ServeOptions fields every served trial starts from.
+        search_budget: tickets for search measurements (all workers together).
+        deadline: ``time.monotonic()`` value after which no new trial starts (None = none).
+        max_cached: stop after this many cached answers in a row (the sampler keeps proposing measured points).
+        fingerprint: the machine fingerprint (part of the config key).
+    """
+
+    model: str
+    model_sha256: str
+    base: BenchConfig
+    space: TuneSpace
+    goal: Goal
+    plan: TrialPlan
+    output: Path
+    search_budget: int
+    fingerprint: str
+    serve_base: dict[str, Any] = field(default_factory=dict)
+    deadline: float | None = None
+    max_cached: int = 25
+    max_infeasible: int = 200
+
+
+@dataclass
+class SearchPass:
+    """What a pass did: trials it measured, answered from the cache, pruned before measuring, failed; why it ended;
+    whether it drew the validation ticket."""
+
+    measured: int = 0
+    cached: int = 0
+    infeasible: int = 0
+    failed: int = 0
+    pruned: int = 0
+    stop_reason: str = ""
+    validator: bool = False
+
+
+def config_key(model_sha256: str, cfg: BenchConfig, serve: dict[str, Any], fingerprint: str) -> str:
+    """16 hex digits: the model hash, what defines the configuration (not how long it is measured), the serving
+    knobs and the machine fingerprint."""
+    doc = cfg.model_dump(mode="json", exclude={"warmup", "stop", "validity", "percentile_method", "repeat",
+                                               "sampler", "sampler_interval_s", "worker_timeout_s"})
+    blob = json.dumps({"model": model_sha256, "config": doc, "serve": serve, "machine": fingerprint},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def suggest(trial: Any, space: TuneSpace, base_concurrency: int = 1) -> dict[str, Any]:
+    """Ask ``trial`` for every axis of ``space`` in order, skipping those that cannot matter given earlier answers
+    (``base_concurrency``: the streams when concurrency is not searched)."""
+    params: dict[str, Any] = {}
+    for name, values in space.axes().items():
+        if name == "inter_op_num_threads" and params.get("execution_mode", "sequential") != "parallel":
+            continue
+        if name == "session_mode" and params.get("concurrency", base_concurrency) <= 1:
+            continue
+        if name == "max_queue_delay_us" and params.get("max_batch_size", 2) <= 1:
+            continue
+        params[name] = trial.suggest_categorical(name, values)
+    return params
+
+
+def measured_trials(study: Any) -> list[Any]:
+    """Trials that hold a measurement of their own (COMPLETE or PRUNED, not cached, not over budget)."""
+    import optuna
+
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    return [t for t in study.get_trials(deepcopy=False, states=states)
+            if t.user_attrs.get("measured") and "cached_from" not in t.user_attrs]
+
+
+def best_feasible_value(study: Any, goal: Goal) -> float | None:
+    """The best objective value among measured feasible COMPLETE trials (None before one exists)."""
+    import optuna
+
+    vals = [t.values[0] for t in measured_trials(study)
+            if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("feasible") and t.values]
+    if not vals:
+        return None
+    return min(vals) if goal.objective == "p99" else max(vals)
+
+
+def set_constraints(trial: Any, goal: Goal, values: list[float]) -> None:
+    """Record the constraint values on the trial (Optuna's ``Trial.set_constraint``: <= 0 feasible), capped at 1e9."""
+    for name, v in zip(goal.constraint_names, values):
+        trial.set_constraint(name, min(float(v), 1e9))
+
+
+def _tell_pruned(study: Any, trial: Any, goal: Goal, state: Any, value: float | None) -> None:
+    if value is not None and len(goal.directions) == 1:
+        trial.report(value, step=0)
+    study.tell(trial, state=state)
+
+
+def _worst(goal: Goal) -> float:
+    return 1e12 if goal.objective == "p99" else 0.0
+
+
+def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluator, info: SystemInfo,
+           on_trial: Callable[[dict[str, Any]], None] | None = None) -> SearchPass:
+    """Run trials until the global search budget, the deadline, or the space is exhausted (see the module docstring).
+
+    Args:
+        on_trial: called with a row per finished trial (``number``, ``params``, ``state``, figures, ``note``).
+
+    Returns:
+        What this pass did.
+
+    Raises:
+        KeyboardInterrupt: after telling the running trial FAIL (every finished trial is kept; a rerun resumes).
+    """
+    import optuna
+
+    out = SearchPass()
+    grid_size = len(s.space.grid(info, s.base.concurrency))
+    in_a_row_cached = in_a_row_infeasible = 0
+    (s.output / "trials").mkdir(parents=True, exist_ok=True)
+    while True:
+        if s.deadline is not None and time.monotonic() >= s.deadline:
+            out.stop_reason = "time budget (--timeout-s) spent"
+            break
+        sweep_stale(study)
+        if len({t.user_attrs.get("config_key") for t in measured_trials(study)}) >= grid_size:
+            out.stop_reason = f"every one of the {grid_size} feasible configurations is measured"
+            break
+        trial = study.ask()
+        params = TuneSpace.normalize(suggest(trial, s.space, s.base.concurrency), s.base.concurrency)
+        trial.set_user_attr("config", params)
+        why = s.space.infeasible(params, info)
+        if why:
+            trial.set_user_attr("pruned_reason", why)
+            set_constraints(trial, s.goal, [math.inf] * len(s.goal.constraint_names))
+            _tell_pruned(study, trial, s.goal, optuna.trial.TrialState.PRUNED, _worst(s.goal))
+            out.infeasible += 1
+            in_a_row_infeasible += 1
+            _emit(on_trial, trial.number, params, "pruned", {}, why)
+            if in_a_row_infeasible >= s.max_infeasible:
+                out.stop_reason = f"{s.max_infeasible} infeasible suggestions in a row: widen the space"
+                break
+            continue
+        in_a_row_infeasible = 0
+        try:
+            cfg = apply(s.base, params)
+        except UsageError as e:
+            trial.set_user_attr("error", str(e))
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            out.failed += 1
+            _emit(on_trial, trial.number, params, "failed", {}, str(e))
+            continue
+        serve = {**s.serve_base, **serve_params(params)} if evaluator.served else {}
+        key = config_key(s.model_sha256, cfg, serve, s.fingerprint)
+        trial.set_user_attr("config_key", key)
+        hit = next((t for t in measured_trials(study) if t.user_attrs.get("config_key") == key), None)
+        if hit is not None:
+            for name in FIGURE_ATTRS:
+                if name in hit.user_attrs:
+                    trial.set_user_attr(name, hit.user_attrs[name])
+            trial.set_user_attr("cached_from", hit.number)
+            set_constraints(trial, s.goal, hit.user_attrs.get("constraint", []))
+            if hit.state == optuna.trial.TrialState.COMPLETE:
+                study.tell(trial, hit.values)
+            else:
+                trial.set_user_attr("pruned_reason", hit.user_attrs.get("pruned_reason", ""))
+                _tell_pruned(study, trial, s.goal, optuna.trial.TrialState.PRUNED,
+                             hit.intermediate_values.get(0) if hit.intermediate_values else _worst(s.goal))
+            out.cached += 1
+            in_a_row_cached += 1
+            _emit(on_trial, trial.number, params, "cached", hit.user_attrs, f"= trial {hit.number}")
+            if in_a_row_cached >= s.max_cached:
+                out.stop_reason = f"{s.max_cached} suggestions in a row were already measured: the search has converged"
+                break
+            continue
+        in_a_row_cached = 0
+        ticket = claim_ticket(budget_study)
+        if ticket >= s.search_budget:
+            trial.set_user_attr("over_budget", True)
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            out.validator = ticket == s.search_budget
+            out.stop_reason = f"search budget of {s.search_budget} measured trials spent"
+            break
+        trial.set_user_attr("ticket", ticket)
+        _measure(study, trial, s, evaluator, cfg, params, key, out, on_trial)
+    return out
+
+
+def _measure(study: Any, trial: Any, s: SearchSettings, evaluator: Evaluator, cfg: BenchConfig,
+             params: dict[str, Any], key: str, out: SearchPass, on_trial: Callable | None) -> None:
+    """Measure one trial and tell Optuna (FAIL on a configuration that does not run; KeyboardInterrupt re-raised)."""
+    import optuna
+
+    try:
+        with heartbeat(study, trial):
+            m = measure_trial(evaluator, s.model, cfg, params, s.plan, s.goal,
+                              best=best_feasible_value(study, s.goal), first_index=trial.number * 10)
+    except InferperfError as e:
+        trial.set_user_attr("error", str(e)[:500])
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        out.failed += 1
+        _emit(on_trial, trial.number, params, "failed", {}, str(e))
+        return
+    except BaseException:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        raise
+    r = m.result
+    assert r is not None
+    r.kind = "tune"
+    r.run.update(tune_trial=trial.number, tune_params=params, config_key=key)
+    path = save(r, s.output / "trials" / f"{trial.number:04d}-{key}.json")
+    fig = s.goal.figures(r)
+    attrs = {**fig, "feasible": s.goal.feasible(fig), "constraint": s.goal.constraint(fig), "measured": True,
+             "result": str(path.relative_to(s.output)), "decided_by": m.decided_by, "stages": len(m.runs)}
+    for name, value in attrs.items():
+        trial.set_user_attr(name, value)
+    set_constraints(trial, s.goal, attrs["constraint"])
+    values = s.goal.values(fig, params)
+    if m.pruned:
+        trial.set_user_attr("pruned_reason", m.pruned)
+        _tell_pruned(study, trial, s.goal, optuna.trial.TrialState.PRUNED, values[0])
+        out.pruned += 1
+        _emit(on_trial, trial.number, params, "pruned", attrs, m.pruned)
+        return
+    study.tell(trial, values)
+    out.measured += 1
+    _emit(on_trial, trial.number, params, "complete", attrs, m.decided_by)
+
+
+def _emit(on_trial: Callable | None, number: int, params: dict[str, Any], state: str, attrs: dict[str, Any],
+          note: str) -> None:
+    if on_trial is not None:
+        on_trial({"number": number, "params": params, "state": state, "note": note,
+                  **{k: attrs.get(k) for k in ("throughput", "p99_ms", "feasible", "samples")}})
+
+
+def write_json(path: Path, doc: Any) -> None:
+    """Pretty JSON, written atomically."""
+    atomic_write_text(path, json.dumps(doc, indent=1, default=str))
