@@ -33,6 +33,7 @@ from . import profile as _profile  # noqa: E402,F401
 from . import report as _report  # noqa: E402,F401
 from . import serve as _serve  # noqa: E402,F401
 from . import sweep as _sweep  # noqa: E402,F401
+from . import tune as _tune  # noqa: E402,F401
 from . import zoo as _zoo  # noqa: E402,F401
 
 

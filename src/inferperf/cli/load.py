@@ -2,11 +2,11 @@
 
 ``inferperf load URL --model NAME`` drives a running server. ``inferperf load
 MODEL`` (an ONNX file or ``zoo:NAME``) first starts ``inferperf serve`` itself
-(the library entry ``inferperf.serve.server.serving``, in a child process so
-server and generator share no interpreter lock) on a free 127.0.0.1 port,
+(:func:`inferperf.tune.compose.own_server`: a child process, so server and
+generator share no interpreter lock) on a free 127.0.0.1 port,
 pinned to CPUs disjoint from the generator's (both recorded), waits until it
 is ready, runs the steps, stops it gracefully and writes the server-side
-Result (kind ``serve``) beside the client's. Composed here because
+Result (kind ``serve``) beside the client's. Composed in ``tune/`` because
 ``loadgen`` never imports ``serve``.
 
 Adding a mode (stress, soak, Locust import): add its flags to
@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -27,6 +26,7 @@ import typer
 from pydantic import ValidationError
 
 from ..errors import GateFailed, MeasurementError, UsageError
+from ..tune.compose import own_server, split_cpus
 from . import app
 from .bench import check_writable, output_path
 
@@ -54,75 +54,6 @@ def load_config(flags: dict[str, Any]) -> Any:
         msg = err["msg"].replace("Value error, ", "")
         flag = f"--{where.replace('_', '-')}: " if where and not msg.startswith("--") else ""
         raise UsageError(f"{flag}{msg}") from None
-
-
-def split_cpus(cpus: list[int]) -> tuple[list[int], list[int]]:
-    """(generator CPUs, server CPUs), disjoint: the generator gets a quarter (at least one), the server the rest.
-    With one CPU both get it (noted in the Result)."""
-    if len(cpus) < 2:
-        return list(cpus), list(cpus)
-    n_gen = max(1, len(cpus) // 4)
-    return cpus[-n_gen:], cpus[:-n_gen]
-
-
-def _serve_child(model: str, cpus: list[int], conn: Any) -> None:
-    """Child process: serve ``model`` pinned to ``cpus``; report the port; stop on request; send the serve Result."""
-    try:
-        os.sched_setaffinity(0, cpus)
-        from ..config import BenchConfig
-        from ..serve.options import ServeOptions
-        from ..serve.result import serve_result
-        from ..serve.server import serving
-
-        cfg = BenchConfig()
-        with serving(model, cfg, ServeOptions(cpus=cpus), host="127.0.0.1", port=0) as h:
-            conn.send(("ready", h.url, next(iter(h.app.models))))
-            conn.recv()  # any message: stop
-        conn.send(("result", serve_result(h.app, model, cfg, command=["inferperf", "serve", model]).model_dump()))
-    except BaseException as e:  # noqa: BLE001 - one line to the parent
-        conn.send(("error", e if isinstance(e, UsageError) else MeasurementError(f"server failed: {e}")))
-
-
-@contextmanager
-def own_server(model: str, server_cpus: list[int]) -> Iterator[tuple[str, str, Callable[[], Any]]]:
-    """Start ``inferperf serve MODEL`` in a child process; yields (url, model name, stop) where ``stop()``
-    stops it gracefully and returns its Result (kind serve) or None.
-
-    Raises:
-        UsageError: unknown or unloadable model (the server's own one-line error).
-    """
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    here, there = ctx.Pipe()
-    proc = ctx.Process(target=_serve_child, args=(model, server_cpus, there), daemon=True)
-    proc.start()
-    there.close()
-    state: dict[str, Any] = {"result": None, "stopped": False}
-
-    def stop() -> Any:
-        if not state["stopped"]:
-            state["stopped"] = True
-            from ..results.model import Result
-
-            here.send("stop")
-            if here.poll(120):
-                kind, payload = here.recv()
-                state["result"] = Result.model_validate(payload) if kind == "result" else None
-        return state["result"]
-
-    try:
-        if not here.poll(600):
-            raise MeasurementError(f"inferperf serve {model} did not become ready within 600 s")
-        kind, *rest = here.recv()
-        if kind == "error":
-            raise rest[0]
-        yield rest[0], rest[1], stop
-        stop()
-    finally:
-        proc.join(30)
-        if proc.is_alive():
-            proc.kill()
 
 
 def _runner(cfg: Any) -> Callable[..., list[Any]]:

@@ -10,9 +10,10 @@ One pass of :func:`search` per process; any number of processes may share a stud
 3. a configuration already measured on this machine (same ``config_key``: model hash + configuration
    + machine fingerprint, :func:`config_key`) is answered from that trial and marked ``cached_from``:
    never measured twice by accident, and no ticket used;
-4. otherwise a ticket is drawn (:func:`~inferperf.tune.study.claim_ticket`); past the search budget the
+4. a configuration another worker is measuring right now is told PRUNED (no ticket, no second measurement);
+5. otherwise a ticket is drawn (:func:`~inferperf.tune.study.claim_ticket`); past the search budget the
    trial is told FAIL with ``over_budget`` (excluded from every output) and the search ends;
-5. the trial is measured (:func:`~inferperf.tune.trial.measure_trial`), its pooled Result saved in
+6. the trial is measured (:func:`~inferperf.tune.trial.measure_trial`), its pooled Result saved in
    ``DIR/trials/``, its figures kept as user attributes, and Optuna told COMPLETE or PRUNED (a
    configuration that fails to run: FAIL, with the error).
 """
@@ -222,6 +223,14 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
                 break
             continue
         in_a_row_cached = 0
+        busy = next((t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                     if t.user_attrs.get("config_key") == key and t.number != trial.number), None)
+        if busy is not None:  # another worker measures it right now: no second measurement, no ticket
+            trial.set_user_attr("pruned_reason", f"being measured by trial {busy}")
+            set_constraints(trial, s.goal, [0.0] * len(s.goal.constraint_names))
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            _emit(on_trial, trial.number, params, "pruned", {}, f"being measured by trial {busy}")
+            continue
         ticket = claim_ticket(budget_study)
         if ticket >= s.search_budget:
             trial.set_user_attr("over_budget", True)

@@ -26,17 +26,23 @@ class SurfaceEvaluator:
         surface: the latency surface.
         seed: noise seed.
         threads_default: intra-op threads when a trial does not set them.
+        sleep_s: real seconds each run also waits (so several processes sharing a study overlap in time).
     """
 
     served = False
 
-    def __init__(self, surface: LatencySurface, seed: int = 0, threads_default: int = 2) -> None:
-        self.surface, self.seed, self.threads_default = surface, seed, threads_default
+    def __init__(self, surface: LatencySurface, seed: int = 0, threads_default: int = 2, sleep_s: float = 0.0) -> None:
+        self.surface, self.seed, self.threads_default, self.sleep_s = surface, seed, threads_default, sleep_s
         self.runs: list[dict[str, Any]] = []
 
     def run(self, model: str, cfg: BenchConfig, params: dict[str, Any], repeat_index: int) -> Result:
         """One simulated run of ``cfg`` (its stop rule decides the sample count, on the fake clock)."""
+        import time
+
         from ..measure.bench import run_once
+
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
 
         threads = cfg.session.intra_op_num_threads or self.threads_default
         batch = cfg.workload.batch_size or 1

@@ -9,7 +9,7 @@ still meets the SLO; the winner is the qualifying candidate with the best mean o
 How sure the choice is: Fieller's 95 % interval of the ratio of mean objective values
 (:func:`inferperf.significance.mean_ratio_ci`), winner / runner-up and winner / defaults, with the
 rounds that agree (paired by round). When the best is not separated from another qualifying candidate
-(the interval contains 1), the tie goes to the one better on the other axis (lower p99 for a throughput
+(the interval contains 1) and within 2 % of it, the tie goes to the one better on the other axis (lower p99 for a throughput
 objective, higher throughput for the p99 objective): equal speed, lower latency.
 """
 
@@ -31,6 +31,8 @@ from .space import apply
 from .trial import Evaluator
 
 DEFAULTS = "defaults"
+#: candidates whose mean objective is within this fraction of the best's count as equally fast
+TIE = 0.02
 
 
 def candidates(study: Any, goal: Goal, top: int) -> list[Any]:
@@ -66,10 +68,15 @@ def _ratio(goal: Goal, a: list[float], b: list[float]) -> dict[str, Any]:
 
 
 def _tie_break(goal: Goal, ok: list[dict[str, Any]]) -> dict[str, Any]:
-    """Among the candidates the best is not separated from (ratio CI contains 1), the one better on the other
-    axis: the lowest p99 for a throughput objective, the highest throughput for the p99 objective."""
+    """Among the candidates within :data:`TIE` of the best's mean objective and not separated from it (ratio CI
+    contains 1), the one better on the other axis: the lowest p99 for a throughput objective, the highest
+    throughput for the p99 objective. A candidate further off is never preferred, however wide the interval."""
     best = ok[0]
-    tied = [best] + [r for r in ok[1:] if not _ratio(goal, best["objective_per_run"], r["objective_per_run"]).get("separated")]
+    tied = [best]
+    for r in ok[1:]:
+        d = _ratio(goal, best["objective_per_run"], r["objective_per_run"])
+        if not d.get("separated") and d.get("ratio", math.inf) <= 1.0 + TIE:
+            tied.append(r)
     if goal.objective == "p99":
         return max(tied, key=lambda r: r["throughput"])
     return min(tied, key=lambda r: r["p99_ms"])

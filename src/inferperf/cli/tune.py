@@ -1,0 +1,178 @@
+"""``inferperf tune``: Bayesian search for the fastest configuration under a latency SLO, validated, resumable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import GateFailed, UsageError
+from . import app
+from .sweep import _ints, _words
+
+Opt = typer.Option
+
+
+def _bools(text: str | None, flag: str) -> list[bool] | None:
+    if text is None:
+        return None
+    table = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
+    try:
+        return [table[w.lower()] for w in _words(text) or []]
+    except KeyError:
+        raise UsageError(f"{flag} {text!r}: give true/false values, e.g. {flag} true,false") from None
+
+
+def _session_config(values: list[str] | None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for v in values or []:
+        key, sep, rest = v.partition("=")
+        if not sep or not key.strip() or not rest:
+            raise UsageError(f"malformed --session-config {v!r}: use KEY=V1|V2, e.g. session.intra_op.allow_spinning=0|1")
+        out[key.strip()] = [x for x in rest.split("|") if x != ""]
+    return out
+
+
+def _space(flags: dict[str, Any], space_file: Path | None, serve: bool, max_oversubscription: float | None) -> Any:
+    """The space: the file's axes overlaid with the flags given; the machine's default space when none is given."""
+    from importlib.util import find_spec
+
+    from ..backends.base import backend_names
+    from ..system import collect_system
+    from ..tune.space import check_values, default_space, load_space, validate_space
+
+    doc: dict[str, Any] = load_space(space_file).model_dump(exclude_none=True) if space_file else {}
+    doc.update({k: v for k, v in flags.items() if v})
+    if max_oversubscription is not None:
+        doc["max_oversubscription"] = max_oversubscription
+    axes = {k: v for k, v in doc.items() if k != "max_oversubscription" and v}
+    if not axes:
+        installed = ["onnxruntime"] + (["openvino"] if find_spec("openvino") else [])  # found, not imported
+        base = default_space(collect_system(), installed, serve=serve).model_dump(exclude_none=True)
+        doc = {**base, **({"max_oversubscription": doc["max_oversubscription"]} if "max_oversubscription" in doc else {})}
+    space = validate_space(doc, "--space" if space_file else "the axes")
+    check_values(space, [b for b in backend_names() if b != "null"])
+    return space
+
+
+@app.command("tune")
+def tune_command(
+    model: Annotated[str, typer.Argument(help="ONNX file or zoo:NAME")],
+    shape: Annotated[Optional[list[str]], Opt(help="input shape NAME:1x3x640x640 (fixed for every trial)")] = None,
+    dim: Annotated[Optional[list[str]], Opt(help="symbolic dim SYMBOL=N (fixed)")] = None,
+    config: Annotated[Optional[Path], Opt(help="base settings file (BenchConfig fields) every trial starts from")] = None,
+    space: Annotated[Optional[Path], Opt(help="YAML space: axis -> values (format: docs/tune.md)")] = None,
+    backend: Annotated[Optional[str], Opt(help="axis: comma list of backends")] = None,
+    intra_op_num_threads: Annotated[Optional[str], Opt(help="axis: comma list")] = None,
+    inter_op_num_threads: Annotated[Optional[str], Opt(help="axis: comma list (parallel mode only)")] = None,
+    execution_mode: Annotated[Optional[str], Opt(help="axis: sequential,parallel")] = None,
+    graph_optimization_level: Annotated[Optional[str], Opt(help="axis: disable,basic,extended,all")] = None,
+    enable_mem_pattern: Annotated[Optional[str], Opt(help="axis: true,false")] = None,
+    enable_cpu_mem_arena: Annotated[Optional[str], Opt(help="axis: true,false")] = None,
+    session_config: Annotated[Optional[list[str]], Opt(help="axis: KEY=V1|V2 (a session.* entry); repeatable")] = None,
+    batch_size: Annotated[Optional[str], Opt(help="axis: rows per query (objective becomes samples/s)")] = None,
+    concurrency: Annotated[Optional[str], Opt(help="axis: closed-loop streams (HTTP clients with --serve)")] = None,
+    session_mode: Annotated[Optional[str], Opt(help="axis: shared,per-stream")] = None,
+    serve: Annotated[bool, Opt("--serve", help="tune the served model: each trial starts inferperf serve and drives"
+                                             " inferperf load at it")] = False,
+    max_batch_size: Annotated[Optional[str], Opt(help="axis (--serve): comma list, 0 = no batching")] = None,
+    max_queue_delay_us: Annotated[Optional[str], Opt(help="axis (--serve): comma list of microseconds")] = None,
+    instance_count: Annotated[Optional[str], Opt(help="axis (--serve): comma list")] = None,
+    max_oversubscription: Annotated[Optional[float], Opt(help="prune streams x threads above this many per effective"
+                                                               " CPU (default 1)")] = None,
+    objective: Annotated[str, Opt(help="throughput | throughput-per-core | p99")] = "throughput",
+    slo_p99_ms: Annotated[Optional[float], Opt(help="p99 latency bound, ms (a constraint)")] = None,
+    min_throughput: Annotated[Optional[float], Opt(help="with --objective p99: samples/s floor")] = None,
+    multi_objective: Annotated[bool, Opt("--multi-objective", help="Pareto front of throughput vs p99")] = False,
+    sampler: Annotated[str, Opt(help="tpe | gp (needs torch) | random | grid")] = "tpe",
+    n_trials: Annotated[int, Opt(help="budget: measured trials, validation runs included, all workers together")] = 30,
+    timeout_s: Annotated[Optional[float], Opt(help="wall-clock budget of this process, s")] = None,
+    seed: Annotated[int, Opt(help="sampler and round-shuffle seed")] = 0,
+    storage: Annotated[Optional[str], Opt(help="sqlite:///F.db | journal:F.log | postgresql+psycopg://U@H/DB"
+                                               " (default: sqlite in --output)")] = None,
+    study_name: Annotated[Optional[str], Opt(help="study to create or join (default from the model)")] = None,
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="results folder (default ./inferperf-tune-MODEL)")] = None,
+    trial_duration_s: Annotated[float, Opt(help="minimum measured seconds per trial")] = 4.0,
+    min_samples: Annotated[Optional[int], Opt(help="samples per trial (default 459 with a p99 goal, else 100)")] = None,
+    warmup: Annotated[Optional[int], Opt(help="warm-up queries per run")] = None,
+    validate_top: Annotated[int, Opt(help="candidates re-measured with the defaults")] = 2,
+    validation_rounds: Annotated[int, Opt(help="interleaved rounds of the validation")] = 3,
+    no_validate: Annotated[bool, Opt("--no-validate", help="skip the validation (best = search's best, unvalidated)")] = False,
+    from_sweep: Annotated[Optional[Path], Opt(help="warm start: a sweep folder measured on this machine")] = None,
+) -> int:
+    """Find the fastest configuration under a latency SLO with Bayesian search (Optuna), each trial in a fresh
+    process, the winner re-measured against the runtime's defaults. Exit 3 when no configuration meets the SLO."""
+    from ..system import collect_system
+    from ..tune.objective import Goal, samples_for_percentile
+    from ..tune.run import SAMPLERS, TuneSpec, tune
+    from ..tune.trial import IsolatedEvaluator, TrialPlan
+    from .options import build_config
+
+    if objective not in ("throughput", "throughput-per-core", "p99"):
+        raise UsageError(f"--objective {objective!r}: choose throughput, throughput-per-core or p99")
+    if sampler not in SAMPLERS:
+        raise UsageError(f"--sampler {sampler!r}: choose from {', '.join(SAMPLERS)}")
+    if min_throughput is not None and objective != "p99":
+        raise UsageError("--min-throughput is the constraint of --objective p99: use --slo-p99-ms with a throughput objective")
+    if validate_top < 1 or validation_rounds < 2:
+        raise UsageError("--validate-top must be >= 1 and --validation-rounds >= 2 (one round has no interval)")
+    if not serve and any(v is not None for v in (max_batch_size, max_queue_delay_us, instance_count)):
+        raise UsageError("--max-batch-size / --max-queue-delay-us / --instance-count are serving axes: add --serve")
+    if serve and session_mode is not None:
+        raise UsageError("--session-mode is an in-process axis: a served model's instances have their own sessions")
+    axes = {
+        "backend": _words(backend), "intra_op_num_threads": _ints(intra_op_num_threads, "--intra-op-num-threads"),
+        "inter_op_num_threads": _ints(inter_op_num_threads, "--inter-op-num-threads"),
+        "execution_mode": _words(execution_mode), "graph_optimization_level": _words(graph_optimization_level),
+        "enable_mem_pattern": _bools(enable_mem_pattern, "--enable-mem-pattern"),
+        "enable_cpu_mem_arena": _bools(enable_cpu_mem_arena, "--enable-cpu-mem-arena"),
+        "session_config": _session_config(session_config), "batch_size": _ints(batch_size, "--batch-size"),
+        "concurrency": _ints(concurrency, "--concurrency"), "session_mode": _words(session_mode),
+        "max_batch_size": _ints(max_batch_size, "--max-batch-size"),
+        "max_queue_delay_us": _ints(max_queue_delay_us, "--max-queue-delay-us"),
+        "instance_count": _ints(instance_count, "--instance-count"),
+    }  # fmt: skip
+    the_space = _space(axes, space, serve, max_oversubscription)
+    base = build_config({"workload.shapes": shape, "workload.dims": dim, "warmup.iterations": warmup}, config)
+    info = collect_system()
+    goal = Goal("multi" if multi_objective else objective, slo_p99_ms, min_throughput, info.effective_cpus)  # type: ignore[arg-type]
+    need = min_samples or (samples_for_percentile(99.0) if (slo_p99_ms is not None or objective == "p99"
+                                                           or multi_objective) else 100)
+    plan = TrialPlan(min_samples=need, duration_s=trial_duration_s, max_duration_s=base.stop.max_duration_s)
+    if output is None:
+        output = Path(f"inferperf-tune-{Path(model.removeprefix('zoo:')).stem}")
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"--output '{output}' is a file: give a folder for the tune's results")
+    spec = TuneSpec(model=model, base=base, space=the_space, goal=goal, plan=plan, n_trials=n_trials, output=output,
+                    sampler=sampler, seed=seed, storage=storage, study_name=study_name, timeout_s=timeout_s,
+                    validate=not no_validate, validate_top=validate_top, validation_rounds=validation_rounds,
+                    from_sweep=from_sweep)
+    command = ["inferperf", *sys.argv[1:]]
+    if serve:
+        from ..tune.served import ServedEvaluator
+
+        evaluator: Any = ServedEvaluator(command=command)
+    else:
+        evaluator = IsolatedEvaluator(command=command)
+    from .tune_view import TuneView
+
+    view = TuneView(spec, the_space, info)
+    view.header()
+    try:
+        outcome = tune(spec, evaluator, info=info, on_trial=view.on_trial, on_validation=view.on_validation)
+    except KeyboardInterrupt:
+        print(f"interrupted: every finished trial is kept in the study ({output}); rerun the same command to continue",
+              file=sys.stderr)
+        return 130
+    view.summary(outcome.summary)
+    s = outcome.summary
+    if s["best"] is None:
+        c = s.get("closest")
+        near = (f": closest was trial {c['trial']} {c['config']} with p99 {c['p99_ms']:.4g} ms at {c['throughput']:.4g}"
+                " samples/s") if c else ""
+        raise GateFailed(f"no configuration met {goal.describe().split(' subject to ')[-1]}{near}; relax the SLO or widen"
+                         " the space")
+    return 0
+
