@@ -1,0 +1,74 @@
+"""`inferperf tune` as a subprocess: a short real tune whose best.yaml `bench --config` accepts, exit 3, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.e2e.test_cli import cli
+
+FAST = ("--trial-duration-s", "0.3", "--min-samples", "40", "--warmup", "3")
+
+
+@pytest.mark.slow
+def test_short_real_tune_on_squeezenet_writes_a_best_yaml_bench_reproduces(tmp_path):
+    out = tmp_path / "t"
+    p = cli("tune", "zoo:squeezenet", "--intra-op-num-threads", "1,2", "--concurrency", "1", "--n-trials", "6",
+            "--validate-top", "1", "--validation-rounds", "2", "--slo-p99-ms", "10000", *FAST, "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "validation (2 interleaved rounds" in p.stdout and "best (validation)" in p.stdout
+    summary = json.loads((out / "tune.json").read_text())
+    best = summary["best"]
+    assert best and best["source"] == "validation" and best["p99_ms"] <= 10000
+    assert summary["budget"]["tickets_used"] <= summary["budget"]["search"] + 1
+    doc = yaml.safe_load((out / "best.yaml").read_text())
+    r = cli("bench", "zoo:squeezenet", "--config", str(out / "best.yaml"), "--duration-s", "0.3", "--iterations", "20",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    threads = best["config"].get("intra_op_num_threads")
+    if threads is not None:
+        assert doc["session"]["intra_op_num_threads"] == threads
+        assert res["config"]["session"]["requested"]["intra_op_num_threads"] == threads
+    assert res["config"]["concurrency"] == best["config"].get("concurrency", 1)
+    rows = (out / "trials.csv").read_text().splitlines()
+    assert rows[0].startswith("number,state") and len(rows) >= 2
+    # a rerun continues the same study: nothing is measured again
+    again = cli("tune", "zoo:squeezenet", "--intra-op-num-threads", "1,2", "--concurrency", "1", "--n-trials", "6",
+                "--validate-top", "1", "--validation-rounds", "2", "--slo-p99-ms", "10000", *FAST, "-o", str(out))
+    assert again.returncode == 0, again.stderr
+    assert "0 measured" in again.stdout
+
+
+def test_an_slo_nothing_meets_exits_3_naming_the_closest(tmp_path):
+    p = cli("tune", "zoo:tiny-cnn", "--intra-op-num-threads", "1", "--concurrency", "1", "--n-trials", "3",
+            "--no-validate", "--slo-p99-ms", "0.00001", *FAST, "-o", str(tmp_path / "t"))
+    assert p.returncode == 3, p.stderr
+    assert "no configuration met p99 <= 1e-05 ms: closest was trial" in p.stderr
+    assert not (tmp_path / "t" / "best.yaml").exists()
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--execution-mode", "fast"], "--execution-mode 'fast': unknown value: choose from sequential, parallel"),
+    (["--sampler", "cmaes"], "--sampler 'cmaes': choose from tpe, gp, random, grid"),
+    (["--max-batch-size", "4"], "are serving axes: add --serve"),
+    (["--storage", "postgresql+psycopg://u:pw@127.0.0.1:1/none"], "cannot open the database"),
+    (["--storage", "redis://x"], "use sqlite:///PATH, journal:PATH or postgresql+psycopg"),
+    (["--n-trials", "4"], "leaves no search trial after 9 validation runs"),
+    (["--intra-op-num-threads", "4", "--concurrency", "4"], "every configuration of the space is pruned"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, args, expect):
+    p = cli("tune", "zoo:tiny-cnn", *args, "-o", str(tmp_path / "t"))
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and expect in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_unknown_axis_in_a_space_file(tmp_path):
+    f = tmp_path / "space.yaml"
+    f.write_text("threads: [1, 2]\n")
+    p = cli("tune", "zoo:tiny-cnn", "--space", str(f), "-o", str(tmp_path / "t"))
+    assert p.returncode == 2 and "unknown axis 'threads'" in p.stderr
