@@ -72,3 +72,19 @@ def test_unknown_axis_in_a_space_file(tmp_path):
     f.write_text("threads: [1, 2]\n")
     p = cli("tune", "zoo:tiny-cnn", "--space", str(f), "-o", str(tmp_path / "t"))
     assert p.returncode == 2 and "unknown axis 'threads'" in p.stderr
+
+
+@pytest.mark.slow
+def test_served_tune_over_batching_and_instances_runs(tmp_path):
+    out = tmp_path / "s"
+    p = cli("tune", "zoo:tiny-cnn", "--serve", "--max-batch-size", "0,4", "--instance-count", "1", "--concurrency", "2",
+            "--intra-op-num-threads", "1", "--n-trials", "6", "--validate-top", "1", "--validation-rounds", "2",
+            "--min-samples", "60", "--trial-duration-s", "0.3", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((out / "tune.json").read_text())
+    assert summary["best"] is not None
+    doc = yaml.safe_load((out / "best.yaml").read_text())
+    assert "serve" in doc or summary["best"]["label"] == "defaults"
+    trials = [json.loads(f.read_text()) for f in sorted((out / "trials").glob("*.json"))]
+    assert trials and all(t["kind"] == "tune" and t["run"]["serve_options"] is not None for t in trials)
+    assert {t["run"]["tune_params"].get("max_batch_size") for t in trials} <= {0, 4}

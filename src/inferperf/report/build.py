@@ -26,6 +26,7 @@ from ..results.model import Result
 from . import charts as ch
 from .profile import profile_charts
 from .load import load_charts, load_findings
+from .tune import tune_charts, tune_findings
 from .collect import Entry, collect
 from .comparisons import precision, runtimes
 from .insights import CaseAnalysis, bottlenecks, recommendations, summary
@@ -236,12 +237,14 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     charts += prec_charts + rt_charts
     charts += profile_charts(coll.of_kind("profile"))  # issue 16: report/profile.py
     charts += load_charts(coll.of_kind("load"), coll.of_kind("serve"))  # issue 13: report/load.py
+    charts += tune_charts(coll.of_kind("tune"))  # issue 15: report/tune.py
 
     plans = _capacity(entries, labels, opts)
     issues = bottlenecks(cases, found)
     recs = recommendations(cases, plans, opts.slo_p99_ms, prec, rts, opts.target_qps)
     summ = summary(cases, recs, issues, prec, rts)
     summ += [{"kind": "load", "text": t, "values": {}} for t in load_findings(coll.of_kind("load"), opts.slo_p99_ms)]
+    summ += [{"kind": "tune", "text": t, "values": {}} for t in tune_findings(coll.of_kind("tune"))]
     capacity = [{"model": name, "workload": name, **p.as_dict()} for name, p in plans]
     rep = Report(
         title=opts.title, generated_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

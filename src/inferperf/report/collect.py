@@ -27,7 +27,8 @@ from ..results.io import load
 from ..results.model import Result
 
 #: JSON files inferperf writes next to Results that are not Results.
-SIDE_FILES = {"index.json", "findings.json", "optimize-summary.json", "comparison.json", "sensitivity.json"}
+SIDE_FILES = {"index.json", "findings.json", "optimize-summary.json", "comparison.json", "sensitivity.json",
+              "tune.json"}
 
 
 @dataclass

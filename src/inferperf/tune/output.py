@@ -127,6 +127,22 @@ def best_settings(spec: Any, config: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _best_result(spec: Any, summary: dict[str, Any], best: dict[str, Any]) -> None:
+    """``best.json``: the winner's Result (its pooled validation runs, or its trial) with the study's summary in
+    ``run.tune_summary`` (what ``report`` draws the tuning section from)."""
+    from ..results.io import load, save
+
+    if not best.get("result") or not (spec.output / best["result"]).exists():
+        return
+    r = load(spec.output / best["result"])
+    r.run["tune_summary"] = {k: summary.get(k) for k in ("goal", "objective", "slo_p99_ms", "min_throughput", "study",
+                                                          "machine_fingerprint", "importances", "pareto", "budget")}
+    r.run["tune_summary"].update(best_config=best.get("config"), validation={
+        k: (summary.get("validation") or {}).get(k) for k in ("winner", "runner_up", "vs_runner_up", "vs_defaults",
+                                                               "improvement_over_defaults", "rounds")})
+    save(r, spec.output / "best.json")
+
+
 def write_outputs(study: Any, spec: Any, summary: dict[str, Any]) -> None:
     """Write tune.json, trials.csv and (when a best exists) best.yaml and best-matrix.yaml into ``spec.output``."""
     import json
@@ -143,6 +159,7 @@ def write_outputs(study: Any, spec: Any, summary: dict[str, Any]) -> None:
     best = summary.get("best")
     if not best:
         return
+    _best_result(spec, summary, best)
     head = (f"# inferperf tune {spec.model}: {summary['goal']}\n"
             f"# best: {best.get('label') or 'trial ' + str(best['trial'])} ({best['source']}): "
             f"{best.get('throughput', 0):.4g} samples/s, p99 {best.get('p99_ms', 0):.4g} ms\n")

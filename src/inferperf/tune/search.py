@@ -55,6 +55,8 @@ class SearchSettings:
         search_budget: tickets for search measurements (all workers together).
         deadline: ``time.monotonic()`` value after which no new trial starts (None = none).
         max_cached: stop after this many cached answers in a row (the sampler keeps proposing measured points).
+        explore_after: after this many cached answers in a row, enqueue one feasible configuration nobody has
+            measured yet (chosen at random), so a converged sampler does not leave budget and space unused.
         fingerprint: the machine fingerprint (part of the config key).
     """
 
@@ -70,6 +72,7 @@ class SearchSettings:
     serve_base: dict[str, Any] = field(default_factory=dict)
     deadline: float | None = None
     max_cached: int = 25
+    explore_after: int = 5
     max_infeasible: int = 200
 
 
@@ -163,7 +166,10 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
     """
     import optuna
 
+    import random
+
     out = SearchPass()
+    rng = random.Random(hash((s.fingerprint, s.search_budget)) & 0xFFFF)
     grid_size = len(s.space.grid(info, s.base.concurrency))
     in_a_row_cached = in_a_row_infeasible = 0
     (s.output / "trials").mkdir(parents=True, exist_ok=True)
@@ -218,6 +224,8 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
             out.cached += 1
             in_a_row_cached += 1
             _emit(on_trial, trial.number, params, "cached", hit.user_attrs, f"= trial {hit.number}")
+            if in_a_row_cached % s.explore_after == 0:
+                _explore(study, s, info, rng)
             if in_a_row_cached >= s.max_cached:
                 out.stop_reason = f"{s.max_cached} suggestions in a row were already measured: the search has converged"
                 break
@@ -241,6 +249,14 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
         trial.set_user_attr("ticket", ticket)
         _measure(study, trial, s, evaluator, cfg, params, key, out, on_trial)
     return out
+
+
+def _explore(study: Any, s: SearchSettings, info: SystemInfo, rng: Any) -> None:
+    """Enqueue one feasible, not yet measured configuration (the next ``ask`` returns it)."""
+    done = {t.user_attrs.get("config") and repr(sorted(t.user_attrs["config"].items())) for t in measured_trials(study)}
+    left = [p for p in s.space.grid(info, s.base.concurrency) if repr(sorted(p.items())) not in done]
+    if left:
+        study.enqueue_trial(rng.choice(left), user_attrs={"explored": True})
 
 
 def _measure(study: Any, trial: Any, s: SearchSettings, evaluator: Evaluator, cfg: BenchConfig,
