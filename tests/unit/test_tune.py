@@ -186,3 +186,14 @@ def test_p99_objective_and_multi_objective(tmp_path: Path) -> None:
                  SurfaceEvaluator(_surface()), info=info)
     front = multi.summary["pareto"]
     assert front and all(a["throughput"] < b["throughput"] and a["p99_ms"] < b["p99_ms"] for a, b in zip(front, front[1:]))
+
+
+@pytest.mark.parametrize("sampler", ["random", "grid", "gp"])
+def test_every_sampler_finds_a_feasible_best(tmp_path: Path, sampler: str) -> None:
+    if sampler == "gp":
+        pytest.importorskip("torch", reason="--sampler gp needs torch: pip install 'inferperf[torch]'")
+    info = _info()
+    out = tune(_spec(tmp_path, sampler=sampler, n_trials=24), SurfaceEvaluator(_surface(), seed=5), info=info)
+    best = out.summary["best"]
+    assert best is not None and best["p99_ms"] <= SLO_MS
+    assert out.summary["sampler"] == sampler

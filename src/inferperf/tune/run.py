@@ -103,8 +103,8 @@ def make_sampler(name: str, seed: int, goal: Goal, space: TuneSpace, budget: int
             return optuna.samplers.GPSampler(seed=seed, n_startup_trials=max(3, min(10, budget // 3)))
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
-        if name == "grid":
-            return optuna.samplers.GridSampler(space.axes(), seed=seed)
+        if name == "grid":  # the grid's points are enqueued in a shuffled order (:func:`_enqueue_grid`); Optuna's
+            return optuna.samplers.RandomSampler(seed=seed)  # GridSampler calls Study.stop, refused under ask-and-tell
     raise UsageError(f"--sampler {name!r}: choose from {', '.join(SAMPLERS)}")
 
 
@@ -184,6 +184,8 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
         from .warm import enqueue_sweep
 
         enqueue_sweep(study, spec, info, fp, sha)
+    if spec.sampler == "grid":
+        _enqueue_grid(study, spec, info)
     settings = SearchSettings(model=spec.model, model_sha256=sha, base=spec.base, space=spec.space, goal=spec.goal,
                               plan=spec.plan, output=spec.output, search_budget=search_budget, fingerprint=fp,
                               serve_base=spec.serve_base,
@@ -203,6 +205,21 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
                         tickets_used(budget_study))
     write_outputs(study, spec, summary)
     return TuneOutcome(summary=summary, search=sp, study=study)
+
+
+def _enqueue_grid(study: Any, spec: TuneSpec, info: SystemInfo) -> None:
+    """``--sampler grid``: every feasible point not yet measured or waiting, in an order shuffled with the seed."""
+    import random
+
+    import optuna
+
+    have = {repr(sorted((t.user_attrs.get("config") or t.system_attrs.get("fixed_params") or t.params).items()))
+            for t in study.get_trials(deepcopy=False)
+            if t.user_attrs.get("measured") or t.state == optuna.trial.TrialState.WAITING}
+    points = [p for p in spec.space.grid(info, spec.base.concurrency) if repr(sorted(p.items())) not in have]
+    random.Random(spec.seed).shuffle(points)
+    for p in points:
+        study.enqueue_trial(p, user_attrs={"grid": True})
 
 
 def _wait_for_others(study: Any, deadline: float | None, poll_s: float = 2.0, cap_s: float = 900.0) -> None:

@@ -281,6 +281,8 @@ def _measure(study: Any, trial: Any, s: SearchSettings, evaluator: Evaluator, cf
     assert r is not None
     r.kind = "tune"
     r.run.update(tune_trial=trial.number, tune_params=params, config_key=key)
+    if evaluator.served:
+        r.run["serve_options"] = {**s.serve_base, **serve_params(params)}
     path = save(r, s.output / "trials" / f"{trial.number:04d}-{key}.json")
     fig = s.goal.figures(r)
     attrs = {**fig, "feasible": s.goal.feasible(fig), "constraint": s.goal.constraint(fig), "measured": True,
