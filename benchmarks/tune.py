@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import math
 import sys
 import tempfile
@@ -70,6 +71,8 @@ def main() -> None:
     ap.add_argument("--duration-s", type=float, default=2.0)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--grid-cache", type=Path, default=None,
+                    help="JSON of the grid's per-run throughputs: written after the grid, reused when it exists")
     args = ap.parse_args()
     shapes = {}
     if args.shape:
@@ -81,9 +84,16 @@ def main() -> None:
     space = _space(args.backends.split(","))
     grid = space.grid(info)
     t0 = time.monotonic()
-    runs = run_rounds([(args.model, apply(base, p)) for p in grid], args.rounds, seed=args.seed)
-    grid_s = time.monotonic() - t0
-    tput = [[r.metrics.throughput.samples_per_s for r in rs] for rs in runs]
+    if args.grid_cache and args.grid_cache.exists():
+        cached = json.loads(args.grid_cache.read_text())
+        assert cached["grid"] == grid, "--grid-cache holds another space"
+        tput, grid_s = cached["throughput"], cached["seconds"]
+    else:
+        runs = run_rounds([(args.model, apply(base, p)) for p in grid], args.rounds, seed=args.seed)
+        grid_s = time.monotonic() - t0
+        tput = [[r.metrics.throughput.samples_per_s for r in rs] for rs in runs]
+        if args.grid_cache:
+            args.grid_cache.write_text(json.dumps({"grid": grid, "throughput": tput, "seconds": grid_s}))
     means = [float(np.mean(t)) for t in tput]
     gbest = int(np.argmax(means))
     lo_best = mean_ci(tput[gbest])[0]

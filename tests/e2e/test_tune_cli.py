@@ -88,3 +88,23 @@ def test_served_tune_over_batching_and_instances_runs(tmp_path):
     trials = [json.loads(f.read_text()) for f in sorted((out / "trials").glob("*.json"))]
     assert trials and all(t["kind"] == "tune" and t["run"]["serve_options"] is not None for t in trials)
     assert {t["run"]["tune_params"].get("max_batch_size") for t in trials} <= {0, 4}
+
+
+@pytest.mark.slow
+def test_precision_variants_built_first_are_an_axis(tmp_path):
+    out = tmp_path / "v"
+    p = cli("tune", "zoo:tiny-cnn", "--build-variants", "fp16", "--intra-op-num-threads", "1", "--concurrency", "1",
+            "--n-trials", "6", "--validate-top", "1", "--validation-rounds", "2", *FAST, "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert (out / "variants" / "optimize-summary.json").exists()
+    summary = json.loads((out / "tune.json").read_text())
+    seen = {json.loads(f.read_text())["run"]["tune_params"].get("precision") for f in (out / "trials").glob("*.json")}
+    assert seen == {"fp32", "fp16"}
+    best = summary["best"]
+    if best["config"].get("precision") == "fp16":
+        assert best["model"].endswith(".fp16.onnx") and "the fp16 variant" in (out / "best.yaml").read_text()
+
+
+def test_precision_without_variants_is_one_line(tmp_path):
+    p = cli("tune", "zoo:tiny-cnn", "--precision", "fp16", "-o", str(tmp_path / "t"))
+    assert p.returncode == 2 and "--precision needs --variants DIR" in p.stderr

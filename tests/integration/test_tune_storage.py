@@ -108,3 +108,22 @@ def test_a_stale_trial_is_failed_and_retried_once(tmp_path: Path) -> None:
     retry = study.ask()
     assert retry.user_attrs["retry_of"] == t.number
     assert retry.suggest_categorical("intra_op_num_threads", [1, 2]) == t.params["intra_op_num_threads"]
+
+
+def test_a_stale_journal_lock_is_broken_after_the_grace_period(tmp_path: Path, caplog) -> None:
+    import time
+
+    import optuna
+    from optuna.storages.journal._file import LOCK_FILE_SUFFIX
+
+    from inferperf.tune.study import open_storage
+
+    path = tmp_path / "s.log"
+    path.touch()
+    os.symlink(str(path), str(path) + LOCK_FILE_SUFFIX)  # the lock a killed worker left behind
+    t0 = time.monotonic()
+    storage = open_storage(f"journal:{path}", tmp_path, grace_s=3)
+    optuna.create_study(storage=storage, study_name="after-a-crash")
+    waited = time.monotonic() - t0
+    assert 3 <= waited < 30  # not forever: broken once the grace period passed
+    assert not os.path.lexists(str(path) + LOCK_FILE_SUFFIX)

@@ -197,3 +197,12 @@ def test_every_sampler_finds_a_feasible_best(tmp_path: Path, sampler: str) -> No
     best = out.summary["best"]
     assert best is not None and best["p99_ms"] <= SLO_MS
     assert out.summary["sampler"] == sampler
+
+
+def test_throughput_per_core_prefers_one_thread_per_stream(tmp_path: Path) -> None:
+    # on the surface one thread per stream is the most efficient (Amdahl: a second thread gives 1.67x, not 2x)
+    out = tune(_spec(tmp_path, goal=Goal("throughput-per-core", slo_p99_ms=SLO_MS, effective_cpus=4)),
+               SurfaceEvaluator(_surface(), seed=1), info=_info())
+    best = out.summary["best"]
+    assert best is not None and best["config"].get("intra_op_num_threads") == 1
+    assert set(out.summary["importances"]) <= {"intra_op_num_threads", "concurrency", "session_mode"}

@@ -57,6 +57,24 @@ def _space(flags: dict[str, Any], space_file: Path | None, serve: bool, max_over
     return space
 
 
+def _build_variants(model: str, names: list[str], output: Path | None, shape: list[str] | None) -> Path:
+    """Build ``names`` with ``optimize`` (accuracy checked against fp32, no speed measurement) into OUTPUT/variants."""
+    from ..optimize import optimize
+    from ..optimize.spec import OptimizeOptions
+
+    folder = (output or Path(f"inferperf-tune-{Path(model.removeprefix('zoo:')).stem}")) / "variants"
+    shapes = {}
+    for text in shape or []:
+        from ..workload.shapes import parse_shape
+
+        name, dims = parse_shape(text)
+        shapes[name] = dims
+    bench = {"workload": {"shapes": shapes}} if shapes else {}
+    print(f"building variants {', '.join(names)} into {folder}/ (accuracy against fp32; no speed measurement)", flush=True)
+    optimize(model, OptimizeOptions.model_validate({"variants": names, "measure": False, "bench": bench}), output=folder)
+    return folder
+
+
 @app.command("tune")
 def tune_command(
     model: Annotated[str, typer.Argument(help="ONNX file or zoo:NAME")],
@@ -64,6 +82,12 @@ def tune_command(
     dim: Annotated[Optional[list[str]], Opt(help="symbolic dim SYMBOL=N (fixed)")] = None,
     config: Annotated[Optional[Path], Opt(help="base settings file (BenchConfig fields) every trial starts from")] = None,
     space: Annotated[Optional[Path], Opt(help="YAML space: axis -> values (format: docs/tune.md)")] = None,
+    variants: Annotated[Optional[Path], Opt(help="an `inferperf optimize -o DIR` folder: its variants that passed"
+                                                 " their accuracy gate become the precision axis")] = None,
+    precision: Annotated[Optional[str], Opt(help="axis (with --variants): e.g. fp32,fp16,int8-dynamic (default: all"
+                                                 " that passed)")] = None,
+    build_variants: Annotated[Optional[str], Opt(help="build these variants first (inferperf optimize --no-measure into"
+                                                      " OUTPUT/variants), e.g. fp16,int8-dynamic")] = None,
     backend: Annotated[Optional[str], Opt(help="axis: comma list of backends")] = None,
     intra_op_num_threads: Annotated[Optional[str], Opt(help="axis: comma list")] = None,
     inter_op_num_threads: Annotated[Optional[str], Opt(help="axis: comma list (parallel mode only)")] = None,
@@ -122,8 +146,26 @@ def tune_command(
         raise UsageError("--max-batch-size / --max-queue-delay-us / --instance-count are serving axes: add --serve")
     if serve and session_mode is not None:
         raise UsageError("--session-mode is an in-process axis: a served model's instances have their own sessions")
+    found: dict[str, str] = {}
+    if build_variants is not None:
+        if variants is not None:
+            raise UsageError("pass --variants DIR (variants already built) or --build-variants LIST, not both")
+        variants = _build_variants(model, _words(build_variants) or [], output, shape)
+    if variants is not None:
+        from ..tune.space import load_variants
+
+        found = load_variants(variants)
+        wanted = _words(precision) or sorted(found)
+        missing = [w for w in wanted if w not in found]
+        if missing:
+            raise UsageError(f"--precision {','.join(missing)}: not in --variants '{variants}' or failed its accuracy"
+                             f" gate; these passed: {', '.join(sorted(found))}")
+        precision = ",".join(wanted)
+    elif precision is not None:
+        raise UsageError("--precision needs --variants DIR (an inferperf optimize folder with the variant files)")
     axes = {
-        "backend": _words(backend), "intra_op_num_threads": _ints(intra_op_num_threads, "--intra-op-num-threads"),
+        "precision": _words(precision) if found else None, "backend": _words(backend),
+        "intra_op_num_threads": _ints(intra_op_num_threads, "--intra-op-num-threads"),
         "inter_op_num_threads": _ints(inter_op_num_threads, "--inter-op-num-threads"),
         "execution_mode": _words(execution_mode), "graph_optimization_level": _words(graph_optimization_level),
         "enable_mem_pattern": _bools(enable_mem_pattern, "--enable-mem-pattern"),
@@ -148,7 +190,7 @@ def tune_command(
     spec = TuneSpec(model=model, base=base, space=the_space, goal=goal, plan=plan, n_trials=n_trials, output=output,
                     sampler=sampler, seed=seed, storage=storage, study_name=study_name, timeout_s=timeout_s,
                     validate=not no_validate, validate_top=validate_top, validation_rounds=validation_rounds,
-                    from_sweep=from_sweep)
+                    from_sweep=from_sweep, variants=found)
     command = ["inferperf", *sys.argv[1:]]
     if serve:
         from ..tune.served import ServedEvaluator

@@ -94,6 +94,8 @@ def summarize(study: Any, spec: Any, s: SearchSettings, sp: SearchPass, validati
         t = candidates(study, s.goal, 1)[0]
         best = {"source": "search (not validated)", "trial": t.number, "config": t.user_attrs.get("config"),
                 **{k: t.user_attrs.get(k) for k in ("throughput", "p50_ms", "p99_ms", "samples", "result")}}
+    if best is not None:
+        best["model"] = spec.variants.get((best.get("config") or {}).get("precision"), spec.model)
     rows = trial_rows(study)
     return {
         "kind": "tune", "model": spec.model, "study": study.study_name, "machine_fingerprint": fingerprint,
@@ -168,12 +170,15 @@ def write_outputs(study: Any, spec: Any, summary: dict[str, Any]) -> None:
         ci = (v.get("vs_defaults") or {}).get("ci95")
         head += f"# vs the runtime's defaults: {v['improvement_over_defaults']:.3f}x" + (
             f" (95 % CI [{ci[0]:.3f}, {ci[1]:.3f}])\n" if ci else "\n")
-    head += f"# use: inferperf bench {spec.model} --config best.yaml   (or inferperf serve ... --config best.yaml)\n"
+    model = spec.variants.get(best["config"].get("precision"), spec.model)
+    if model != spec.model:
+        head += f"# model: {model} (the {best['config']['precision']} variant)\n"
+    head += f"# use: inferperf bench {model} --config best.yaml   (or inferperf serve ... --config best.yaml)\n"
     atomic_write_text(out / "best.yaml", head + yaml.safe_dump(best_settings(spec, best["config"]), sort_keys=False))
     axes = {k: [v] for k, v in best["config"].items() if not k.startswith("session_config:") and k not in
-            ("max_batch_size", "max_queue_delay_us", "instance_count")}
+            ("max_batch_size", "max_queue_delay_us", "instance_count", "precision")}
     settings = spec.base.model_dump(mode="json", exclude_defaults=True)
-    matrix = {"models": [{"path": spec.model, "shapes": [spec.base.workload.shapes]} if spec.base.workload.shapes
-                         else spec.model], "axes": axes, "settings": {k: v for k, v in settings.items() if k != "workload"}}
+    matrix = {"models": [{"path": model, "shapes": [spec.base.workload.shapes]} if spec.base.workload.shapes
+                         else model], "axes": axes, "settings": {k: v for k, v in settings.items() if k != "workload"}}
     atomic_write_text(out / "best-matrix.yaml", "# the tuned configuration as a sweep matrix: inferperf sweep --matrix"
                       " best-matrix.yaml\n" + yaml.safe_dump(matrix, sort_keys=False))

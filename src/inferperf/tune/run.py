@@ -64,6 +64,7 @@ class TuneSpec:
     validation_rounds: int = 3
     serve_base: dict[str, Any] = field(default_factory=dict)
     from_sweep: Path | None = None
+    variants: dict[str, str] = field(default_factory=dict)
 
     @property
     def validation_runs(self) -> int:
@@ -188,7 +189,8 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
         _enqueue_grid(study, spec, info)
     settings = SearchSettings(model=spec.model, model_sha256=sha, base=spec.base, space=spec.space, goal=spec.goal,
                               plan=spec.plan, output=spec.output, search_budget=search_budget, fingerprint=fp,
-                              serve_base=spec.serve_base,
+                              serve_base=spec.serve_base, variants=spec.variants,
+                              variant_sha256={k: _model_hash(v) for k, v in spec.variants.items()},
                               deadline=time.monotonic() + spec.timeout_s if spec.timeout_s else None)
     sp = search(study, budget_study, settings, evaluator, info, on_trial)
     validation = study.user_attrs.get("validation")

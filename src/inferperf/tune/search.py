@@ -58,6 +58,7 @@ class SearchSettings:
         explore_after: after this many cached answers in a row, enqueue one feasible configuration nobody has
             measured yet (chosen at random), so a converged sampler does not leave budget and space unused.
         fingerprint: the machine fingerprint (part of the config key).
+        variants, variant_sha256: precision -> model file and its hash (the ``precision`` axis).
     """
 
     model: str
@@ -70,10 +71,19 @@ class SearchSettings:
     search_budget: int
     fingerprint: str
     serve_base: dict[str, Any] = field(default_factory=dict)
+    variants: dict[str, str] = field(default_factory=dict)
+    variant_sha256: dict[str, str] = field(default_factory=dict)
     deadline: float | None = None
     max_cached: int = 25
     explore_after: int = 5
     max_infeasible: int = 200
+
+    def model_of(self, params: dict[str, Any]) -> tuple[str, str]:
+        """(model file, its hash) of a configuration: its precision variant's, else the tuned model's."""
+        p = params.get("precision")
+        if p is None or p not in self.variants:
+            return self.model, self.model_sha256
+        return self.variants[p], self.variant_sha256[p]
 
 
 @dataclass
@@ -206,7 +216,7 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
             _emit(on_trial, trial.number, params, "failed", {}, str(e))
             continue
         serve = {**s.serve_base, **serve_params(params)} if evaluator.served else {}
-        key = config_key(s.model_sha256, cfg, serve, s.fingerprint)
+        key = config_key(s.model_of(params)[1], cfg, serve, s.fingerprint)
         trial.set_user_attr("config_key", key)
         hit = next((t for t in measured_trials(study) if t.user_attrs.get("config_key") == key), None)
         if hit is not None:
@@ -266,7 +276,7 @@ def _measure(study: Any, trial: Any, s: SearchSettings, evaluator: Evaluator, cf
 
     try:
         with heartbeat(study, trial):
-            m = measure_trial(evaluator, s.model, cfg, params, s.plan, s.goal,
+            m = measure_trial(evaluator, s.model_of(params)[0], cfg, params, s.plan, s.goal,
                               best=best_feasible_value(study, s.goal), first_index=trial.number * 10)
     except InferperfError as e:
         trial.set_user_attr("error", str(e)[:500])

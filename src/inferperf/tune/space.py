@@ -34,7 +34,7 @@ SPACE_DOC = "docs/tune.md"
 SERVE_AXES = ("max_batch_size", "max_queue_delay_us", "instance_count")
 
 #: the order parameters are suggested in (a parameter conditional on another comes after it)
-ORDER = ("backend", "intra_op_num_threads", "execution_mode", "inter_op_num_threads", "graph_optimization_level",
+ORDER = ("precision", "backend", "intra_op_num_threads", "execution_mode", "inter_op_num_threads", "graph_optimization_level",
          "enable_mem_pattern", "enable_cpu_mem_arena", "batch_size", "concurrency", "session_mode",
          *SERVE_AXES)  # fmt: skip
 
@@ -43,6 +43,8 @@ class TuneSpace(BaseModel):
     """Values per axis; ``None`` (or absent) = not searched.
 
     Attributes:
+        precision: model variants from an ``inferperf optimize`` folder (``fp32``, ``fp16``, ``int8-dynamic``, ...;
+            ``--variants DIR``): only those that passed their accuracy gate.
         backend: runtimes (``onnxruntime``, ``openvino``, ...).
         intra_op_num_threads, inter_op_num_threads: thread counts (ints >= 1).
         execution_mode: ``sequential`` / ``parallel``.
@@ -57,6 +59,7 @@ class TuneSpace(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
+    precision: list[str] | None = None
     backend: list[str] | None = None
     intra_op_num_threads: list[int] | None = None
     inter_op_num_threads: list[int] | None = None
@@ -264,6 +267,32 @@ def apply(base: BenchConfig, params: dict[str, Any]) -> BenchConfig:
     except ValidationError as e:
         err = e.errors()[0]
         raise UsageError(f"tune configuration {params}: {err['msg'].replace('Value error, ', '')}") from None
+
+
+def load_variants(folder: Path) -> dict[str, str]:
+    """The precision variants of an ``inferperf optimize -o DIR`` folder that passed their accuracy gate:
+    variant name -> model file (``fp32``, the reference, always included when its file exists).
+
+    Raises:
+        UsageError: no ``optimize-summary.json`` there, or no variant passed.
+    """
+    import json
+
+    summary = folder / "optimize-summary.json"
+    if not summary.is_file():
+        raise UsageError(f"--variants '{folder}': no optimize-summary.json there: run inferperf optimize MODEL -o"
+                         f" {folder} first (it builds the variants and checks their accuracy)")
+    rows = json.loads(summary.read_text()).get("rows", [])
+    out = {}
+    for r in rows:
+        path = r.get("path")
+        if not path or not Path(path).is_file():
+            continue
+        if r.get("variant") == "fp32" or r.get("accuracy_passed"):
+            out[r["variant"]] = path
+    if not out:
+        raise UsageError(f"--variants '{folder}': no variant there passed its accuracy gate (and no fp32 file)")
+    return out
 
 
 def serve_params(params: dict[str, Any]) -> dict[str, Any]:

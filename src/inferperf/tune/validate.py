@@ -107,7 +107,7 @@ def validate(study: Any, s: SearchSettings, evaluator: Evaluator, top: int, roun
         if errors[slot.case]:
             continue
         try:
-            r = evaluator.run(s.model, cfg.model_copy(update={"stop": full, "repeat": 1}), params, 100000 + slot.round)
+            r = evaluator.run(s.model_of(params)[0], cfg.model_copy(update={"stop": full, "repeat": 1}), params, 100000 + slot.round)
         except InferperfError as e:
             errors[slot.case] = str(e)
             if on_run:

@@ -21,7 +21,7 @@ def _params(r: Result, axes: dict[str, list[Any]]) -> dict[str, Any] | None:
     """The case's value on each searched axis, or None when one is not in the space."""
     c = r.config
     req = c.session.requested
-    have = {"backend": c.backend, "intra_op_num_threads": req.get("intra_op_num_threads"),
+    have = {"precision": r.model.variant, "backend": c.backend, "intra_op_num_threads": req.get("intra_op_num_threads"),
             "inter_op_num_threads": req.get("inter_op_num_threads"), "execution_mode": req.get("execution_mode"),
             "graph_optimization_level": req.get("graph_optimization_level"),
             "enable_mem_pattern": req.get("enable_mem_pattern"), "enable_cpu_mem_arena": req.get("enable_cpu_mem_arena"),
