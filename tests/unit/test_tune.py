@@ -169,6 +169,11 @@ def test_normalize_and_oversubscription() -> None:
     info = _info(2)
     assert space.infeasible({"intra_op_num_threads": 2, "concurrency": 2}, info).startswith("oversubscribed")
     assert space.infeasible({"intra_op_num_threads": 1, "concurrency": 2}, info) is None
+    # OpenVINO takes the thread count only: ONNX Runtime's settings are never asked for it
+    assert TuneSpace.normalize({"backend": "openvino", "graph_optimization_level": "basic", "intra_op_num_threads": 2,
+                                "session_config:session.x": "1"}) == {"backend": "openvino", "intra_op_num_threads": 2}
+    ov = TuneSpace(backend=["onnxruntime", "openvino"], intra_op_num_threads=[1], graph_optimization_level=["basic", "all"])
+    assert len(ov.grid(info)) == 3
     # sequential x (1 or 2 inter-op) collapse into one point each
     grid = space.grid(info)
     assert len(grid) == len({repr(sorted(g.items())) for g in grid})

@@ -33,6 +33,7 @@ def tune_charts(entries: list[Any]) -> list[Chart]:
             line.append(best)
 
         def trace(sel: list[Any], name: str, symbol: str, color: str) -> dict[str, Any]:
+            """One marker trace of trials."""
             return {"type": "scatter", "mode": "markers", "name": name, "x": [r.run["tune_trial"] for r in sel],
                     "y": [r.metrics.throughput.samples_per_s for r in sel], "marker": {"symbol": symbol, "color": color},
                     "text": [f"{r.run.get('tune_params')} p99 {r.metrics.latency_ms.p99:.4g} ms" for r in sel]}

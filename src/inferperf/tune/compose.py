@@ -70,6 +70,7 @@ def own_server(model: str, server_cpus: list[int], cfg: Any = None,
     state: dict[str, Any] = {"result": None, "stopped": False}
 
     def stop() -> Any:
+        """Ask the server to stop; its Result (or None)."""
         if not state["stopped"]:
             state["stopped"] = True
             from ..results.model import Result

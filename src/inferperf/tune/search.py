@@ -113,8 +113,12 @@ def config_key(model_sha256: str, cfg: BenchConfig, serve: dict[str, Any], finge
 def suggest(trial: Any, space: TuneSpace, base_concurrency: int = 1) -> dict[str, Any]:
     """Ask ``trial`` for every axis of ``space`` in order, skipping those that cannot matter given earlier answers
     (``base_concurrency``: the streams when concurrency is not searched)."""
+    from .space import ORT_ONLY
+
     params: dict[str, Any] = {}
     for name, values in space.axes().items():
+        if params.get("backend", "onnxruntime") != "onnxruntime" and (name in ORT_ONLY or name.startswith("session_config:")):
+            continue
         if name == "inter_op_num_threads" and params.get("execution_mode", "sequential") != "parallel":
             continue
         if name == "session_mode" and params.get("concurrency", base_concurrency) <= 1:

@@ -33,6 +33,10 @@ SPACE_DOC = "docs/tune.md"
 #: the serving knobs (searched only with --serve)
 SERVE_AXES = ("max_batch_size", "max_queue_delay_us", "instance_count")
 
+#: ONNX Runtime session settings other backends ignore (OpenVINO notes them as ignored; see backends/openvino_backend.py)
+ORT_ONLY = ("execution_mode", "inter_op_num_threads", "graph_optimization_level", "enable_mem_pattern",
+            "enable_cpu_mem_arena")
+
 #: the order parameters are suggested in (a parameter conditional on another comes after it)
 ORDER = ("precision", "backend", "intra_op_num_threads", "execution_mode", "inter_op_num_threads", "graph_optimization_level",
          "enable_mem_pattern", "enable_cpu_mem_arena", "batch_size", "concurrency", "session_mode",
@@ -125,10 +129,16 @@ class TuneSpace(BaseModel):
 
     @staticmethod
     def normalize(params: dict[str, Any], base_concurrency: int = 1) -> dict[str, Any]:
-        """Drop parameters that cannot change the configuration: inter-op threads outside parallel mode,
+        """Drop parameters that cannot change the configuration: ONNX Runtime-only settings on another backend,
+        inter-op threads outside parallel mode,
         session mode with one stream (``base_concurrency`` when concurrency is not searched), queue delay
         without batching."""
         p = dict(params)
+        if p.get("backend", "onnxruntime") != "onnxruntime":  # OpenVINO and torch take the thread count only
+            for name in ORT_ONLY:
+                p.pop(name, None)
+            for name in [k for k in p if k.startswith("session_config:")]:
+                p.pop(name)
         if p.get("execution_mode", "sequential") != "parallel":
             p.pop("inter_op_num_threads", None)
         if p.get("concurrency", base_concurrency) <= 1:

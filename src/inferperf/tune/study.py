@@ -148,6 +148,7 @@ def heartbeat(study: Any, trial: Any, interval_s: float = HEARTBEAT_S) -> Iterat
     stop = threading.Event()
 
     def beat() -> None:
+        """Refresh the attribute until told to stop."""
         while not stop.wait(interval_s):
             with contextlib.suppress(Exception):
                 trial.set_user_attr("heartbeat", time.time())
