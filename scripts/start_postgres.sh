@@ -11,7 +11,7 @@ if [ -z "${ver:-}" ]; then
   ver=$(ls /usr/lib/postgresql | sort -n | tail -1); cluster=main
   pg_createcluster "$ver" "$cluster" >/dev/null
 fi
-pg_ctlcluster "$ver" "$cluster" start 2>/dev/null || true  # already running is fine
+pg_ctlcluster "$ver" "$cluster" start >/dev/null 2>&1 || true  # already running is fine (stdout is the URL only)
 port=$(pg_lsclusters -h | awk -v v="$ver" -v c="$cluster" '$1==v && $2==c {print $3}')
 for _ in $(seq 1 30); do
   pg_isready -q -h 127.0.0.1 -p "$port" && break

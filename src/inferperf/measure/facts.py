@@ -36,3 +36,17 @@ def static_shapes(path: Path, cfg: BenchConfig) -> dict[str, list[int]] | None:
         return resolve_shapes(sig.inputs(), w.shapes, w.dims, w.batch_size)
     except Exception:  # the workload reports unresolved shapes later, with its own message
         return None
+
+
+def model_sha256(model: str) -> str:
+    """sha256 (hex) of a model's file, ``zoo:NAME`` resolved first; ``null`` for the null backend's "model".
+
+    Raises:
+        ModelError: a missing, empty or unreadable file (one line naming it).
+    """
+    from ..workload.signature import file_sha256
+    from ..zoo import resolve
+
+    if model == "null" or model.startswith("null:"):
+        return "null"
+    return file_sha256(check_model_file(resolve(model)))

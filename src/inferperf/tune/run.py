@@ -110,12 +110,9 @@ def make_sampler(name: str, seed: int, goal: Goal, space: TuneSpace, budget: int
 
 
 def _model_hash(model: str) -> str:
-    from ..workload.signature import file_sha256
-    from ..zoo import resolve
+    from ..measure.facts import model_sha256
 
-    if model.startswith("null:") or model == "null":
-        return "null"
-    return file_sha256(resolve(model))
+    return model_sha256(model)
 
 
 def _check_same_goal(study: Any, spec: TuneSpec, name: str) -> None:

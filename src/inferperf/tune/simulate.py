@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends.null import LatencySurface
 from ..clock import FakeClock
 from ..config import BenchConfig
 from ..results.model import Result
@@ -23,7 +22,8 @@ class SurfaceEvaluator:
     """Evaluator over a :class:`LatencySurface` (see the module docstring).
 
     Args:
-        surface: the latency surface.
+        surface: the latency surface (a :class:`inferperf.backends.null.LatencySurface`; made by the caller: tune
+            does not import backends).
         seed: noise seed.
         threads_default: intra-op threads when a trial does not set them.
         sleep_s: real seconds each run also waits (so several processes sharing a study overlap in time).
@@ -31,7 +31,7 @@ class SurfaceEvaluator:
 
     served = False
 
-    def __init__(self, surface: LatencySurface, seed: int = 0, threads_default: int = 2, sleep_s: float = 0.0) -> None:
+    def __init__(self, surface: Any, seed: int = 0, threads_default: int = 2, sleep_s: float = 0.0) -> None:
         self.surface, self.seed, self.threads_default, self.sleep_s = surface, seed, threads_default, sleep_s
         self.runs: list[dict[str, Any]] = []
 
