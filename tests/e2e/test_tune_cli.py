@@ -58,6 +58,7 @@ def test_an_slo_nothing_meets_exits_3_naming_the_closest(tmp_path):
     (["--storage", "redis://x"], "use sqlite:///PATH, journal:PATH or postgresql+psycopg"),
     (["--n-trials", "4"], "leaves no search trial after 9 validation runs"),
     (["--intra-op-num-threads", "4", "--concurrency", "4"], "every configuration of the space is pruned"),
+    (["--intra-op-num-threads", "1", "--shape", "x:1x2x3"], "--shape x:1x2x3 has rank 3 but input 'x'"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, expect):
     p = cli("tune", "zoo:tiny-cnn", *args, "-o", str(tmp_path / "t"))
@@ -65,6 +66,14 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, expect):
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and expect in lines[0], p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_missing_or_corrupt_model_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "corrupt.onnx"
+    bad.write_text("not a model")
+    for model, expect in ((str(tmp_path / "nope.onnx"), "not found"), (str(bad), "is not a readable ONNX model")):
+        p = cli("tune", model, "--intra-op-num-threads", "1", "-o", str(tmp_path / "t"))
+        assert p.returncode == 2 and expect in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
 def test_unknown_axis_in_a_space_file(tmp_path):

@@ -210,6 +210,11 @@ def tune_command(
         return 130
     view.summary(outcome.summary)
     s = outcome.summary
+    if s["best"] is None and s.get("closest") is None and s["this_pass"]["failed"]:
+        from ..errors import MeasurementError
+
+        first = next((r["note"] for r in _failed_rows(outcome.study)), "")
+        raise MeasurementError(f"every trial failed (first: {first}); see {output}/trials.csv")
     if s["best"] is None:
         c = s.get("closest")
         near = (f": closest was trial {c['trial']} {c['config']} with p99 {c['p99_ms']:.4g} ms at {c['throughput']:.4g}"
@@ -218,3 +223,10 @@ def tune_command(
                          " the space")
     return 0
 
+
+
+def _failed_rows(study: Any) -> list[dict[str, Any]]:
+    """The trials that failed to run, in order (for the one-line error when every trial failed)."""
+    from ..tune.output import trial_rows
+
+    return [r for r in trial_rows(study) if r["state"] == "fail"]

@@ -28,7 +28,7 @@ from ..errors import BackendUnavailable, UsageError
 from ..results.model import SystemInfo
 from .objective import Goal
 from .search import SearchPass, SearchSettings, search
-from .space import TuneSpace
+from .space import TuneSpace, apply
 from .study import open_storage, other_machines, quiet_optuna, study_names, tickets_used
 from .trial import Evaluator, TrialPlan
 
@@ -109,6 +109,25 @@ def make_sampler(name: str, seed: int, goal: Goal, space: TuneSpace, budget: int
     raise UsageError(f"--sampler {name!r}: choose from {', '.join(SAMPLERS)}")
 
 
+def _preflight(spec: TuneSpec) -> None:
+    """Check the model(s), every backend of the space and the shapes before any trial (no runtime loaded):
+    a wrong shape or a corrupt file is one line with exit 2, not a study of failed trials.
+
+    Raises:
+        UsageError / ModelError: the first problem (the sweep's preflight message).
+    """
+    from ..sweep.space import Case, preflight
+
+    models = list(dict.fromkeys([spec.model, *spec.variants.values()]))
+    backends = spec.space.backend or [spec.base.backend]
+    from ..errors import InferperfError
+
+    try:
+        preflight([Case(m, apply(spec.base, {"backend": b}), label=m) for m in models for b in backends])
+    except InferperfError as e:
+        raise type(e)(str(e).replace("sweep case ", "tune model ", 1)) from None
+
+
 def _model_hash(model: str) -> str:
     from ..measure.facts import model_sha256
 
@@ -164,6 +183,7 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
     if not spec.space.grid(info, spec.base.concurrency):
         raise UsageError("every configuration of the space is pruned as infeasible (oversubscribed): widen the space or"
                          " raise --max-oversubscription")
+    _preflight(spec)
     sha = _model_hash(spec.model)
     base_name = spec.study_name or f"tune-{Path(spec.model.removeprefix('zoo:')).stem}-{sha[:8]}"
     name, budget_name = study_names(base_name, fp)
