@@ -1,0 +1,147 @@
+"""``inferperf pipeline FILE.yaml``: measure a pipeline of stages (functions and models) joined by bounded
+queues; per-stage figures, the bottleneck, buffer and worker advice (library: :mod:`inferperf.pipeline`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from ..errors import GateFailed, UsageError
+from . import app
+from .bench import check_writable
+
+Opt = typer.Option
+
+
+def parse_stage_values(entries: list[str] | None, flag: str, cast: Any) -> dict[str, Any]:
+    """``--workers det=2,rec=3`` (repeatable, comma lists) -> ``{"det": 2, "rec": 3}``.
+
+    Raises:
+        UsageError: an entry that is not STAGE=VALUE, or a value ``cast`` refuses.
+    """
+    out: dict[str, Any] = {}
+    for entry in entries or []:
+        for part in (p.strip() for p in entry.split(",") if p.strip()):
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip():
+                raise UsageError(f"malformed {flag} {part!r}: use STAGE=VALUE, e.g. {flag} det=2")
+            try:
+                out[name.strip()] = cast(value.strip())
+            except (ValueError, UsageError) as e:
+                raise UsageError(f"{flag} {part!r}: {e}") from None
+    return out
+
+
+def _workers(v: str) -> int:
+    n = int(v)
+    if n < 1:
+        raise ValueError("a stage needs at least 1 worker")
+    return n
+
+
+def _executor(v: str) -> str:
+    if v not in ("threads", "processes"):
+        raise ValueError("use threads or processes")
+    return v
+
+
+def _queue_size(v: str) -> int | None:
+    if v == "unbounded":
+        return None
+    n = int(v)
+    if n < 1:
+        raise ValueError("a queue size of 0 holds nothing: use an integer >= 1 or 'unbounded'")
+    return n
+
+
+@app.command("pipeline")
+def pipeline_command(
+    file: Annotated[Path, typer.Argument(help="pipeline YAML file (source, stages, queues); see docs/pipeline.md")],
+    concurrency: Annotated[Optional[int], Opt(help="closed loop: items in flight (default: every worker busy"
+                                                    " + one waiting per queue)")] = None,
+    request_rate: Annotated[Optional[float], Opt(help="open loop: items/s sent on the --arrival schedule")] = None,
+    arrival: Annotated[str, Opt(help="open loop schedule: constant | poisson | trace:FILE")] = "constant",
+    items: Annotated[int, Opt(help="minimum measured items")] = 100,
+    duration_s: Annotated[float, Opt(help="minimum measured seconds")] = 5.0,
+    max_duration_s: Annotated[float, Opt(help="cap on measured seconds")] = 60.0,
+    warmup: Annotated[Optional[int], Opt(help="warm-up items, never counted (default 2 x concurrency)")] = None,
+    drain_timeout_s: Annotated[float, Opt(help="wait at most this long for items in flight at the end")] = 60.0,
+    workers: Annotated[Optional[list[str]], Opt(help="STAGE=N workers (repeatable or comma list)")] = None,
+    executor: Annotated[Optional[list[str]], Opt(help="STAGE=threads|processes")] = None,
+    queue_size: Annotated[Optional[list[str]], Opt(help="STAGE=N|unbounded: the stage's input queue")] = None,
+    queue_policy: Annotated[Optional[str], Opt(help="every queue's policy when full: block | reject")] = None,
+    queue_sizes: Annotated[Optional[str], Opt(help="also run with every queue at these sizes, e.g."
+                                                    " 2,recommended,unbounded (one Result each)")] = None,
+    no_standalone: Annotated[bool, Opt("--no-standalone", help="skip measuring each stage alone")] = False,
+    standalone_s: Annotated[float, Opt(help="seconds each stage runs alone")] = 1.5,
+    pool_size: Annotated[int, Opt(help="items taken from a generator source (cycled)")] = 64,
+    seed: Annotated[int, Opt(help="seed of the Poisson schedule")] = 0,
+    fail_fast: Annotated[bool, Opt("--fail-fast", help="stop at the first stage error (exit 1)")] = False,
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
+    json_out: Annotated[bool, Opt("--json", help="print the Result JSON to stdout (no table)")] = False,
+    fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the result is INVALID")] = False,
+    debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
+) -> int:
+    """Measure a pipeline stage by stage: service time, utilisation, queue occupancy, blocked and starved
+    time per stage; end-to-end throughput and latency; the bottleneck and what removing it would give."""
+    from ..pipeline.engine import StopRule
+    from ..pipeline.run import PipelineOptions, parse_queue_sizes, run_pipeline
+    from ..pipeline.spec import load
+
+    if queue_policy is not None and queue_policy not in ("block", "reject"):
+        raise UsageError(f"--queue-policy {queue_policy!r}: use block or reject")
+    for flag, v in (("--items", items), ("--pool-size", pool_size)):
+        if v < 1:
+            raise UsageError(f"{flag} {v}: must be >= 1")
+    if concurrency is not None and concurrency < 1:
+        raise UsageError(f"--concurrency {concurrency}: must be >= 1")
+    if not (duration_s >= 0 and max_duration_s > 0 and drain_timeout_s > 0 and standalone_s > 0):
+        raise UsageError("durations must be positive (--duration-s may be 0)")
+    opts = PipelineOptions(
+        concurrency=concurrency, request_rate=request_rate, arrival=arrival, warmup=warmup, seed=seed,
+        stop=StopRule(items, duration_s, max(max_duration_s, duration_s), drain_timeout_s),
+        workers=parse_stage_values(workers, "--workers", _workers),
+        executors=parse_stage_values(executor, "--executor", _executor),
+        queue_sizes_by_stage=parse_stage_values(queue_size, "--queue-size", _queue_size), queue_policy=queue_policy,
+        queue_sizes=parse_queue_sizes(queue_sizes) if queue_sizes else [], standalone=not no_standalone,
+        standalone_s=standalone_s, fail_fast=fail_fast, pool_size=pool_size)  # fmt: skip
+    spec = load(file)
+    if output is not None:
+        check_writable(output)
+    err = Console(stderr=True)
+    err.print(f"pipeline {spec.name}: {' -> '.join(s.name for s in spec.stages)}", highlight=False)
+    results = run_pipeline(spec, opts, command=["inferperf", *sys.argv[1:]], source=str(file),
+                           on_progress=lambda phase, n: None)
+    written = _save(results, output, spec.name)
+    if json_out:
+        sys.stdout.write(results[0].model_dump_json(indent=1) + "\n")
+    else:
+        from .pipeline_view import print_pipeline
+
+        out = Console()
+        print_pipeline(results, out if out.is_terminal else Console(width=160), written)
+    if fail_on_invalid and not results[0].validity.valid:
+        raise GateFailed(f"result is INVALID ({'; '.join(results[0].validity.reasons)}) and --fail-on-invalid is set")
+    return 0
+
+
+def _save(results: list[Any], output: Path | None, name: str) -> list[str]:
+    """Write the Results: ``--output X.json`` (extra queue runs beside it as X.queues-S.json), or a folder
+    (NAME.json, NAME.queues-S.json)."""
+    from ..results.io import save
+
+    if output is None:
+        return []
+    base = output if output.suffix.lower() == ".json" else output / f"{name}.json"
+    out = [str(save(results[0], base))]
+    for r in results[1:]:
+        setting = r.run["pipeline"]["queue_setting"]
+        out.append(str(save(r, base.with_name(f"{base.stem}.queues-{setting}.json"))))
+    return out
+
+
+__all__ = ["parse_stage_values", "pipeline_command"]

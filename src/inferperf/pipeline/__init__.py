@@ -1,0 +1,12 @@
+"""Pipelines: stages (Python functions or models) joined by bounded queues, measured stage by stage.
+
+``inferperf pipeline FILE.yaml`` (cli/pipeline.py) over :func:`~inferperf.pipeline.run.run_pipeline`:
+
+- :mod:`.spec`: the pipeline file (source, stages, queues) and its checks (one line, exit 2).
+- :mod:`.workers`: a stage's call on one item, in a thread or a child process (hand-over timed).
+- :mod:`.engine`: the real executor (closed or open loop, block/reject queues, deadlines) -> :mod:`.trace`.
+- :mod:`.simulate`: the same semantics in virtual time (fixed or replayed service times) for tests and
+  what-if runs.
+- :mod:`.analysis`: utilisation, queues, blocked/starved time, bottleneck, Amdahl over stages, buffer and
+  worker advice; :mod:`.result`: the Result (kind ``pipeline``); :mod:`.staged`: ``bench --pre/--post``.
+"""

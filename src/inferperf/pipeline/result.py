@@ -1,0 +1,229 @@
+"""One pipeline run -> one Result (kind ``pipeline``): ``metrics.stages`` per stage, ``run.pipeline`` for the
+whole (bottleneck, twice-as-fast estimate, overhead, buffers, workers, recognised outputs).
+
+End-to-end latency (``metrics.latency_ms``, ``samples.latency_ns``) of each completed item runs from its
+intended send time (open loop: the schedule; closed loop: the send) to the last stage's return; throughput
+divides completed items by the measurement window. Every field: docs/results-schema.md, "Pipeline".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._version import __version__
+from ..config import ValidityOptions
+from ..measure.facts import model_sha256
+from ..measure.validity import verdict
+from ..results.io import case_key
+from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Resources, Result, Samples,
+                             SessionConfig, StopConfig, SystemInfo, Throughput, ToolInfo, Validity, WarmupConfig,
+                             Window, WorkloadConfig)  # fmt: skip
+from ..stats import latency_summary, percentile_notes, windows
+from . import analysis as an
+from .spec import PipelineSpec, model_path
+from .trace import Trace
+
+_EMPTY = {"count": 0, **{k: 0.0 for k in ("mean", "std", "min", "p50", "p90", "p95", "p99", "p999", "max")}}
+
+
+def _plain(x: Any, depth: int = 0) -> Any:
+    """A JSON-able summary of a stage's output item: strings, numbers and short lists of them; arrays by shape."""
+    if isinstance(x, (str, bool, int, float)) or x is None:
+        return x
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return {"array": list(x.shape), "dtype": str(x.dtype)}
+    if isinstance(x, dict) and depth < 2:
+        return {str(k): _plain(v, depth + 1) for k, v in x.items() if not isinstance(v, (bytes, bytearray))}
+    if isinstance(x, (list, tuple)) and depth < 2:
+        return [_plain(v, depth + 1) for v in list(x)[:50]]
+    return type(x).__name__
+
+
+def _check(check: Any, outputs: list[Any]) -> dict[str, Any] | None:
+    """Apply the pipeline's ``check`` (final item -> {name: number}) to the kept outputs: mean and min."""
+    if check is None or not outputs:
+        return None
+    vals: dict[str, list[float]] = {}
+    for item in outputs:
+        for k, v in (check(item) or {}).items():
+            vals.setdefault(str(k), []).append(float(v))
+    return {"items": len(outputs), "mean": {k: float(np.mean(v)) for k, v in vals.items()},
+            "min": {k: float(np.min(v)) for k, v in vals.items()}}
+
+
+def _gil(fig: dict[str, Any], alone: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Thread stages running Python: CPU time per wall time of service; under 0.75 they wait (GIL or CPUs)."""
+    if fig["kind"] != "function" or fig["executor"] != "threads" or fig["cpu_per_wall"] is None:
+        return None
+    ratio = fig["cpu_per_wall"]
+    solo = (alone or {}).get("cpu_per_wall")
+    limited = ratio < an.GIL_RATIO and fig["workers"] > 1 and (solo is None or solo < an.GIL_RATIO)
+    return {"cpu_per_wall": ratio, "standalone_cpu_per_wall": solo, "limited": bool(limited)}
+
+
+def _stages(tr: Trace, infos: dict[str, Any], alone: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for s, name in enumerate(tr.stages):
+        fig = an.stage_figures(tr, s)
+        fig["standalone"] = alone.get(name)
+        fig["gil"] = _gil(fig, alone.get(name))
+        fig.update(infos.get(name) or {})
+        out[name] = fig
+    return out
+
+
+def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x: float,
+             spec: PipelineSpec) -> tuple[dict[str, Any], list[str]]:
+    """``run.pipeline``: bottleneck, twice-as-fast, overhead, buffers, workers, CPU use; and the notes."""
+    notes: list[str] = []
+    cpus = system.effective_cpus
+    done = tr.completed()
+    cpu_per_item = (tr.cpu_s / len(done)) if tr.cpu_s and done else None
+    cores_used = (tr.cpu_s / (tr.window_ns / 1e9)) if tr.cpu_s is not None else None
+    name, why = an.bottleneck(stages)
+    rate = (tr.schedule or {}).get("rate_per_s") if tr.mode == "open" else None
+    faster = an.what_if_faster(stages, name, cpus=cpus, cpu_s_per_item=cpu_per_item, concurrency=tr.concurrency,
+                               rate=rate) if name else None
+    notes.append(f"bottleneck: {why}" if name else why)
+    if faster and faster["items_per_s"]:
+        notes.append(f"if {name!r} were twice as fast: about {faster['items_per_s']:.3g} items/s (now {x:.3g}),"
+                     f" then limited by {faster['limited_by']} (estimate, Amdahl over stages)")
+    if cores_used is not None and cores_used >= 0.9 * cpus:
+        notes.append(f"CPU-bound: the stages together used {cores_used:.2f} of {cpus} effective CPUs; a faster stage"
+                     f" frees CPU for the others more than it shortens its own time")
+    caps = {n: a["items_per_s"] for n, f in stages.items() if (a := f.get("standalone")) and a["items_per_s"]}
+    overhead = None
+    if caps:
+        slowest = min(caps, key=caps.__getitem__)
+        ratio = x / caps[slowest] if caps[slowest] else None
+        hops = {n: {"queue_wait_ms": f["queue_wait_ms"]["mean"] if f["queue_wait_ms"] else None,
+                    "handover_ms": f["handover_ms"]["mean"] if f["handover_ms"] else 0.0,
+                    "hop_ms": f["hop_ms_mean"]} for n, f in stages.items()}
+        overhead = {"slowest_alone": slowest, "slowest_alone_items_per_s": caps[slowest], "ratio": ratio,
+                    "overhead": bool(ratio is not None and ratio < an.OVERHEAD_RATIO), "hops": hops}
+        if overhead["overhead"]:
+            notes.append(f"pipeline overhead: {x:.3g} items/s is {ratio:.2f}x the slowest stage alone ({slowest!r},"
+                         f" {caps[slowest]:.3g} items/s): see queue wait and hand-over per hop"
+                         + (" (the stages share the CPUs)" if cores_used and cores_used >= 0.9 * cpus else ""))
+    buffers = an.buffer_advice(stages)
+    service = {}
+    cores = {}
+    for n, f in stages.items():
+        a = f.get("standalone") or {}
+        per = a.get("service_ms_mean") or (f["service_ms"] or {}).get("mean")
+        if not per:
+            continue
+        service[n] = per / 1e3
+        cpw = a.get("cpu_per_wall") if a.get("cpu_per_wall") is not None else f["cpu_per_wall"]
+        threads = ((f.get("session") or {}).get("effective") or {}).get("intra_op_num_threads") or 1
+        cores[n] = min(1.0, max(0.05, cpw if cpw is not None else 1.0)) * (threads if f["kind"] == "model" else 1)
+    workers = an.worker_advice(service, cores, cpus)
+    changed = {n: w for n, w in workers["workers"].items() if w != stages[n]["workers"]}
+    workers["rerun"] = " ".join(f"--workers {n}={w}" for n, w in changed.items())
+    if changed:
+        notes.append(f"workers that balance the stages on {cpus} CPUs: {workers['rerun']} (about"
+                     f" {workers['items_per_s']:.3g} items/s; rerun to check)")
+    for n, f in stages.items():
+        if f["gil"] and f["gil"]["limited"]:
+            notes.append(f"stage {n!r}: {f['workers']} threads spend {f['gil']['cpu_per_wall']:.0%} of their service"
+                         f" time on CPU: they wait for the GIL; use 'executor: processes'")
+        if f["errors"]["count"]:
+            notes.append(f"stage {n!r} failed on {f['errors']['count']} item(s): {f['errors']['by_kind']}")
+        if f["rejected"]:
+            notes.append(f"queue before {n!r} (policy reject) refused {f['rejected']} item(s)")
+    if tr.incomplete:
+        notes.append(f"{tr.incomplete} item(s) still in flight at the drain deadline: counted incomplete")
+    summary = {"name": spec.name, "bottleneck": name, "bottleneck_reason": why, "twice_as_fast": faster,
+               "cpu_s_per_item": cpu_per_item, "cpu_cores_used": cores_used, "effective_cpus": cpus,
+               "overhead": overhead, "buffers": buffers, "workers": workers, "mode": tr.mode,
+               "concurrency": tr.concurrency, "schedule": tr.schedule, "incomplete": tr.incomplete,
+               "rejected": sum(1 for r in tr.items if r.rejected), "outputs": [_plain(o) for o in tr.outputs]}
+    return summary, notes
+
+
+def _models(spec: PipelineSpec) -> list[dict[str, Any]]:
+    return [{"stage": s.name, "model": s.model, "sha256": model_sha256(model_path(s.model, spec.base_dir))}
+            for s in spec.stages if s.model]
+
+
+def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos: dict[str, Any],
+             alone: dict[str, Any], *, check: Any = None, command: list[str] | None = None, source: str = "",
+             queue_setting: str | None = None) -> Result:
+    """The Result of one run (see the module docstring)."""
+    done = tr.completed()
+    lat = [r.done_ns - r.intended_ns for r in done]
+    offs = [r.intended_ns - tr.t0_ns for r in done]
+    x = len(done) / (tr.window_ns / 1e9)
+    stages = _stages(tr, infos, alone)
+    summary, notes = _summary(tr, stages, system, x, spec)
+    summary["queue_setting"] = queue_setting
+    models = _models(spec)
+    summary["models"] = models
+    src = Path(source) if source else None
+    text = src.read_bytes() if src and src.is_file() else spec.model_dump_json().encode()
+    sha = hashlib.sha256(text + "".join(m["sha256"] for m in models).encode()).hexdigest()
+    errors: dict[str, int] = {}
+    for r in tr.items:
+        kind = f"{r.error[0]}:{r.error[1]}" if r.error else (f"{r.rejected}:rejected" if r.rejected else None)
+        if kind:
+            errors[kind] = errors.get(kind, 0) + 1
+    vopt = ValidityOptions()
+    n_win = min(vopt.n_windows, len(lat) // 5)
+    wins = windows(offs, lat, tr.window_ns, n_win) if n_win >= 1 else []
+    valid, reasons, vnotes = verdict(len(lat), tr.window_ns / 1e9, opts.stop.min_items, opts.stop.min_duration_s,
+                                     opts.stop.max_duration_s, [w["p50_ms"] for w in wins if w["count"]],
+                                     vopt.max_window_cv_percent, vopt.min_windows, sum(errors.values()))
+    if tr.incomplete:
+        valid, reasons = False, [*reasons, f"{tr.incomplete} item(s) did not finish by the drain deadline"]
+    open_loop = tr.mode == "open"
+    scenario = "server" if open_loop else ("single-stream" if tr.concurrency == 1 else "concurrent")
+    requested = {s.name: {"workers": s.workers, "executor": s.executor, "queue": spec.queue_of(s).model_dump(),
+                          **({"model": s.model, "backend": s.backend, "session": s.session} if s.model else
+                             {"function": s.function})} for s in spec.stages}
+    requested["queue_sizes"] = tr.queue_sizes
+    cfg = CaseConfig(
+        backend="pipeline", session=SessionConfig(requested=requested, effective={n: i for n, i in infos.items() if i}),
+        workload=WorkloadConfig(shapes={}, input_pool_size=opts.pool_size, seed=opts.seed,
+                                data_source=f"generator:{spec.source.generator}" if spec.source.generator
+                                else f"files:{spec.source.files}"),
+        scenario=scenario, concurrency=tr.concurrency or 1, request_rate=(tr.schedule or {}).get("rate_per_s"),
+        warmup=WarmupConfig(iterations=opts.warmup or 0, duration_s=0.0),
+        stop=StopConfig(min_iterations=opts.stop.min_items, min_duration_s=opts.stop.min_duration_s,
+                        max_duration_s=opts.stop.max_duration_s))  # fmt: skip
+    key_doc = {"config": cfg.model_dump(exclude={"warmup", "stop"}), "arrival": tr.schedule}
+    rss = None
+    try:
+        import psutil
+
+        rss = psutil.Process().memory_info().rss
+    except Exception:  # noqa: BLE001 - resource figures are best effort
+        pass
+    metrics = Metrics(
+        latency_ms=LatencySummary(**(latency_summary(lat) if lat else _EMPTY)),
+        throughput=Throughput(queries_per_s=x, samples_per_s=x, duration_s=tr.window_ns / 1e9),
+        windows=[Window(**w) for w in wins],
+        resources=Resources(cpu_percent_mean=100.0 * summary["cpu_cores_used"] if summary["cpu_cores_used"] is not None
+                            else None, rss_peak_bytes=rss),
+        errors=ErrorCounts(count=sum(errors.values()), by_kind=errors),
+        accuracy=_check(check, tr.outputs),
+        client={"send_lag_ms": latency_summary(tr.send_lag_ns) if tr.send_lag_ns else None} if open_loop else None,
+        stages=stages)  # fmt: skip
+    return Result(
+        kind="pipeline", tool=ToolInfo(version=__version__),
+        created_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), command=command or [],
+        case_key=case_key(sha, key_doc), run={"pipeline": summary}, system=system,
+        model=ModelInfo(path=source or spec.name, sha256=sha, size_bytes=len(text), inputs=[], outputs=[],
+                        variant="pipeline"),
+        config=cfg, metrics=metrics, samples=Samples(latency_ns=lat, start_offsets_ns=offs),
+        validity=Validity(valid=valid, reasons=reasons, rules=vopt.model_dump()),
+        notes=notes + percentile_notes(len(lat)) + vnotes)  # fmt: skip
+
+
+__all__ = ["assemble"]

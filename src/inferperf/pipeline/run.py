@@ -1,0 +1,310 @@
+"""``run_pipeline()``: build the stages, warm up, measure, measure each stage alone, analyse, make the Result.
+
+Steps: read the source's items (a generator's first ``pool_size`` items, or a folder's files), build every
+stage's workers (imports and sessions: a bad function or model fails here, before anything runs, exit 2),
+warm up (``warmup`` items; each stage's first inputs are copied for the standalone runs), measure under the
+stop rule (closed loop ``concurrency`` or open loop ``request_rate``), then each stage alone with the same
+workers on the inputs it saw (its standalone capacity), then optionally the same pipeline again with other
+queue sizes (``queue_sizes``: 2 = a double buffer, ``recommended`` = the buffer rule per queue,
+``unbounded``), one Result each. Workers (threads, processes, sessions) live through all runs and are
+closed however the run ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..measure import arrivals
+from ..results.model import Result
+from ..system import collect_system
+from . import analysis as an
+from .engine import StageRuntime, StopRule, cycle, run
+from .result import assemble
+from .spec import PipelineSpec, QueueSpec, StageSpec, resolve_callable
+from .trace import Trace
+from .workers import ProcessWorker, ThreadWorker, build_stage
+
+CAPTURE = 16  # inputs copied per stage in the warm-up, replayed to measure the stage alone
+
+
+@dataclass
+class PipelineOptions:
+    """How to drive the pipeline.
+
+    Attributes:
+        concurrency: closed loop: items in flight (None: every worker busy plus one waiting per queue).
+        request_rate: open loop: items/s on ``arrival`` (``constant`` | ``poisson``); excludes concurrency.
+        stop: when to stop sending; ``warmup`` items first (never counted).
+        workers / executors / queue_sizes_by_stage: per-stage overrides of the file (``--workers det=2``).
+        queue_policy: overrides every queue's policy.
+        queue_sizes: extra runs with every queue at these sizes (int, ``recommended`` or ``unbounded``).
+        standalone / standalone_s: measure each stage alone (seconds per stage).
+        fail_fast: stop at the first stage error.
+        pool_size: items taken from a generator (cycled); keep_outputs: final items kept in the Result.
+        seed: the Poisson schedule's seed.
+    """
+
+    concurrency: int | None = None
+    request_rate: float | None = None
+    arrival: str = "constant"
+    stop: StopRule = field(default_factory=StopRule)
+    warmup: int | None = None
+    workers: dict[str, int] = field(default_factory=dict)
+    executors: dict[str, str] = field(default_factory=dict)
+    queue_sizes_by_stage: dict[str, int | None] = field(default_factory=dict)
+    queue_policy: str | None = None
+    queue_sizes: list[int | str] = field(default_factory=list)
+    standalone: bool = True
+    standalone_s: float = 1.5
+    fail_fast: bool = False
+    pool_size: int = 64
+    keep_outputs: int = 32
+    seed: int = 0
+
+
+def apply_overrides(spec: PipelineSpec, opts: PipelineOptions) -> PipelineSpec:
+    """The spec with the command line's per-stage workers, executors and queue sizes applied.
+
+    Raises:
+        UsageError: an override names a stage the file does not have, or an invalid value.
+    """
+    names = [s.name for s in spec.stages]
+    for what, table in (("--workers", opts.workers), ("--executor", opts.executors),
+                        ("--queue-size", opts.queue_sizes_by_stage)):
+        for n in table:
+            if n not in names:
+                raise UsageError(f"{what} {n}=...: no stage {n!r} in the pipeline (stages: {', '.join(names)})")
+    stages = []
+    for s in spec.stages:
+        upd: dict[str, Any] = {}
+        if s.name in opts.workers:
+            upd["workers"] = opts.workers[s.name]
+        if s.name in opts.executors:
+            upd["executor"] = opts.executors[s.name]
+        q = spec.queue_of(s)
+        if s.name in opts.queue_sizes_by_stage:
+            q = QueueSpec(size=opts.queue_sizes_by_stage[s.name], policy=q.policy)
+        if opts.queue_policy:
+            q = QueueSpec(size=q.size, policy=opts.queue_policy)
+        upd["queue"] = q
+        stages.append(StageSpec(**{**s.model_dump(), **upd}))
+    return spec.model_copy(update={"stages": stages})
+
+
+def source_items(spec: PipelineSpec, pool_size: int) -> list[Any]:
+    """The items the source cycles through: a generator's first ``pool_size``, or every file of the folder.
+
+    Raises:
+        UsageError: the generator cannot be imported or yields nothing; the folder is missing or empty.
+    """
+    src = spec.source
+    if src.generator:
+        gen = resolve_callable(src.generator, spec.base_dir, "source generator")
+        try:
+            it = iter(gen(**src.args))
+            items = [x for _, x in zip(range(pool_size), it)]
+        except TypeError as e:
+            raise UsageError(f"source generator {src.generator!r}: {e}: check 'args' in the pipeline file") from None
+        if not items:
+            raise UsageError(f"source generator {src.generator!r} yielded no items")
+        return items
+    folder = Path(src.files or "")
+    folder = folder if folder.is_absolute() else Path(spec.base_dir) / folder
+    if not folder.is_dir():
+        raise UsageError(f"source files {str(folder)!r}: not a folder: point 'files:' at a folder of inputs")
+    files = sorted(p for p in folder.glob(src.glob) if p.is_file())[:max(pool_size, 1)]
+    if not files:
+        raise UsageError(f"source files {str(folder)!r}: no file matches {src.glob!r}")
+    return [{"name": p.name, "path": str(p), "bytes": p.read_bytes()} for p in files]
+
+
+class Stages:
+    """Every stage's live workers; :meth:`close` stops processes and sessions (a context manager)."""
+
+    def __init__(self, spec: PipelineSpec) -> None:
+        self.runtimes: list[StageRuntime] = []
+        self.infos: dict[str, dict[str, Any]] = {}
+        self._close: list[Callable[[], None]] = []
+        try:
+            for st in spec.stages:
+                if st.executor == "processes":
+                    ws = []
+                    for _ in range(st.workers):
+                        w = ProcessWorker(st, spec.base_dir)
+                        self._close.append(w.close)
+                        ws.append(w)
+                    self.infos[st.name] = ws[0].info
+                else:
+                    fn, info, close = build_stage(st, spec.base_dir)
+                    self._close.append(close)
+                    ws = [ThreadWorker(fn) for _ in range(st.workers)]
+                    self.infos[st.name] = info
+                self.runtimes.append(StageRuntime(st.name, st.kind, st.executor, ws))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close every worker and session (each at most once)."""
+        while self._close:
+            try:
+                self._close.pop()()
+            except Exception:  # noqa: BLE001 - closing must not hide the run's own error
+                pass
+
+    def __enter__(self) -> Stages:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _process_cpu_s() -> float:
+    """CPU seconds of this process and its children still running (stage processes)."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for c in me.children(recursive=True):
+        try:
+            total += sum(c.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return total
+
+
+def default_concurrency(spec: PipelineSpec) -> int:
+    """Every worker busy plus one item waiting in each queue."""
+    return sum(s.workers for s in spec.stages) + len(spec.stages)
+
+
+def measure(stages: Stages, spec: PipelineSpec, items: list[Any], opts: PipelineOptions,
+            sizes: list[int | None] | None = None, on_progress: Callable[[int], None] | None = None) -> Trace:
+    """One measured run (no warm-up): the trace, with the CPU seconds used during it."""
+    schedule = None
+    if opts.request_rate is not None:
+        schedule = arrivals.from_arrival(opts.arrival, opts.request_rate, seed=opts.seed)
+    qs = [spec.queue_of(s) for s in spec.stages]
+    c0 = _process_cpu_s()
+    tr, _ = run(stages.runtimes, cycle(items), sizes=sizes or [q.size for q in qs], policies=[q.policy for q in qs],
+                stop=opts.stop, concurrency=None if schedule else (opts.concurrency or default_concurrency(spec)),
+                schedule=schedule, fail_fast=opts.fail_fast, keep_outputs=opts.keep_outputs, on_progress=on_progress)
+    tr.cpu_s = _process_cpu_s() - c0
+    return tr
+
+
+def standalone(stages: Stages, captured: list[list[Any]], seconds: float) -> dict[str, dict[str, Any]]:
+    """Each stage alone, same workers, on copies of the inputs it received in the warm-up: items/s, mean
+    service (ms), CPU per wall time. A stage that received nothing is left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for st, inputs in zip(stages.runtimes, captured, strict=True):
+        if not inputs:
+            continue
+        w = len(st.workers)
+        tr, _ = run([st], cycle(inputs), sizes=[None], policies=["block"], concurrency=2 * w,
+                    stop=StopRule(min_items=max(2 * w, 5), min_duration_s=seconds, max_duration_s=max(4 * seconds, 10),
+                                  drain_timeout_s=60.0))
+        fig = an.stage_figures(tr, 0)
+        done = len(tr.completed())
+        out[st.name] = {"items_per_s": done / (tr.window_ns / 1e9), "items": done, "workers": w,
+                        "service_ms_mean": fig["service_ms"]["mean"] if fig["service_ms"] else None,
+                        "cpu_per_wall": fig["cpu_per_wall"], "errors": fig["errors"]["count"]}
+    return out
+
+
+def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, command: list[str] | None = None,
+                 on_progress: Callable[[str, int], None] | None = None, source: str = "") -> list[Result]:
+    """Measure ``spec`` and return its Results: the main one first, then one per extra queue size.
+
+    Args:
+        spec: the pipeline (from :func:`~.spec.load`), before overrides.
+        opts: how to drive it (:class:`PipelineOptions`).
+        command: argv recorded in the Results.
+        on_progress: called as ``(phase, items sent)``.
+        source: the pipeline file's path (recorded).
+
+    Raises:
+        UsageError: bad overrides, source, function or model (before anything is measured).
+        RuntimeFailure: ``fail_fast`` and a stage raised.
+    """
+    opts = opts or PipelineOptions()
+    if opts.concurrency is not None and opts.request_rate is not None:
+        raise UsageError("--concurrency and --request-rate contradict: a closed loop or an open loop, not both")
+    spec = apply_overrides(spec, opts)
+    items = source_items(spec, opts.pool_size)
+    check = resolve_callable(spec.check, spec.base_dir, "check") if spec.check else None
+    system = collect_system()
+    prog = (lambda phase: (lambda n: on_progress(phase, n))) if on_progress else (lambda phase: None)
+    with Stages(spec) as stages:
+        n_warm = opts.warmup if opts.warmup is not None else max(4, 2 * default_concurrency(spec))
+        qs = [spec.queue_of(s) for s in spec.stages]
+        captured: list[list[Any]] = [[] for _ in spec.stages]
+        if n_warm > 0:
+            _, captured = run(stages.runtimes, cycle(items), sizes=[q.size for q in qs], policies=[q.policy for q in qs],
+                              stop=StopRule(min_items=n_warm, min_duration_s=0, max_duration_s=opts.stop.max_duration_s,
+                                            drain_timeout_s=opts.stop.drain_timeout_s),
+                              concurrency=opts.concurrency or default_concurrency(spec), capture=CAPTURE,
+                              fail_fast=opts.fail_fast)
+        trace = measure(stages, spec, items, opts, on_progress=prog("measure"))
+        alone = standalone(stages, captured, opts.standalone_s) if opts.standalone else {}
+        main = assemble(trace, spec, opts, system, stages.infos, alone, check=check, command=command, source=source)
+        results = [main]
+        rule = {n: b["rule_size"] for n, b in main.run["pipeline"]["buffers"].items()}
+        rows = [_sweep_row("as configured", trace, main)]
+        for setting in opts.queue_sizes:
+            sizes = _sizes(setting, spec, rule)
+            tr = measure(stages, spec, items, opts, sizes=sizes, on_progress=prog(f"queues {setting}"))
+            r = assemble(tr, spec, opts, system, stages.infos, alone, check=check, command=command, source=source,
+                         queue_setting=str(setting))
+            results.append(r)
+            rows.append(_sweep_row(str(setting), tr, r))
+        if opts.queue_sizes:
+            main.run["pipeline"]["queue_sizes"] = rows
+    return results
+
+
+def _sizes(setting: int | str, spec: PipelineSpec, rule: dict[str, int]) -> list[int | None]:
+    """Queue sizes for one extra run: all at N, all unbounded, or each at its buffer rule (the first queue,
+    fed by the source, keeps its configured size)."""
+    if setting == "unbounded":
+        return [None] * len(spec.stages)
+    if setting == "recommended":
+        first = spec.queue_of(spec.stages[0]).size
+        return [first, *[rule.get(s.name, 2) for s in spec.stages[1:]]]
+    n = int(setting)
+    if n < 1:
+        raise UsageError(f"--queue-sizes {setting}: a queue holds at least 1 item")
+    return [n] * len(spec.stages)
+
+
+def _sweep_row(setting: str, tr: Trace, r: Result) -> dict[str, Any]:
+    lat = r.metrics.latency_ms
+    return {"queues": setting, "sizes": tr.queue_sizes, "items_per_s": r.metrics.throughput.queries_per_s,
+            "p50_ms": lat.p50, "p99_ms": lat.p99, "rss_peak_bytes": r.metrics.resources.rss_peak_bytes if r.metrics.resources else None,
+            "max_occupancy": max((s["queue"]["max"] for s in (r.metrics.stages or {}).values()), default=0),
+            "errors": r.metrics.errors.count}
+
+
+def parse_queue_sizes(text: str) -> list[int | str]:
+    """``--queue-sizes 2,recommended,unbounded`` -> ``[2, 'recommended', 'unbounded']``.
+
+    Raises:
+        UsageError: an entry that is neither an integer >= 1 nor one of the two words.
+    """
+    out: list[int | str] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if part in ("recommended", "unbounded"):
+            out.append(part)
+        elif part.isdigit() and int(part) >= 1:
+            out.append(int(part))
+        else:
+            raise UsageError(f"--queue-sizes {part!r}: use integers >= 1, 'recommended' or 'unbounded'")
+    return out
+
+
+__all__ = ["PipelineOptions", "Stages", "apply_overrides", "default_concurrency", "measure", "parse_queue_sizes",
+           "run_pipeline", "source_items", "standalone"]
