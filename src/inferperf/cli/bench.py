@@ -97,6 +97,11 @@ def bench_command(
     soak_s: Annotated[Optional[float], Opt(help="soak: run exactly N measured seconds and give an RSS leak verdict"
                                                 " (significant AND above 1 MiB/h and 1 KiB per 1,000 requests)")] = None,
     fail_on_leak: Annotated[bool, Opt("--fail-on-leak", help="with --soak-s: exit 3 on a leak")] = False,
+    pre: Annotated[Optional[str], Opt(help="module:function: raw item -> the model's feeds, timed as its own stage"
+                                           " (needs --pre-input)")] = None,
+    post: Annotated[Optional[str], Opt(help="module:function: the model's outputs -> anything, timed as its own stage")] = None,
+    pre_input: Annotated[Optional[str], Opt(help="raw items for --pre: a folder (each file's bytes) or module:function"
+                                                 " (a generator)")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
 ) -> int:
     """Measure latency percentiles, throughput and cold start of MODEL (SingleStream by default;
@@ -152,7 +157,14 @@ def bench_command(
         from .runtimes import compare_command
 
         return compare_command(model or DEFAULT_MODEL, backend, cfg, output, json_out, fail_on_invalid)
-    result = _measure(model or DEFAULT_MODEL, cfg, output)
+    staging = None
+    if pre or post or pre_input:
+        if ab or compare:
+            raise UsageError("--pre/--post measure one model on one runtime: drop --ab or the backend list")
+        from ..measure.staged import make_staging
+
+        staging = make_staging(pre, post, pre_input, cfg.workload.input_pool_size)
+    result = _measure(model or DEFAULT_MODEL, cfg, output, staging)
     if soak_s is not None:
         from ..measure.soak import apply_bench_soak
 
@@ -187,7 +199,7 @@ def _check_flags(flags: dict[str, Any], model: str | None, cpus: str | None, nul
         raise UsageError(f"--scenario single-stream contradicts --concurrency {concurrency}: drop one")
 
 
-def _measure(model: str, cfg: BenchConfig, output: Path | None) -> Result:
+def _measure(model: str, cfg: BenchConfig, output: Path | None, staging: Any = None) -> Result:
     """Run :func:`inferperf.measure.bench.bench` with progress on stderr; with repeats each finished run is
     printed, and saved under ``OUTPUT/runs/`` when ``--output`` is a folder."""
     from ..measure.bench import bench
@@ -206,10 +218,10 @@ def _measure(model: str, cfg: BenchConfig, output: Path | None) -> Result:
                   f" (pid {pid}){where}", highlight=False)
 
     if cfg.repeat > 1 or cfg.placement.numa_node is not None:
-        return bench(model, cfg, command=argv, on_run=on_run)
+        return bench(model, cfg, command=argv, on_run=on_run, staging=staging)
     live = LiveState()
     with live_progress(live, cfg.stop.min_iterations, cfg.stop.min_duration_s, err):
-        return bench(model, cfg, live=live, command=argv)
+        return bench(model, cfg, live=live, command=argv, staging=staging)
 
 
 def _report(result: Result, output: Path | None, json_out: bool) -> None:

@@ -93,6 +93,11 @@ def result_table(r: Result) -> Table:
         t.add_row("resources", f"CPU {res.cpu_percent_mean:.0f} % (100 = one core){rss}")
     if r.metrics.errors.count:
         t.add_row("errors", f"{r.metrics.errors.count}: {r.metrics.errors.by_kind}")
+    if r.kind == "bench" and r.metrics.stages:  # --pre/--post: each part's own percentiles
+        for name, st in r.metrics.stages.items():
+            lat = st["latency_ms"]
+            share = f", {100 * st['share_of_mean']:.0f} % of the mean" if st.get("share_of_mean") is not None else ""
+            t.add_row(f"stage {name}", f"p50 {_fmt(lat['p50'])}  p99 {_fmt(lat['p99'])}  mean {_fmt(lat['mean'])}{share}")
     verdict = "[green]VALID[/green]" if r.validity.valid else "[red]INVALID[/red]: " + "; ".join(r.validity.reasons)
     t.add_row("validity", verdict)
     return t

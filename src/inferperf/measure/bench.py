@@ -18,7 +18,7 @@ from typing import Any
 from ..backends import check_available
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import BenchConfig
-from ..errors import InferperfError, MeasurementError
+from ..errors import InferperfError, MeasurementError, UsageError
 from ..results.model import Placement, Result
 from ..system import collect_system
 from ..zoo import with_default_shapes
@@ -52,6 +52,7 @@ def bench(
     command: list[str] | None = None,
     backend_kwargs: dict[str, Any] | None = None,
     on_run: Any = None,
+    staging: Any = None,
 ) -> Result:
     """Measure ``model`` under ``config`` and return the Result.
 
@@ -64,6 +65,8 @@ def bench(
         backend_kwargs: extra backend arguments (the null backend's ``latencies_s``, ``inputs``).
         on_run: with repeats, called as ``on_run(case_index, round, result)`` as each run finishes
             (to save partial results).
+        staging: a :class:`~inferperf.measure.staged.Staging` (``--pre``/``--post``): each query runs
+            pre -> model -> post, each timed; in this process only (no repeats, no NUMA binding).
 
     Returns:
         A :class:`~inferperf.results.model.Result`; with ``repeat`` > 1, one Result pooling the
@@ -76,11 +79,14 @@ def bench(
     cfg = with_default_shapes(model, config or BenchConfig())  # zoo:ppocr-cls runs at 48x192 unless told
     check_available([cfg.backend], str(model))  # a missing extra or a module:function off torch: one line
     in_worker = os.environ.get("INFERPERF_WORKER") == "1"
+    if staging is not None and (cfg.repeat > 1 or cfg.placement.numa_node is not None or cfg.env):
+        raise UsageError("--pre/--post run in this process: drop --repeat, --numa-node and env settings")
     if cfg.repeat > 1 or (not in_worker and (cfg.placement.numa_node is not None or cfg.env)):
         from .runner import run_repeats
 
         return run_repeats(model, cfg, command=command, on_result=on_run)
-    return run_once(model, cfg, clock=clock, live=live, command=command, backend_kwargs=backend_kwargs)
+    return run_once(model, cfg, clock=clock, live=live, command=command, backend_kwargs=backend_kwargs,
+                    staging=staging)
 
 
 def _placement(cfg: BenchConfig, notes: list[str]) -> Placement:
@@ -106,6 +112,7 @@ def run_once(
     command: list[str] | None = None,
     backend_kwargs: dict[str, Any] | None = None,
     repeat_index: int = 0,
+    staging: Any = None,
 ) -> Result:
     """One measured run in this process; see :func:`bench` for arguments and errors.
 
@@ -130,27 +137,43 @@ def run_once(
             if isinstance(intra, int) and sessions.streams * intra > system.effective_cpus:
                 notes.append(f"oversubscribed: {sessions.streams} stream(s) x {intra} intra-op threads"
                              f" > {system.effective_cpus} effective CPUs")
-            workload = build_inputs(cfg, sessions.inputs, plan, system, sessions.streams)
+            workload = _workload(cfg, sessions, plan, system, staging)
             measuring = not getattr(clock, "is_fake", False)
             sampler = ResourceSampler(cfg.sampler_interval_s) if cfg.sampler and measuring else None
             runners = sessions.runners()
+            seen = backend
+            if staging is not None:
+                runners, seen = [staging.wrap(r) for r in runners], staging.backend(backend)
             try:
-                measured = run_scenario(cfg, backend, runners, workload.feeds, clock, live, sampler,
+                measured = run_scenario(cfg, seen, runners, workload.feeds, clock, live, sampler,
                                         shared_session=len(sessions.backends) == 1)
                 eff.update(measured.settings)
                 if not measured.latency_ns and measured.first_error is not None:
                     _all_failed(cfg.backend, measured)
-                reference = _reference(cfg, runners[0], workload, measured, clock, notes)
+                reference = None if staging else _reference(cfg, runners[0], workload, measured, clock, notes)
             except RunCallFailed as e:  # only the runtime's own call is the runtime's failure; else a bug
                 raise _map_run_error(cfg.backend, e.error) from e.error
         finally:
             sessions.close()
-        return assemble(cfg=cfg, plan=plan, sessions=sessions, eff=eff,
-                        workload=workload, measured=measured, sampler=sampler, placement=placement,
-                        notes=notes, reference=reference, command=command, repeat_index=repeat_index)
+        result = assemble(cfg=cfg, plan=plan, sessions=sessions, eff=eff,
+                          workload=workload, measured=measured, sampler=sampler, placement=placement,
+                          notes=notes, reference=reference, command=command, repeat_index=repeat_index)
+        if staging is not None:
+            result.metrics.stages = staging.stages(result.metrics.latency_ms.count)
+        return result
     finally:
         if affinity is not None and os.sched_getaffinity(0) != affinity:
             os.sched_setaffinity(0, affinity)  # a library caller gets its CPUs back
+
+
+def _workload(cfg: BenchConfig, sessions: Any, plan: Any, system: Any, staging: Any) -> Any:
+    """The input pool: seeded synthetic feeds, or (``--pre``) the raw items the pre function turns into feeds."""
+    if staging is None or staging.items is None:
+        return build_inputs(cfg, sessions.inputs, plan, system, sessions.streams)
+    from ..workload.data import Workload
+
+    staging.input_names = [t.name for t in sessions.inputs]
+    return Workload(shapes={}, dtypes={}, feeds=list(staging.items), batch_size=1, data_source=staging.source)
 
 
 def _all_failed(backend_name: str, measured: Any) -> None:

@@ -95,7 +95,7 @@ def stage_figures(tr: Trace, s: int) -> dict[str, Any]:
         "utilisation": busy / (w * win),
         "starved_share": sum(tr.starved_ns[s]) / (w * win), "blocked_share": sum(tr.blocked_ns[s]) / (w * win),
         "starved_s": sum(tr.starved_ns[s]) / 1e9, "blocked_s": sum(tr.blocked_ns[s]) / 1e9,
-        "cpu_per_wall": (cpu / busy) if busy else None,
+        "cpu_per_wall": (cpu / busy) if busy else None, "cpu_cores": cpu / win,
         "capacity_items_per_s": (w * 1e9 / mean_service) if mean_service else None,
         "errors": {"count": sum(errors.values()), "by_kind": errors},
         "rejected": sum(1 for r in tr.items if r.rejected == name),

@@ -212,7 +212,8 @@ def standalone(stages: Stages, captured: list[list[Any]], seconds: float) -> dic
         done = len(tr.completed())
         out[st.name] = {"items_per_s": done / (tr.window_ns / 1e9), "items": done, "workers": w,
                         "service_ms_mean": fig["service_ms"]["mean"] if fig["service_ms"] else None,
-                        "cpu_per_wall": fig["cpu_per_wall"], "errors": fig["errors"]["count"]}
+                        "cpu_per_wall": fig["cpu_per_wall"], "cpu_cores": fig["cpu_cores"],
+                        "errors": fig["errors"]["count"]}
     return out
 
 

@@ -28,14 +28,13 @@ problem is a :class:`~inferperf.errors.UsageError` naming the field and the fix 
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import UsageError
+from ..measure.staged import resolve_callable
 
 QueuePolicy = Literal["block", "reject"]
 Executor = Literal["threads", "processes"]
@@ -218,29 +217,6 @@ def load(path: str | Path) -> PipelineSpec:
         at = f" (line {mark.line + 1})" if mark is not None else ""
         raise UsageError(f"{p}: not valid YAML{at}: {getattr(e, 'problem', None) or e}") from None
     return parse(doc, str(p), p.parent.resolve())
-
-
-def resolve_callable(ref: str, base_dir: str | Path, what: str) -> Any:
-    """Import ``module:function`` (the pipeline file's folder first on ``sys.path``) and return the callable.
-
-    Raises:
-        UsageError: not ``module:function``, the module cannot be imported, or it has no such callable.
-    """
-    mod_name, sep, fn_name = ref.partition(":")
-    if not sep or not mod_name or not fn_name:
-        raise UsageError(f"{what} {ref!r}: write module:function (e.g. my_stages:decode)")
-    base = str(Path(base_dir).resolve())
-    if base not in sys.path:
-        sys.path.insert(0, base)
-    try:
-        module = importlib.import_module(mod_name)
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's module
-        raise UsageError(f"{what} {ref!r}: cannot import module {mod_name!r} ({type(e).__name__}: {e}): check the"
-                         f" name and that it is on the path (the pipeline file's folder is)") from None
-    fn = getattr(module, fn_name, None)
-    if not callable(fn):
-        raise UsageError(f"{what} {ref!r}: module {mod_name!r} has no function {fn_name!r}")
-    return fn
 
 
 def model_path(ref: str, base_dir: str | Path) -> str:

@@ -1,0 +1,132 @@
+"""The real pipeline executor: threads and process workers, queues, errors, hand-over, the GIL check.
+
+Stages sleep or spin for a few ms; assertions are about mechanics (every item accounted for, the telescoping
+time decomposition, which stage is named) with wide margins, never a wall-clock speed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inferperf.errors import RuntimeFailure, UsageError
+from inferperf.pipeline.engine import StopRule
+from inferperf.pipeline.run import PipelineOptions, run_pipeline
+from inferperf.pipeline.spec import parse
+
+HERE = Path(__file__).parent
+
+
+def spec(*stages, source=None, **more):
+    doc = {"source": source or {"generator": "pipeline_stages:numbers", "args": {"count": 16}},
+           "stages": list(stages), **more}
+    return parse(doc, "test", HERE)
+
+
+def fn(name, ref, **kw):
+    return {"name": name, "function": f"pipeline_stages:{ref}", **kw}
+
+
+def quick(**kw):
+    base = dict(stop=StopRule(min_items=30, min_duration_s=0.0, max_duration_s=20.0, drain_timeout_s=20.0),
+                warmup=4, standalone_s=0.3)
+    base.update(kw)
+    return PipelineOptions(**base)
+
+
+def test_threads_pipeline_accounts_for_every_item_and_names_the_slow_stage():
+    s = spec(fn("fast", "sleep_2ms"), fn("slow", "sleep_10ms"), fn("math", "double"), check="pipeline_stages:check")
+    [r] = run_pipeline(s, quick(concurrency=4))
+    st = r.metrics.stages
+    assert r.kind == "pipeline" and list(st) == ["fast", "slow", "math"]
+    assert r.metrics.latency_ms.count == len(r.samples.latency_ns) >= 30
+    assert r.run["pipeline"]["bottleneck"] == "slow"
+    assert st["slow"]["utilisation"] > 0.5 > st["math"]["utilisation"]
+    assert r.metrics.accuracy["mean"]["doubled"] == 1.0  # each item passed every stage exactly once
+    assert st["slow"]["standalone"]["items_per_s"] > 0
+    assert all(f["errors"]["count"] == 0 for f in st.values())
+    # service + queue wait + hand-over per stage add up to the end-to-end mean (telescoping timestamps)
+    parts = sum(f["service_ms"]["mean"] + f["queue_wait_ms"]["mean"] + (f["hop_ms_mean"] or 0) for f in st.values())
+    assert parts == pytest.approx(r.metrics.latency_ms.mean, rel=0.05)
+
+
+def test_stage_errors_are_counted_and_the_pipeline_goes_on():
+    s = spec(fn("a", "double"), fn("odd", "fail_on_odd"), fn("b", "sleep_2ms"))
+    [r] = run_pipeline(s, quick(concurrency=2, standalone=False))
+    odd = r.metrics.stages["odd"]
+    assert odd["errors"]["by_kind"] == {"ValueError": odd["errors"]["count"]} and odd["errors"]["count"] > 5
+    assert r.metrics.errors.by_kind == {"odd:ValueError": odd["errors"]["count"]}
+    assert r.metrics.latency_ms.count > 5
+    assert any("failed on" in n for n in r.notes)
+
+
+def test_fail_fast_stops_at_the_first_error():
+    s = spec(fn("odd", "fail_on_odd"))
+    with pytest.raises(RuntimeFailure, match="stage 'odd' failed on item .*ValueError.*--fail-fast"):
+        run_pipeline(s, quick(concurrency=2, fail_fast=True, warmup=0))
+
+
+def test_reject_policy_counts_refused_items_under_open_loop_overload():
+    s = spec(fn("slow", "sleep_10ms", queue={"size": 1, "policy": "reject"}))
+    [r] = run_pipeline(s, quick(request_rate=400.0, standalone=False, warmup=0,
+                                stop=StopRule(min_items=80, min_duration_s=0, max_duration_s=10, drain_timeout_s=10)))
+    slow = r.metrics.stages["slow"]
+    assert slow["rejected"] > 20
+    assert slow["rejected"] + r.metrics.latency_ms.count == len(r.samples.latency_ns) + slow["rejected"]
+    assert r.metrics.errors.by_kind.get("slow:rejected") == slow["rejected"]
+    assert r.config.scenario == "server"
+
+
+def test_process_workers_measure_the_hand_over():
+    s = spec(fn("a", "double", executor="processes"), fn("b", "sleep_2ms"))
+    [r] = run_pipeline(s, quick(concurrency=2, standalone=False))
+    a = r.metrics.stages["a"]
+    assert a["executor"] == "processes" and a["handover_ms"]["count"] > 0 and a["handover_ms"]["mean"] > 0
+    assert r.metrics.stages["b"]["handover_ms"] is None  # threads pass items by reference
+    assert r.metrics.latency_ms.count >= 30
+
+
+def test_model_stage_runs_the_model_on_the_item():
+    s = spec(fn("feeds", "feeds"), {"name": "cnn", "model": "zoo:tiny-cnn", "input": "feed", "output": "logits"})
+    [r] = run_pipeline(s, quick(concurrency=2, standalone=False, keep_outputs=3))
+    out = r.run["pipeline"]["outputs"][0]
+    assert out["logits"] == [{"array": [1, 10], "dtype": "float32"}]
+    assert r.metrics.stages["cnn"]["session"]["effective"]["intra_op_num_threads"] == 1
+    assert r.run["pipeline"]["models"][0]["stage"] == "cnn"
+
+
+def test_python_threads_waiting_for_the_gil_are_flagged():
+    s = spec(fn("spin", "spin_5ms", workers=2))
+    [r] = run_pipeline(s, quick(concurrency=4, standalone_s=0.5))
+    gil = r.metrics.stages["spin"]["gil"]
+    assert gil["limited"] and gil["standalone_cpu_cores"] <= 1.1, gil
+    assert any("GIL" in n for n in r.notes)
+
+
+def test_bad_function_fails_before_running():
+    with pytest.raises(UsageError, match="cannot import module 'nope'"):
+        run_pipeline(spec({"name": "x", "function": "nope:f"}), quick())
+    with pytest.raises(UsageError, match="has no function 'missing'"):
+        run_pipeline(spec(fn("x", "missing")), quick())
+    with pytest.raises(UsageError, match="process worker"):
+        run_pipeline(spec(fn("x", "missing", executor="processes")), quick())
+
+
+def test_queue_size_comparison_runs_each_setting():
+    s = spec(fn("fast", "sleep_2ms"), fn("slow", "sleep_10ms"))
+    rs = run_pipeline(s, quick(concurrency=6, standalone=False, queue_sizes=[2, "unbounded"],
+                               stop=StopRule(min_items=15, min_duration_s=0, max_duration_s=10, drain_timeout_s=10)))
+    assert len(rs) == 3
+    rows = rs[0].run["pipeline"]["queue_sizes"]
+    assert [x["queues"] for x in rows] == ["as configured", "2", "unbounded"]
+    assert rows[1]["sizes"] == [2, 2] and rows[2]["sizes"] == [None, None]
+    assert rs[1].run["pipeline"]["queue_setting"] == "2"
+    assert rows[1]["max_occupancy"] <= 2
+
+
+def test_sleeping_or_single_threads_are_not_called_gil_bound():
+    s = spec(fn("io", "sleep_2ms", workers=2), fn("spin", "spin_5ms"))
+    [r] = run_pipeline(s, quick(concurrency=4, standalone_s=0.3))
+    assert r.metrics.stages["io"]["gil"]["limited"] is False  # waiting is not CPU work
+    assert r.metrics.stages["spin"]["gil"]["limited"] is False  # one thread cannot ask for more than a core
