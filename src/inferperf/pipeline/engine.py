@@ -69,6 +69,14 @@ class _Run:
         self.captured: list[list[Any]] = [[] for _ in stages]
         self.keep_outputs = keep_outputs
         self.slots: threading.Semaphore | None = None
+        self.waits: list[list[list[tuple[int, int]]]] = [[[] for _ in st.workers] for st in stages]  # get waits
+
+    def starved(self) -> None:
+        """Each worker's waiting for an item, clipped to the measurement window, into the trace."""
+        t0, t1 = self.trace.t0_ns, self.trace.t_end_ns
+        for s, per in enumerate(self.waits):
+            for w, spans in enumerate(per):
+                self.trace.starved_ns[s][w] = sum(max(0, min(b, t1) - max(a, t0)) for a, b in spans)
 
     # -- item lifecycle ---------------------------------------------------------------------------------
     def finish(self, rec: ItemRecord) -> None:
@@ -106,17 +114,17 @@ class _Run:
         st, q = self.stages[s], self.queues[s]
         last = s == len(self.stages) - 1
         call = st.workers[w].call
-        starved, blocked = self.trace.starved_ns[s], self.trace.blocked_ns[s]
+        waits, blocked = self.waits[s][w], self.trace.blocked_ns[s]
         while not self.halt.is_set():
             t_wait = _now()
             try:
                 payload, rec = q.get(timeout=_POLL_S)
             except queue.Empty:
-                starved[w] += _now() - t_wait
+                waits.append((t_wait, _now()))
                 continue
             t_deq = _now()
             self.trace.queue_events[s].append((t_deq, -1))
-            starved[w] += t_deq - t_wait
+            waits.append((t_wait, t_deq))
             if self.capture and len(self.captured[s]) < self.capture:
                 self.captured[s].append(copy.deepcopy(payload))
             c = call(payload)
@@ -233,6 +241,7 @@ def run(stages: list[StageRuntime], items: Iterator[Any], *, sizes: list[int | N
         t.join(timeout=2.0)
     done = [x.done_ns for x in tr.items if x.done_ns >= 0]
     tr.t_end_ns = max(done) if done and not tr.incomplete else _now()
+    r.starved()
     if r.failure:
         raise RuntimeFailure(r.failure)
     return tr, r.captured
