@@ -57,13 +57,15 @@ def occupancy(events: list[tuple[int, int]], t0: int, t1: int) -> dict[str, Any]
     if total <= 0:
         return {"mean": float(depth.mean()), "p95": int(depth.max()), "max": int(depth.max()), "share_empty": 0.0,
                 "t_s": [], "depth": []}
+    inside = dur > 0  # states held for some time inside the window (pre-window states count from t0 on)
+    peak = int(depth[inside].max()) if inside.any() else 0
     order = np.argsort(depth, kind="stable")
     cum = (np.cumsum(dur[order]) + head) / total
     p95 = int(depth[order][min(len(order) - 1, int(np.searchsorted(cum, 0.95)))])
     step = max(1, math.ceil(len(t) / MAX_SERIES))
     idx = np.arange(0, len(t), step)
-    keep = [int(i + np.argmax(depth[i:i + step])) for i in idx]
-    return {"mean": float((depth * dur).sum() / total), "p95": p95, "max": int(depth.max()),
+    keep = [int(i + np.argmax(depth[i:i + step])) for i in idx if dur[i:i + step].sum() > 0 or t[i] > t0]
+    return {"mean": float((depth * dur).sum() / total), "p95": p95, "max": peak,
             "share_empty": float((dur[depth == 0].sum() + head) / total),
             "t_s": [round((int(t[k]) - t0) / 1e9, 6) for k in keep], "depth": [int(depth[k]) for k in keep]}
 
@@ -71,19 +73,25 @@ def occupancy(events: list[tuple[int, int]], t0: int, t1: int) -> dict[str, Any]
 def stage_figures(tr: Trace, s: int) -> dict[str, Any]:
     """One stage's block of ``metrics.stages`` (see docs/results-schema.md, "pipeline")."""
     name, w = tr.stages[s], tr.workers[s]
-    ran = [r for r in tr.items if r.start[s] >= 0]
+    t0, t1 = tr.t0_ns, tr.t_end_ns
+    ran = [r for r in tr.items if r.start[s] >= 0 and r.measured]
     service = [r.end[s] - r.start[s] for r in ran]
     waits = [r.deq[s] - r.enq[s] for r in ran if r.enq[s] >= 0]
     handover = [r.handover[s] for r in ran if r.error is None or r.error[0] != name]
     hop = [r.out[s] - r.end[s] for r in ran if r.out[s] >= 0 and (r.error is None or r.error[0] != name)]
-    cpu = sum(r.cpu[s] for r in ran)
-    busy = sum(service)
+    busy = cpu = 0.0  # inside the window, warm-up and drain items included (an item's CPU pro rata)
+    for r in tr.items:
+        a, b = r.start[s], r.end[s]
+        if a >= 0 and b > a:
+            inside = max(0, min(b, t1) - max(a, t0))
+            busy += inside
+            cpu += r.cpu[s] * inside / (b - a)
     win = tr.window_ns
     errors: dict[str, int] = {}
     for r in tr.items:
-        if r.error and r.error[0] == name:
+        if r.error and r.error[0] == name and r.measured:
             errors[r.error[1]] = errors.get(r.error[1], 0) + 1
-    mean_service = busy / len(service) if service else None
+    mean_service = sum(service) / len(service) if service else None
     occ = occupancy(tr.queue_events[s], tr.t0_ns, tr.t_end_ns)
     size = tr.queue_sizes[s]
     spans_from = ran[:: max(1, math.ceil(len(ran) / MAX_SPANS))]
@@ -95,10 +103,10 @@ def stage_figures(tr: Trace, s: int) -> dict[str, Any]:
         "utilisation": busy / (w * win),
         "starved_share": sum(tr.starved_ns[s]) / (w * win), "blocked_share": sum(tr.blocked_ns[s]) / (w * win),
         "starved_s": sum(tr.starved_ns[s]) / 1e9, "blocked_s": sum(tr.blocked_ns[s]) / 1e9,
-        "cpu_per_wall": (cpu / busy) if busy else None, "cpu_cores": cpu / win,
+        "cpu_per_wall": (sum(r.cpu[s] for r in ran) / sum(service)) if sum(service) else None, "cpu_cores": cpu / win,
         "capacity_items_per_s": (w * 1e9 / mean_service) if mean_service else None,
         "errors": {"count": sum(errors.values()), "by_kind": errors},
-        "rejected": sum(1 for r in tr.items if r.rejected == name),
+        "rejected": sum(1 for r in tr.items if r.rejected == name and r.measured),
         "queue": {"size": size, "policy": tr.policies[s],
                   "share_full": None if size is None else _share_at_least(tr.queue_events[s], tr.t0_ns, tr.t_end_ns, size),
                   **occ},

@@ -70,13 +70,15 @@ class _Run:
         self.keep_outputs = keep_outputs
         self.slots: threading.Semaphore | None = None
         self.waits: list[list[list[tuple[int, int]]]] = [[[] for _ in st.workers] for st in stages]  # get waits
+        self.blocks: list[list[list[tuple[int, int]]]] = [[[] for _ in st.workers] for st in stages]  # put waits
 
     def starved(self) -> None:
-        """Each worker's waiting for an item, clipped to the measurement window, into the trace."""
+        """Each worker's waiting for an item (starved) and to hand one on (blocked), clipped to the window."""
         t0, t1 = self.trace.t0_ns, self.trace.t_end_ns
-        for s, per in enumerate(self.waits):
-            for w, spans in enumerate(per):
-                self.trace.starved_ns[s][w] = sum(max(0, min(b, t1) - max(a, t0)) for a, b in spans)
+        for into, spans_of in ((self.trace.starved_ns, self.waits), (self.trace.blocked_ns, self.blocks)):
+            for s, per in enumerate(spans_of):
+                for w, spans in enumerate(per):
+                    into[s][w] = sum(max(0, min(b, t1) - max(a, t0)) for a, b in spans)
 
     # -- item lifecycle ---------------------------------------------------------------------------------
     def finish(self, rec: ItemRecord) -> None:
@@ -114,7 +116,7 @@ class _Run:
         st, q = self.stages[s], self.queues[s]
         last = s == len(self.stages) - 1
         call = st.workers[w].call
-        waits, blocked = self.waits[s][w], self.trace.blocked_ns[s]
+        waits, blocks = self.waits[s][w], self.blocks[s][w]
         while not self.halt.is_set():
             t_wait = _now()
             try:
@@ -125,7 +127,7 @@ class _Run:
             t_deq = _now()
             self.trace.queue_events[s].append((t_deq, -1))
             waits.append((t_wait, t_deq))
-            if self.capture and len(self.captured[s]) < self.capture:
+            if self.capture and not rec.measured and len(self.captured[s]) < self.capture:
                 self.captured[s].append(copy.deepcopy(payload))
             c = call(payload)
             t_ret = _now()
@@ -147,14 +149,14 @@ class _Run:
                 continue
             ok, t_put = self.put(s + 1, c.item, rec)
             rec.out[s] = t_put
-            blocked[w] += t_put - t_ret
+            blocks.append((t_ret, t_put))
             if ok:
                 rec.enq[s + 1] = t_put
             else:
                 self.finish(rec)
 
-    def send(self, index: int, payload: Any, intended_ns: int) -> None:
-        rec = ItemRecord(index, intended_ns, len(self.stages))
+    def send(self, index: int, payload: Any, intended_ns: int, measured: bool) -> None:
+        rec = ItemRecord(index, intended_ns, len(self.stages), measured=measured)
         self.trace.items.append(rec)
         with self.lock:
             self.in_flight += 1
@@ -168,9 +170,14 @@ class _Run:
 def run(stages: list[StageRuntime], items: Iterator[Any], *, sizes: list[int | None], policies: list[str],
         stop: StopRule, concurrency: int | None = None, schedule: Any = None, fail_fast: bool = False,
         capture: int = 0, keep_outputs: int = 0, on_progress: Callable[[int], None] | None = None,
-        ) -> tuple[Trace, list[list[Any]]]:
+        warmup: int = 0, cpu_probe: Callable[[], float] | None = None) -> tuple[Trace, list[list[Any]]]:
     """Run the pipeline once and return its :class:`Trace` and, when ``capture`` > 0, deep copies of the
-    first ``capture`` inputs each stage received (to measure each stage alone afterwards).
+    first ``capture`` inputs each stage received from warm-up items (to measure each stage alone afterwards).
+
+    ``cpu_probe`` (CPU seconds so far) is read when the window opens and closes: ``Trace.cpu_s``.
+    The first ``warmup`` items fill the pipeline; the window opens at the next send, so it starts in a
+    steady state (no empty-pipeline transient), and closes when the source stops; the items in flight
+    then drain (their latency counts; completions after the window do not count for throughput).
 
     Args:
         stages: the chain, with live workers.
@@ -196,51 +203,74 @@ def run(stages: list[StageRuntime], items: Iterator[Any], *, sizes: list[int | N
         r.slots = threading.Semaphore(tr.concurrency)
     else:
         tr.mode, tr.schedule = "open", schedule.describe()
-    t0 = tr.t0_ns = _now()
-    sent, last_report = 0, t0
+    cpu0 = cpu_probe() if cpu_probe and warmup <= 0 else None
+    start = _now()
+    t0 = start if warmup <= 0 else None
+    tr.t0_ns = start
+    sent = 0
+    last_report = start
+    cap_ns = stop.max_duration_s * 1e9
     for index in itertools.count():
-        elapsed = _now() - t0
-        if (sent >= stop.min_items and elapsed >= stop.min_duration_s * 1e9) or elapsed >= stop.max_duration_s * 1e9 \
-                or r.stop.is_set():
-            break
-        if r.slots is not None:
-            while not r.slots.acquire(timeout=_POLL_S):
-                if r.stop.is_set() or _now() - t0 >= stop.max_duration_s * 1e9:
-                    break
-            else:
-                payload = next(items, None)
-                if payload is None:
-                    break
-                r.send(index, payload, _now())
-                sent += 1
-            if r.stop.is_set() or _now() - t0 >= stop.max_duration_s * 1e9:
+        now = _now()
+        if t0 is None and now - start >= cap_ns:  # the warm-up never finished: open the window anyway
+            t0 = tr.t0_ns = now
+            cpu0 = cpu_probe() if cpu_probe else None
+        if t0 is not None:
+            elapsed = now - t0
+            if (sent >= stop.min_items and elapsed >= stop.min_duration_s * 1e9) or elapsed >= cap_ns:
                 break
+        if r.stop.is_set():
+            break
+        measured = index >= warmup
+        if r.slots is not None:
+            got = False
+            while not (got := r.slots.acquire(timeout=_POLL_S)):
+                if r.stop.is_set() or (t0 is not None and _now() - t0 >= cap_ns) or _now() - start >= 2 * cap_ns:
+                    break
+            if not got:
+                break
+            payload = next(items, None)
+            if payload is None:
+                break
+            if measured and t0 is None:
+                t0 = tr.t0_ns = _now()
+                cpu0 = cpu_probe() if cpu_probe else None
+            r.send(index, payload, _now(), measured)
         else:
             off = schedule.next_offset_ns()
             if off is None:
                 break
-            due = t0 + off
+            due = start + off
             payload = next(items, None)  # made before the wait: the copy is not part of the send
             if payload is None:
                 break
             while (lag := due - _now()) > 0 and not r.stop.is_set():
                 time.sleep(min(lag / 1e9, _POLL_S))
-            tr.send_lag_ns.append(max(0, _now() - due))
-            r.send(index, payload, due)
-            sent += 1
+            if measured and t0 is None:
+                t0 = tr.t0_ns = due
+                cpu0 = cpu_probe() if cpu_probe else None
+            if measured:
+                tr.send_lag_ns.append(max(0, _now() - due))
+            r.send(index, payload, due, measured)
+        sent += 1 if measured else 0
         if on_progress is not None and _now() - last_report > 200_000_000:
             on_progress(sent)
             last_report = _now()
+    t_stop = _now()
+    if cpu0 is not None and cpu_probe is not None:
+        tr.cpu_s = cpu_probe() - cpu0
+    if t0 is None:
+        tr.t0_ns = t_stop
     deadline = time.monotonic() + stop.drain_timeout_s
     with r.lock:
         while r.in_flight > 0 and time.monotonic() < deadline and not (r.fail_fast and r.failure):
             r.drained.wait(timeout=min(_POLL_S, max(0.0, deadline - time.monotonic())))
-        tr.incomplete = r.in_flight
+        tr.incomplete = sum(1 for x in tr.items if x.measured and x.done_ns < 0 and x.error is None
+                            and x.rejected is None)
     r.halt.set()
     for t in threads:
         t.join(timeout=2.0)
-    done = [x.done_ns for x in tr.items if x.done_ns >= 0]
-    tr.t_end_ns = max(done) if done and not tr.incomplete else _now()
+    tr.t_end_ns = max(t_stop, tr.t0_ns + 1)
     r.starved()
     if r.failure:
         raise RuntimeFailure(r.failure)

@@ -96,7 +96,8 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
     notes: list[str] = []
     cpus = system.effective_cpus
     done = tr.completed()
-    cpu_per_item = (tr.cpu_s / len(done)) if tr.cpu_s and done else None
+    n_window = tr.completions_in_window()
+    cpu_per_item = (tr.cpu_s / n_window) if tr.cpu_s and n_window else None
     cores_used = (tr.cpu_s / (tr.window_ns / 1e9)) if tr.cpu_s is not None else None
     name, why = an.bottleneck(stages)
     rate = (tr.schedule or {}).get("rate_per_s") if tr.mode == "open" else None
@@ -157,7 +158,7 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
                "cpu_s_per_item": cpu_per_item, "cpu_cores_used": cores_used, "effective_cpus": cpus,
                "overhead": overhead, "buffers": buffers, "workers": workers, "mode": tr.mode,
                "concurrency": tr.concurrency, "schedule": tr.schedule, "incomplete": tr.incomplete,
-               "rejected": sum(1 for r in tr.items if r.rejected), "outputs": [_plain(o) for o in tr.outputs]}
+               "rejected": sum(1 for r in tr.measured() if r.rejected), "outputs": [_plain(o) for o in tr.outputs]}
     return summary, notes
 
 
@@ -173,7 +174,7 @@ def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos
     done = tr.completed()
     lat = [r.done_ns - r.intended_ns for r in done]
     offs = [r.intended_ns - tr.t0_ns for r in done]
-    x = len(done) / (tr.window_ns / 1e9)
+    x = tr.throughput()
     stages = _stages(tr, infos, alone, system.effective_cpus)
     summary, notes = _summary(tr, stages, system, x, spec)
     summary["queue_setting"] = queue_setting
@@ -183,13 +184,14 @@ def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos
     text = src.read_bytes() if src and src.is_file() else spec.model_dump_json().encode()
     sha = hashlib.sha256(text + "".join(m["sha256"] for m in models).encode()).hexdigest()
     errors: dict[str, int] = {}
-    for r in tr.items:
+    for r in tr.measured():
         kind = f"{r.error[0]}:{r.error[1]}" if r.error else (f"{r.rejected}:rejected" if r.rejected else None)
         if kind:
             errors[kind] = errors.get(kind, 0) + 1
     vopt = ValidityOptions()
     n_win = min(vopt.n_windows, len(lat) // 5)
-    wins = windows(offs, lat, tr.window_ns, n_win) if n_win >= 1 else []
+    span = max([tr.window_ns, *(o + v for o, v in zip(offs, lat))])  # the drain's completions too
+    wins = windows(offs, lat, span, n_win) if n_win >= 1 else []
     valid, reasons, vnotes = verdict(len(lat), tr.window_ns / 1e9, opts.stop.min_items, opts.stop.min_duration_s,
                                      opts.stop.max_duration_s, [w["p50_ms"] for w in wins if w["count"]],
                                      vopt.max_window_cv_percent, vopt.min_windows, sum(errors.values()))
@@ -207,7 +209,7 @@ def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos
                                 data_source=f"generator:{spec.source.generator}" if spec.source.generator
                                 else f"files:{spec.source.files}"),
         scenario=scenario, concurrency=tr.concurrency or 1, request_rate=(tr.schedule or {}).get("rate_per_s"),
-        warmup=WarmupConfig(iterations=opts.warmup or 0, duration_s=0.0),
+        warmup=WarmupConfig(iterations=sum(1 for r in tr.items if not r.measured), duration_s=0.0),
         stop=StopConfig(min_iterations=opts.stop.min_items, min_duration_s=opts.stop.min_duration_s,
                         max_duration_s=opts.stop.max_duration_s))  # fmt: skip
     key_doc = {"config": cfg.model_dump(exclude={"warmup", "stop"}), "arrival": tr.schedule}

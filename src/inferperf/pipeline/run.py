@@ -2,7 +2,7 @@
 
 Steps: read the source's items (a generator's first ``pool_size`` items, or a folder's files), build every
 stage's workers (imports and sessions: a bad function or model fails here, before anything runs, exit 2),
-warm up (``warmup`` items; each stage's first inputs are copied for the standalone runs), measure under the
+measure (``warmup`` items first fill the pipeline, their inputs copied per stage for the standalone runs), under the
 stop rule (closed loop ``concurrency`` or open loop ``request_rate``), then each stage alone with the same
 workers on the inputs it saw (its standalone capacity), then optionally the same pipeline again with other
 queue sizes (``queue_sizes``: 2 = a double buffer, ``recommended`` = the buffer rule per queue,
@@ -183,18 +183,20 @@ def default_concurrency(spec: PipelineSpec) -> int:
 
 
 def measure(stages: Stages, spec: PipelineSpec, items: list[Any], opts: PipelineOptions,
-            sizes: list[int | None] | None = None, on_progress: Callable[[int], None] | None = None) -> Trace:
-    """One measured run (no warm-up): the trace, with the CPU seconds used during it."""
+            sizes: list[int | None] | None = None, on_progress: Callable[[int], None] | None = None,
+            capture: int = 0) -> tuple[Trace, list[list[Any]]]:
+    """One measured run: ``warmup`` items fill the pipeline, then the window (see :func:`~.engine.run`); the
+    trace (with the CPU seconds this process and its stage processes used in the window) and the inputs
+    each stage received from warm-up items (``capture`` per stage)."""
     schedule = None
     if opts.request_rate is not None:
         schedule = arrivals.from_arrival(opts.arrival, opts.request_rate, seed=opts.seed)
     qs = [spec.queue_of(s) for s in spec.stages]
-    c0 = _process_cpu_s()
-    tr, _ = run(stages.runtimes, cycle(items), sizes=sizes or [q.size for q in qs], policies=[q.policy for q in qs],
-                stop=opts.stop, concurrency=None if schedule else (opts.concurrency or default_concurrency(spec)),
-                schedule=schedule, fail_fast=opts.fail_fast, keep_outputs=opts.keep_outputs, on_progress=on_progress)
-    tr.cpu_s = _process_cpu_s() - c0
-    return tr
+    n_warm = opts.warmup if opts.warmup is not None else max(4, 2 * default_concurrency(spec))
+    return run(stages.runtimes, cycle(items), sizes=sizes or [q.size for q in qs], policies=[q.policy for q in qs],
+               stop=opts.stop, concurrency=None if schedule else (opts.concurrency or default_concurrency(spec)),
+               schedule=schedule, fail_fast=opts.fail_fast, keep_outputs=opts.keep_outputs, on_progress=on_progress,
+               warmup=n_warm, capture=capture, cpu_probe=_process_cpu_s)
 
 
 def standalone(stages: Stages, captured: list[list[Any]], seconds: float) -> dict[str, dict[str, Any]]:
@@ -209,8 +211,7 @@ def standalone(stages: Stages, captured: list[list[Any]], seconds: float) -> dic
                     stop=StopRule(min_items=max(2 * w, 5), min_duration_s=seconds, max_duration_s=max(4 * seconds, 10),
                                   drain_timeout_s=60.0))
         fig = an.stage_figures(tr, 0)
-        done = len(tr.completed())
-        out[st.name] = {"items_per_s": done / (tr.window_ns / 1e9), "items": done, "workers": w,
+        out[st.name] = {"items_per_s": tr.throughput(), "items": tr.completions_in_window(), "workers": w,
                         "service_ms_mean": fig["service_ms"]["mean"] if fig["service_ms"] else None,
                         "cpu_per_wall": fig["cpu_per_wall"], "cpu_cores": fig["cpu_cores"],
                         "errors": fig["errors"]["count"]}
@@ -241,16 +242,7 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
     system = collect_system()
     prog = (lambda phase: (lambda n: on_progress(phase, n))) if on_progress else (lambda phase: None)
     with Stages(spec) as stages:
-        n_warm = opts.warmup if opts.warmup is not None else max(4, 2 * default_concurrency(spec))
-        qs = [spec.queue_of(s) for s in spec.stages]
-        captured: list[list[Any]] = [[] for _ in spec.stages]
-        if n_warm > 0:
-            _, captured = run(stages.runtimes, cycle(items), sizes=[q.size for q in qs], policies=[q.policy for q in qs],
-                              stop=StopRule(min_items=n_warm, min_duration_s=0, max_duration_s=opts.stop.max_duration_s,
-                                            drain_timeout_s=opts.stop.drain_timeout_s),
-                              concurrency=opts.concurrency or default_concurrency(spec), capture=CAPTURE,
-                              fail_fast=opts.fail_fast)
-        trace = measure(stages, spec, items, opts, on_progress=prog("measure"))
+        trace, captured = measure(stages, spec, items, opts, on_progress=prog("measure"), capture=CAPTURE)
         alone = standalone(stages, captured, opts.standalone_s) if opts.standalone else {}
         main = assemble(trace, spec, opts, system, stages.infos, alone, check=check, command=command, source=source)
         results = [main]
@@ -258,7 +250,7 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
         rows = [_sweep_row("as configured", trace, main)]
         for setting in opts.queue_sizes:
             sizes = _sizes(setting, spec, rule)
-            tr = measure(stages, spec, items, opts, sizes=sizes, on_progress=prog(f"queues {setting}"))
+            tr, _ = measure(stages, spec, items, opts, sizes=sizes, on_progress=prog(f"queues {setting}"))
             r = assemble(tr, spec, opts, system, stages.infos, alone, check=check, command=command, source=source,
                          queue_setting=str(setting))
             results.append(r)

@@ -21,7 +21,7 @@ from typing import Any
 class ItemRecord:
     """One item's path through the stages (see the module docstring for the fields); ``error`` is
     ``(stage, kind)`` when a stage raised; ``rejected`` the stage whose full queue (policy ``reject``)
-    refused it."""
+    refused it; ``measured`` False for a warm-up item (sent before the window opened)."""
 
     index: int
     intended_ns: int
@@ -37,6 +37,7 @@ class ItemRecord:
     done_ns: int = -1
     error: tuple[str, str] | None = None
     rejected: str | None = None
+    measured: bool = True
 
     def __post_init__(self) -> None:
         for name in ("enq", "deq", "start", "end", "out", "cpu", "handover", "worker"):
@@ -51,11 +52,14 @@ class Trace:
     Attributes:
         stages: stage names in chain order; ``workers``/``executors``/``kinds`` per stage.
         queue_sizes: each stage's input-queue capacity (None: unbounded); ``policies`` per queue.
-        items: every item emitted in the measurement (warm-up excluded).
+        items: every item sent, warm-up items first (``measured`` False): they fill the pipeline, so the
+            window opens on a steady state, and their service inside the window counts as busy time.
         queue_events: per queue, ``(t_ns, +1 | -1)`` for each put and get (occupancy = running sum).
         starved_ns / blocked_ns: per stage, per worker: time waiting for an item (upstream empty) and time
             waiting to hand one on (downstream full).
-        t0_ns / t_end_ns: the measurement window (first send; last completion or the drain deadline).
+        t0_ns / t_end_ns: the measurement window: the first measured send to the last one (the source
+            stopping). Throughput counts completions inside it; latency covers every measured item, those
+            finishing in the drain after it included.
         mode: ``closed`` (``concurrency``) or ``open`` (``schedule``: the arrival schedule's description).
         send_lag_ns: open loop: how late each send was against its intended time.
         incomplete: items still in flight at the drain deadline.
@@ -98,8 +102,20 @@ class Trace:
         return max(1, self.t_end_ns - self.t0_ns)
 
     def completed(self) -> list[ItemRecord]:
-        """Items that passed every stage."""
-        return [r for r in self.items if r.done_ns >= 0]
+        """Measured items that passed every stage."""
+        return [r for r in self.items if r.done_ns >= 0 and r.measured]
+
+    def measured(self) -> list[ItemRecord]:
+        """Items sent in the window (not warm-up)."""
+        return [r for r in self.items if r.measured]
+
+    def completions_in_window(self) -> int:
+        """Items (warm-up ones too) that finished inside the window: the throughput's numerator."""
+        return sum(1 for r in self.items if self.t0_ns < r.done_ns <= self.t_end_ns)
+
+    def throughput(self) -> float:
+        """Completions in the window per second of window."""
+        return self.completions_in_window() / (self.window_ns / 1e9)
 
 
 __all__ = ["ItemRecord", "Trace"]

@@ -27,6 +27,7 @@ from . import charts as ch
 from .profile import profile_charts
 from .load import load_charts, load_findings
 from .tune import tune_charts, tune_findings
+from .pipeline import pipeline_charts, pipeline_findings, pipeline_tables
 from .collect import Entry, collect
 from .comparisons import precision, runtimes
 from .insights import CaseAnalysis, bottlenecks, recommendations, summary
@@ -78,15 +79,23 @@ class Report:
     runtimes: list[dict[str, Any]]
     sections: list[str] = field(default_factory=list)
     rebuild: str = ""
+    pipelines: list[dict[str, Any]] = field(default_factory=list)
 
     def charts_in(self, group: str) -> list[ch.Chart]:
         """Charts of one subsection (distribution, timeline, threads, batch, size, concurrency, resources, ...)."""
         return [c for c in self.charts if c.group == group]
 
 
+def _pipeline_label(r: Result) -> str:
+    p = r.run.get("pipeline") or {}
+    load = f"{p.get('concurrency')} in flight" if p.get("mode") == "closed" else f"{r.config.request_rate:g}/s"
+    q = f", queues {p['queue_setting']}" if p.get("queue_setting") else ""
+    return f"pipeline {p.get('name', r.model.path)}, {load}{q}"
+
+
 def unique_labels(entries: list[Entry]) -> list[str]:
     """A readable label per entry (:func:`~inferperf.analysis.points.case_label`), made unique."""
-    base = [case_label(point(e.result)) for e in entries]
+    base = [_pipeline_label(e.result) if e.kind == "pipeline" else case_label(point(e.result)) for e in entries]
     seen: dict[str, int] = {}
     for b in base:
         seen[b] = seen.get(b, 0) + 1
@@ -238,6 +247,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     charts += profile_charts(coll.of_kind("profile"))  # issue 16: report/profile.py
     charts += load_charts(coll.of_kind("load"), coll.of_kind("serve"))  # issue 13: report/load.py
     charts += tune_charts(coll.of_kind("tune"))  # issue 15: report/tune.py
+    charts += pipeline_charts(coll.of_kind("pipeline"))  # issue 17: report/pipeline.py
 
     plans = _capacity(entries, labels, opts)
     issues = bottlenecks(cases, found)
@@ -245,6 +255,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     summ = summary(cases, recs, issues, prec, rts)
     summ += [{"kind": "load", "text": t, "values": {}} for t in load_findings(coll.of_kind("load"), opts.slo_p99_ms)]
     summ += [{"kind": "tune", "text": t, "values": {}} for t in tune_findings(coll.of_kind("tune"))]
+    summ += [{"kind": "pipeline", "text": t, "values": {}} for t in pipeline_findings(coll.of_kind("pipeline"))]
     capacity = [{"model": name, "workload": name, **p.as_dict()} for name, p in plans]
     rep = Report(
         title=opts.title, generated_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -252,6 +263,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
         environment=environment(entries), method=method(coll.sources("sweep", "bench", "optimize", "runtimes")),
         columns=COLUMNS, rows=rows, csv=csv_text(rows), charts=charts, bottlenecks=issues, recommendations=recs,
         capacity=capacity, precision=prec, runtimes=rts, rebuild=rebuild_command(given, opts),
+        pipelines=pipeline_tables(coll.of_kind("pipeline")),
     )  # fmt: skip
     present = {"summary": bool(summ), "environment": bool(rep.environment), "method": bool(rep.method),
                "raw-data": bool(rows), "charts": bool(charts), "bottlenecks": bool(issues),

@@ -70,11 +70,11 @@ def machine_warnings(rs: list[Result]) -> list[str]:
     s = rs[0].system
     w = []
     physical = s.physical_cores or s.logical_cores
-    over = [r for r in rs if s.smt_active and _threads(r) * max(1, r.config.concurrency) > physical]
+    over = [r for r in rs if r.kind != "pipeline" and s.smt_active and _threads(r) * max(1, r.config.concurrency) > physical]
     if over:
         w.append(f"SMT oversubscription: {len(over)} case(s) ran more threads than the {physical} physical cores;"
                  " SMT siblings share execution units, so those figures understate per-core speed")
-    beyond = [r for r in rs if _threads(r) * max(1, r.config.concurrency) > s.effective_cpus]
+    beyond = [r for r in rs if r.kind != "pipeline" and _threads(r) * max(1, r.config.concurrency) > s.effective_cpus]
     if beyond:
         w.append(f"{len(beyond)} case(s) ran more threads x streams than the {s.effective_cpus} effective CPUs"
                  " (oversubscribed: threads wait for a CPU)")
@@ -107,7 +107,9 @@ def _threads(r: Result) -> int:
 
 
 def reproduce(r: Result) -> str:
-    """An ``inferperf bench`` command line that measures this one case again."""
+    """An ``inferperf bench`` command line that measures this one case again (a pipeline: its own command)."""
+    if r.kind == "pipeline":
+        return " ".join(r.command) or f"inferperf pipeline {r.model.path}"
     model = f"zoo:{r.model.zoo_name}" if r.model.zoo_name and r.model.variant == "fp32" else r.model.path
     c = r.config
     argv = ["inferperf", "bench", model, "--backend", c.backend]
