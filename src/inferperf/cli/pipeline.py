@@ -123,7 +123,7 @@ def pipeline_command(
         from .pipeline_view import print_pipeline
 
         out = Console()
-        print_pipeline(results, out if out.is_terminal else Console(width=160), written)
+        print_pipeline(results, out if out.is_terminal else Console(width=200), written)
     if fail_on_invalid and not results[0].validity.valid:
         raise GateFailed(f"result is INVALID ({'; '.join(results[0].validity.reasons)}) and --fail-on-invalid is set")
     return 0

@@ -23,7 +23,7 @@ def stage_table(r: Any) -> Table:
               caption=f"* bottleneck: {p['bottleneck']}" if p["bottleneck"] else "no stage limits: the source does",
               caption_justify="left")
     for col in ("", "stage", "kind", "workers", "service p50 ms", "p99 ms", "busy", "queue (max/size)", "full",
-                "wait ms", "blocked", "starved", "alone items/s", "errors"):
+                "wait ms", "hand-over ms", "blocked", "starved", "alone items/s", "errors"):
         t.add_column(col, justify="left" if col in ("", "stage", "kind") else "right")
     for name, f in (r.metrics.stages or {}).items():
         q = f["queue"]
@@ -32,7 +32,8 @@ def stage_table(r: Any) -> Table:
         kind = f"{f['kind']}/{'thread' if f['executor'] == 'threads' else 'process'}"
         t.add_row(mark, name, kind, str(f["workers"]), _ms(f["service_ms"], "p50"), _ms(f["service_ms"], "p99"),
                   _pct(f["utilisation"]), f"{q['max']}/{q['size'] if q['size'] is not None else 'inf'}",
-                  _pct(q.get("share_full")), _ms(f["queue_wait_ms"], "mean"), _pct(f["blocked_share"]),
+                  _pct(q.get("share_full")), _ms(f["queue_wait_ms"], "mean"), _ms(f["handover_ms"], "mean"),
+                  _pct(f["blocked_share"]),
                   _pct(f["starved_share"]), f"{alone['items_per_s']:.3g}" if alone else "-",
                   str(f["errors"]["count"] + f["rejected"]))
     return t

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,14 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
     if faster and faster["items_per_s"]:
         notes.append(f"if {name!r} were twice as fast: about {faster['items_per_s']:.3g} items/s (now {x:.3g}),"
                      f" then limited by {faster['limited_by']} (estimate, Amdahl over stages)")
+    svc_sum_s = sum((f["service_ms"]["mean"] + (f["handover_ms"] or {}).get("mean", 0.0)) / 1e3
+                    for f in stages.values() if f["service_ms"])
+    needed = x * svc_sum_s  # Little's law: items in service or hand-over (not waiting) at this throughput
+    if tr.mode == "closed" and tr.concurrency and tr.concurrency > 2 * needed + 1 and name:
+        notes.append(f"{tr.concurrency} items in flight, but at {x:.3g} items/s only {needed:.2f} are in service"
+                     f" (Little's law over {1e3 * svc_sum_s:.4g} ms of service per item); the rest wait in queues."
+                     f" --concurrency {math.ceil(needed) + 1} should keep {name!r} busy with latency near the"
+                     f" service sum")
     if cores_used is not None and cores_used >= 0.9 * cpus:
         notes.append(f"CPU-bound: the stages together used {cores_used:.2f} of {cpus} effective CPUs; a faster stage"
                      f" frees CPU for the others more than it shortens its own time")
@@ -157,7 +166,7 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
     summary = {"name": spec.name, "bottleneck": name, "bottleneck_reason": why, "twice_as_fast": faster,
                "cpu_s_per_item": cpu_per_item, "cpu_cores_used": cores_used, "effective_cpus": cpus,
                "overhead": overhead, "buffers": buffers, "workers": workers, "mode": tr.mode,
-               "concurrency": tr.concurrency, "schedule": tr.schedule, "incomplete": tr.incomplete,
+               "concurrency": tr.concurrency, "in_service_mean": needed, "schedule": tr.schedule, "incomplete": tr.incomplete,
                "rejected": sum(1 for r in tr.measured() if r.rejected), "outputs": [_plain(o) for o in tr.outputs]}
     return summary, notes
 

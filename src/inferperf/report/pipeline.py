@@ -32,6 +32,7 @@ def pipeline_tables(entries: list[Any]) -> list[dict[str, Any]]:
                          "p50_ms": svc.get("p50"), "p99_ms": svc.get("p99"), "utilisation": f["utilisation"],
                          "queue": f"{q['max']}/{q['size'] if q['size'] is not None else 'unbounded'}",
                          "share_full": q.get("share_full"), "wait_ms": (f.get("queue_wait_ms") or {}).get("mean"),
+                         "handover_ms": (f.get("handover_ms") or {}).get("mean"),
                          "blocked": f["blocked_share"], "starved": f["starved_share"],
                          "alone_items_per_s": alone.get("items_per_s"), "errors": f["errors"]["count"] + f["rejected"],
                          "bottleneck": name == p.get("bottleneck")})
