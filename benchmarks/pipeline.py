@@ -52,6 +52,7 @@ def raw(items: list, seconds: float, threads: int) -> float:
             for k in ("det", "cls", "rec")}
 
     def one(item: dict) -> dict:
+        """One item through the seven stages."""
         item = o.decode(item)
         item["det_output"] = sess["det"].run(None, {"x": item["det_input"]})
         item = o.boxes(item)

@@ -97,6 +97,7 @@ class Staging:
         self.input_names: list[str] = []
 
     def _feeds(self, raw: Any) -> Any:
+        """``pre(raw)`` as the model's feeds (one array -> the only input); its failure as PreFailed."""
         try:
             feeds = self.pre(raw)  # type: ignore[misc]
         except Exception as e:  # noqa: BLE001
@@ -113,6 +114,7 @@ class Staging:
         times, pre, post = self.times, self.pre, self.post
 
         def staged(raw: Any) -> Any:
+            """One query: pre, the runtime call, post, each timed."""
             t0 = _now()
             feeds = self._feeds(raw) if pre is not None else raw
             t1 = _now()
@@ -133,7 +135,9 @@ class Staging:
         staging = self
 
         class _View:
+            """The backend seen through the staging (attribute access forwarded)."""
             def __getattr__(self, name: str) -> Any:
+                """Forward to the backend, except the placement probe (fed by pre) and the async executor (hidden)."""
                 if name == "node_placement" and staging.pre is not None and hasattr(backend, name):
                     return lambda feed, force=False: backend.node_placement(staging._feeds(feed), force)
                 if name == "async_executor":

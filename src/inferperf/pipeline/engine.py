@@ -82,6 +82,7 @@ class _Run:
 
     # -- item lifecycle ---------------------------------------------------------------------------------
     def finish(self, rec: ItemRecord) -> None:
+        """An item left the pipeline (done, failed or refused): one fewer in flight, a closed-loop slot freed."""
         with self.lock:
             self.in_flight -= 1
             if self.in_flight == 0:
@@ -113,6 +114,7 @@ class _Run:
 
     # -- threads ----------------------------------------------------------------------------------------
     def worker_loop(self, s: int, w: int) -> None:
+        """Worker ``w`` of stage ``s``: take, run, hand on; every wait polls the halt flag."""
         st, q = self.stages[s], self.queues[s]
         last = s == len(self.stages) - 1
         call = st.workers[w].call
@@ -156,6 +158,7 @@ class _Run:
                 self.finish(rec)
 
     def send(self, index: int, payload: Any, intended_ns: int, measured: bool) -> None:
+        """Record a new item and put it into the first queue (under its policy)."""
         rec = ItemRecord(index, intended_ns, len(self.stages), measured=measured)
         self.trace.items.append(rec)
         with self.lock:

@@ -81,6 +81,7 @@ def _gil(fig: dict[str, Any], alone: dict[str, Any] | None, cpus: int) -> dict[s
 
 
 def _stages(tr: Trace, infos: dict[str, Any], alone: dict[str, Any], cpus: int) -> dict[str, dict[str, Any]]:
+    """``metrics.stages``: each stage's figures, standalone run, GIL check and backend settings."""
     out = {}
     for s, name in enumerate(tr.stages):
         fig = an.stage_figures(tr, s)
@@ -172,6 +173,7 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
 
 
 def _models(spec: PipelineSpec) -> list[dict[str, Any]]:
+    """The model stages' files and their sha256."""
     return [{"stage": s.name, "model": s.model, "sha256": model_sha256(model_path(s.model, spec.base_dir))}
             for s in spec.stages if s.model]
 

@@ -275,6 +275,7 @@ def _sizes(setting: int | str, spec: PipelineSpec, rule: dict[str, int]) -> list
 
 
 def _sweep_row(setting: str, tr: Trace, r: Result) -> dict[str, Any]:
+    """One row of the queue-size comparison."""
     lat = r.metrics.latency_ms
     return {"queues": setting, "sizes": tr.queue_sizes, "items_per_s": r.metrics.throughput.queries_per_s,
             "p50_ms": lat.p50, "p99_ms": lat.p99, "rss_peak_bytes": r.metrics.resources.rss_peak_bytes if r.metrics.resources else None,

@@ -58,18 +58,22 @@ def simulate(names: list[str], workers: list[int], service: ServiceFn, *, sizes:
     state = {"sent": 0, "in_flight": 0, "now": 0}
 
     def push(t: int, kind: str, data: Any) -> None:
+        """Schedule an event at virtual time ``t``."""
         heapq.heappush(heap, (t, next(seq), kind, data))
 
     def room(s: int) -> bool:
+        """Whether queue ``s`` can take one more item."""
         return sizes[s] is None or len(queues[s]) < sizes[s]
 
     def enqueue(s: int, rec: ItemRecord, t: int) -> None:
+        """Put ``rec`` into queue ``s`` at ``t`` and start idle workers."""
         queues[s].append(rec)
         rec.enq[s] = t
         tr.queue_events[s].append((t, 1))
         dispatch(s, t)
 
     def finish(rec: ItemRecord, t: int) -> None:
+        """An item left the pipeline (done, failed or rejected): closed loop sends the next."""
         state["in_flight"] -= 1
         if tr.mode == "closed":
             try_send(t)
@@ -87,6 +91,7 @@ def simulate(names: list[str], workers: list[int], service: ServiceFn, *, sizes:
         return False
 
     def dispatch(s: int, t: int) -> None:
+        """Idle workers of stage ``s`` take items from its queue and start serving them."""
         while idle[s] and queues[s]:
             w = idle[s].pop(0)
             rec = queues[s].popleft()
@@ -116,12 +121,14 @@ def simulate(names: list[str], workers: list[int], service: ServiceFn, *, sizes:
                 try_send(t)
 
     def free(s: int, w: int, t: int) -> None:
+        """Worker ``w`` of stage ``s`` is idle again at ``t``: it takes the next item if there is one."""
         idle[s].append(w)
         idle[s].sort()
         idle_since[s][w] = t
         dispatch(s, t)
 
     def try_send(t: int) -> None:
+        """Closed loop: send while fewer than ``concurrency`` items are in flight (unless the source is blocked)."""
         if waiting[0] and any(k == "source" for k, *_ in waiting[0]):
             return
         while state["sent"] < items and state["in_flight"] < (tr.concurrency or 0):
@@ -130,6 +137,7 @@ def simulate(names: list[str], workers: list[int], service: ServiceFn, *, sizes:
                 return
 
     def send(t: int, intended: int) -> None:
+        """Create item ``sent`` (intended at ``intended``) and offer it to the first queue."""
         rec = ItemRecord(state["sent"], intended, n)
         tr.items.append(rec)
         state["sent"] += 1

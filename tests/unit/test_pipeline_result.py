@@ -1,0 +1,61 @@
+"""The pipeline Result assembled from simulated traces: overhead verdict, Little's-law note, worker advice."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferperf.pipeline.result import assemble
+from inferperf.pipeline.run import PipelineOptions
+from inferperf.pipeline.simulate import fixed, simulate
+from inferperf.pipeline.spec import parse
+from inferperf.results.model import Result
+from inferperf.system import collect_system
+
+MS = 1_000_000
+SPEC = parse({"name": "toy", "source": {"generator": "m:g"},
+              "stages": [{"name": "a", "function": "m:a"}, {"name": "b", "function": "m:b"}]})
+
+
+def result(alone: dict | None = None, concurrency: int = 4) -> Result:
+    tr = simulate(["a", "b"], [1, 1], fixed([2 * MS, 10 * MS]), sizes=[4, 4], items=300, concurrency=concurrency)
+    return assemble(tr, SPEC, PipelineOptions(), collect_system(), {}, alone or {})
+
+
+def test_result_shape_and_figures():
+    r = result()
+    assert r.kind == "pipeline" and r.config.backend == "pipeline" and r.config.scenario == "concurrent"
+    assert r.metrics.throughput.queries_per_s == pytest.approx(100.0, rel=0.02)
+    assert set(r.metrics.stages) == {"a", "b"} and r.run["pipeline"]["bottleneck"] == "b"
+    assert r.metrics.latency_ms.count == 300 and len(r.samples.latency_ns) == 300
+    Result.model_validate_json(r.model_dump_json())  # round-trips as a Result document
+
+
+def test_overhead_is_flagged_only_below_0_9_of_the_slowest_stage_alone():
+    slow = {"a": {"items_per_s": 500.0, "service_ms_mean": 2.0, "cpu_per_wall": 1.0, "cpu_cores": 1.0},
+            "b": {"items_per_s": 125.0, "service_ms_mean": 8.0, "cpu_per_wall": 1.0, "cpu_cores": 1.0}}
+    r = result(slow)
+    o = r.run["pipeline"]["overhead"]
+    assert o["slowest_alone"] == "b" and o["ratio"] == pytest.approx(0.8, rel=0.02) and o["overhead"]
+    assert any(n.startswith("pipeline overhead") for n in r.notes)
+    assert set(o["hops"]) == {"a", "b"} and o["hops"]["b"]["queue_wait_ms"] > 0
+    fine = {k: {**v, "items_per_s": v["items_per_s"] * 0.8} for k, v in slow.items()}
+    r2 = result(fine)
+    assert not r2.run["pipeline"]["overhead"]["overhead"]
+    assert not any(n.startswith("pipeline overhead") for n in r2.notes)
+
+
+def test_littles_law_note_when_far_more_items_are_in_flight_than_in_service():
+    r = result(concurrency=20)
+    assert r.run["pipeline"]["in_service_mean"] == pytest.approx(100 * 0.012, rel=0.03)
+    assert any("only 1.20 are in service" in n and "--concurrency 3" in n for n in r.notes)
+    assert not any("in service" in n for n in result(concurrency=3).notes)
+
+
+def test_worker_advice_names_the_flags_to_rerun():
+    from inferperf.pipeline.analysis import worker_advice
+
+    w = result().run["pipeline"]["workers"]
+    cpus = collect_system().effective_cpus
+    assert w["workers"] == worker_advice({"a": 0.002, "b": 0.010}, {"a": 1.0, "b": 1.0}, cpus)["workers"]
+    assert w["workers"]["b"] > 1  # 10 ms against 2 ms: b needs more workers on any machine with 2+ CPUs
+    assert w["rerun"] == " ".join(f"--workers {n}={k}" for n, k in w["workers"].items() if k != 1)
