@@ -52,10 +52,9 @@ def test_littles_law_note_when_far_more_items_are_in_flight_than_in_service():
 
 
 def test_worker_advice_names_the_flags_to_rerun():
-    from inferperf.pipeline.analysis import worker_advice
-
-    w = result().run["pipeline"]["workers"]
-    cpus = collect_system().effective_cpus
-    assert w["workers"] == worker_advice({"a": 0.002, "b": 0.010}, {"a": 1.0, "b": 1.0}, cpus)["workers"]
-    assert w["workers"]["b"] > 1  # 10 ms against 2 ms: b needs more workers on any machine with 2+ CPUs
-    assert w["rerun"] == " ".join(f"--workers {n}={k}" for n, k in w["workers"].items() if k != 1)
+    tr = simulate(["a", "b"], [1, 1], fixed([2 * MS, 10 * MS]), sizes=[4, 4], items=300, concurrency=4)
+    four = collect_system().model_copy(update={"effective_cpus": 4})
+    w = assemble(tr, SPEC, PipelineOptions(), four, {}, {}).run["pipeline"]["workers"]
+    # 12 ms of CPU per item on 4 CPUs: a 3 ms cycle; b (10 ms) needs ceil(10 / 3) = 4 workers, a (2 ms) one
+    assert w["workers"] == {"a": 1, "b": 4} and w["cycle_ms"] == pytest.approx(3.0, rel=0.01)
+    assert w["rerun"] == "--workers b=4" and w["limited_by"] == "the CPUs"

@@ -239,7 +239,7 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
     spec = apply_overrides(spec, opts)
     items = source_items(spec, opts.pool_size)
     check = resolve_callable(spec.check, spec.base_dir, "check") if spec.check else None
-    system = collect_system()
+    system = collect_system(refresh=True)  # the CPUs this process has now (an earlier pin may be cached)
     prog = (lambda phase: (lambda n: on_progress(phase, n))) if on_progress else (lambda phase: None)
     with Stages(spec) as stages:
         trace, captured = measure(stages, spec, items, opts, on_progress=prog("measure"), capture=CAPTURE)
