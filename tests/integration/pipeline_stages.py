@@ -51,3 +51,14 @@ def feeds(item):
 
 def check(item):
     return {"doubled": float(np.all(item["x"] == 2 * item["i"]))}
+
+
+def file_size(item):
+    """A file source item -> {"name", "size"}."""
+    return {"name": item["name"], "size": len(item["bytes"])}
+
+
+def fail_on_odd_size(item):
+    if item["size"] % 2 == 0:
+        raise ValueError(f"even size {item['size']}")
+    return item

@@ -130,3 +130,24 @@ def test_sleeping_or_single_threads_are_not_called_gil_bound():
     [r] = run_pipeline(s, quick(concurrency=4, standalone_s=0.3))
     assert r.metrics.stages["io"]["gil"]["limited"] is False  # waiting is not CPU work
     assert r.metrics.stages["spin"]["gil"]["limited"] is False  # one thread cannot ask for more than a core
+
+
+def test_files_source_and_process_stage_errors(tmp_path):
+    for k in range(5):
+        (tmp_path / f"{k}.txt").write_bytes(b"x" * (k + 1))
+    (tmp_path / "skip.bin").write_bytes(b"-")
+    s = spec({"name": "size", "function": "pipeline_stages:file_size"},
+             {"name": "odd", "function": "pipeline_stages:fail_on_odd_size", "executor": "processes"},
+             source={"files": str(tmp_path), "glob": "*.txt"})
+    [r] = run_pipeline(s, quick(concurrency=2, standalone=False, keep_outputs=50))
+    sizes = {o["size"] for o in r.run["pipeline"]["outputs"]}
+    assert sizes and sizes <= {1, 3, 5}  # only the .txt files; even sizes failed in the child process
+    odd = r.metrics.stages["odd"]
+    assert odd["errors"]["by_kind"] == {"ValueError": odd["errors"]["count"]} and odd["errors"]["count"] > 0
+    assert r.config.workload.data_source == f"files:{tmp_path}"
+
+
+def test_empty_files_source_is_a_usage_error(tmp_path):
+    s = spec(fn("a", "double"), source={"files": str(tmp_path)})
+    with pytest.raises(UsageError, match="no file matches"):
+        run_pipeline(s, quick())
