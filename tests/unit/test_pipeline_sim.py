@@ -135,3 +135,8 @@ def test_occupancy_is_time_weighted():
     occ = an.occupancy([(0, 1), (10, 1), (20, -1), (30, -1)], 0, 40)
     assert occ["mean"] == pytest.approx((1 * 10 + 2 * 10 + 1 * 10) / 40)
     assert occ["max"] == 2 and occ["share_empty"] == pytest.approx(0.25)
+
+
+def test_closed_loop_source_waits_at_a_full_reject_queue_instead_of_spinning():
+    tr = simulate(["a"], [1], fixed([5 * MS]), sizes=[1], policies=["reject"], items=50, concurrency=8)
+    assert not any(r.rejected for r in tr.items) and len(tr.completed()) == 50

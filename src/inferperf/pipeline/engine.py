@@ -5,7 +5,8 @@
 - Open loop (a :mod:`~inferperf.measure.arrivals` schedule): items sent at their intended times; latency
   is measured from the intended time (no coordinated omission), the lateness of each send is recorded.
 - A full queue follows its policy: ``block`` waits (back-pressure: the producer's blocked time), ``reject``
-  fails the item at once (counted). Every wait polls a stop flag (50 ms), the run has a hard cap and the
+  fails the item at once (counted). In a closed loop the first queue always blocks: a closed-loop client
+  waits for room rather than retrying in a hot loop. Every wait polls a stop flag (50 ms), the run has a hard cap and the
   drain a deadline: nothing waits forever; items still in flight at the deadline are counted incomplete.
 - A stage that raises fails that item (counted per stage by kind) and the pipeline goes on, or, with
   ``fail_fast``, the run stops and :class:`~inferperf.errors.RuntimeFailure` names the stage and item.
@@ -93,7 +94,7 @@ class _Run:
     def put(self, i: int, payload: Any, rec: ItemRecord) -> tuple[bool, int]:
         """Put into queue ``i`` under its policy; returns (accepted, time the put finished)."""
         q, ev = self.queues[i], self.trace.queue_events[i]
-        if self.policies[i] == "reject":
+        if self.policies[i] == "reject" and not (i == 0 and self.slots is not None):  # a closed-loop source waits
             try:
                 q.put_nowait((payload, rec))
             except queue.Full:

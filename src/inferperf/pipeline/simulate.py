@@ -83,7 +83,7 @@ def simulate(names: list[str], workers: list[int], service: ServiceFn, *, sizes:
         if room(s):
             enqueue(s, rec, t)
             return True
-        if pol[s] == "reject":
+        if pol[s] == "reject" and not (s == 0 and tr.mode == "closed"):  # a closed-loop source waits (as the engine)
             rec.rejected = names[s]
             finish(rec, t)
             return True
