@@ -66,7 +66,7 @@ def decode(item: dict[str, Any]) -> dict[str, Any]:
     w, h = img.size
     r = min(1.0, DET_MAX_SIDE / max(w, h))
     rw, rh = max(32, round(w * r / 32) * 32), max(32, round(h * r / 32) * 32)
-    x = np.asarray(img.resize((rw, rh), Image.BILINEAR), dtype=np.float32)
+    x = np.asarray(img.resize((rw, rh), Image.Resampling.BILINEAR), dtype=np.float32)
     item["image"] = np.asarray(img)
     item["det_input"] = ((x / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None].copy()
     item["det_scale"] = (h / rh, w / rw)
@@ -182,7 +182,8 @@ def _fit(crop: np.ndarray, height: int, width: int) -> np.ndarray:
 
     h, w = crop.shape[:2]
     rw = min(width, max(1, int(math.ceil(height * w / max(1, h)))))
-    x = np.asarray(Image.fromarray(np.ascontiguousarray(crop)).resize((rw, height), Image.BILINEAR), np.float32)
+    img = Image.fromarray(np.ascontiguousarray(crop)).resize((rw, height), Image.Resampling.BILINEAR)
+    x = np.asarray(img, np.float32)
     out = np.zeros((3, height, width), np.float32)
     out[:, :, :rw] = ((x / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)
     return out
