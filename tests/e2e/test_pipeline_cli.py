@@ -73,6 +73,18 @@ def _pipeline(tmp_path: Path, body: str) -> Path:
      "no stage 'b'"),
     ("source: {generator: stages:gen}\nstages:\n  - {name: a, function: stages:ok}\n",
      ["--concurrency", "2", "--request-rate", "5"], "contradict"),
+    ("source: {generator: stages:gen}\nstages:\n  - {name: a, function: stages:ok}\n", ["--warmup", "-1"], "--warmup -1"),
+    ("source: {generator: stages:gen}\nstages:\n  - {name: a, function: stages:ok}\n", ["--arrival", "poisson"],
+     "needs --request-rate"),
+    ("source: {generator: stages:gen}\nstages:\n  - {name: a, function: stages:ok}\n", ["--workers", "a=2,a=3"],
+     "twice"),
+    ("source: {generator: stages:gen}\nstages:\n  - {name: a, function: stages:ok}\n", ["--queue-sizes", ","],
+     "empty"),
+    ("source: {generator: stages:gen}\nstages:\n  - {name: a, function: stages:ok}\n", ["--workers", "a=x"],
+     "not an integer"),
+    ("source: {generator: stages:gen}\nstages:\n  - {name: a, function: stages:ok, workers: true}\n", [], "workers"),
+    ("source: {generator: stages:gen}\nstages:\n  - {name: m, model: zoo:tiny-cnn, input: a, output: b,"
+     " session: {bogus_opt: 1}}\n", [], "session setting bogus_opt"),
 ])
 def test_bad_pipeline_input_is_one_line_exit_2(tmp_path, body, extra, needle):
     p = cli("pipeline", str(_pipeline(tmp_path, body)), *extra)
@@ -140,9 +152,22 @@ def test_bench_pre_input_folder_passes_file_bytes(tmp_path):
     (["--pre-input", "x:y"], "--pre-input needs --pre"),
     (["--pre", "nomod:f", "--pre-input", "nomod:g"], "cannot import module 'nomod'"),
     (["--post", "mypre:post", "--repeat", "2"], "drop --repeat"),
+    (["--pre", "mypre:pre", "--pre-input", "mypre:gen", "--batch-size", "4"], "--pre makes the model's feeds"),
 ])
 def test_bench_pre_post_bad_input_exit_2(tmp_path, args, needle):
-    (tmp_path / "mypre.py").write_text("def pre(x):\n    return x\n\ndef post(x):\n    return x\n")
+    (tmp_path / "mypre.py").write_text("def pre(x):\n    return x\n\ndef post(x):\n    return x\n\n"
+                                       "def gen():\n    yield 1\n")
     p = _in(tmp_path, "bench", "zoo:tiny-cnn", *args, "--iterations", "5", "--duration-s", "0.1")
     assert p.returncode == 2, p.stderr
     assert needle in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bench_pre_returning_the_wrong_feeds_names_the_pre_function(tmp_path):
+    (tmp_path / "wp.py").write_text("import numpy as np\ndef gen():\n    yield 1\n"
+                                    "def none(x):\n    return None\n"
+                                    "def key(x):\n    return {'y': np.zeros((1, 3, 32, 32), np.float32)}\n"
+                                    "def rank(x):\n    return np.zeros((1, 3, 7), np.float32)\n")
+    for fn, needle in (("none", "returned NoneType"), ("key", "feeds for ['y']: the model's inputs are ['x']"),
+                       ("rank", "returned shape [1, 3, 7] for input 'x': it takes a 4-d array")):
+        p = _in(tmp_path, "bench", "zoo:tiny-cnn", "--pre", f"wp:{fn}", "--pre-input", "wp:gen", "--iterations", "5")
+        assert p.returncode == 1 and needle in p.stderr and "--shape" not in p.stderr, p.stderr

@@ -62,3 +62,20 @@ def fail_on_odd_size(item):
     if item["size"] % 2 == 0:
         raise ValueError(f"even size {item['size']}")
     return item
+
+
+def add_lock(item):
+    """Puts an object that cannot be copied into the item."""
+    import threading
+
+    item["lock"] = threading.Lock()
+    return item
+
+
+def sleep_20s(item):
+    time.sleep(20)
+    return item
+
+
+def bad_check(item):
+    raise ValueError("check broke")

@@ -151,3 +151,37 @@ def test_empty_files_source_is_a_usage_error(tmp_path):
     s = spec(fn("a", "double"), source={"files": str(tmp_path)})
     with pytest.raises(UsageError, match="no file matches"):
         run_pipeline(s, quick())
+
+
+def test_uncopyable_items_skip_the_standalone_run_and_nothing_crashes():
+    s = spec(fn("lock", "add_lock"), fn("b", "sleep_2ms"))
+    [r] = run_pipeline(s, quick(concurrency=2, standalone_s=0.2))
+    assert r.metrics.latency_ms.count >= 30 and r.metrics.errors.count == 0
+    assert r.metrics.stages["b"]["standalone"] is None and r.metrics.stages["lock"]["standalone"] is not None
+    assert any("cannot be copied" in n for n in r.notes)
+
+
+def test_a_stuck_stage_is_named_and_the_run_ends_within_its_limits():
+    import time
+
+    s = spec(fn("a", "sleep_2ms"), fn("stuck", "sleep_20s"))
+    t0 = time.monotonic()
+    [r] = run_pipeline(s, quick(concurrency=2, warmup=1, standalone_s=0.2,
+                                stop=StopRule(min_items=3, min_duration_s=0, max_duration_s=1, drain_timeout_s=1)))
+    assert time.monotonic() - t0 < 15  # the standalone runs obey the same caps
+    st = r.metrics.stages["stuck"]
+    assert r.run["pipeline"]["bottleneck"] == "stuck" and st["utilisation"] > 0.9 and st["in_service_at_end"] >= 1
+    assert not r.validity.valid and "no item completed" in r.validity.reasons
+
+
+def test_every_item_failing_is_a_runtime_failure_naming_the_first_error():
+    s = spec(fn("a", "double"), {"name": "m", "model": "zoo:tiny-cnn", "input": "nope", "output": "y"})
+    with pytest.raises(RuntimeFailure, match="every measured item failed.*stage 'm'.*no key 'nope'"):
+        run_pipeline(s, quick(concurrency=2, standalone=False))
+
+
+def test_a_broken_check_is_a_note_and_the_measurement_stands():
+    s = spec(fn("a", "double"), check="pipeline_stages:bad_check")
+    [r] = run_pipeline(s, quick(concurrency=2, standalone=False))
+    assert r.metrics.accuracy is None and r.metrics.latency_ms.count >= 30
+    assert any("check bad_check failed (ValueError: check broke)" in n for n in r.notes)

@@ -161,6 +161,9 @@ def bench_command(
     if pre or post or pre_input:
         if ab or compare:
             raise UsageError("--pre/--post measure one model on one runtime: drop --ab or the backend list")
+        if pre_input and (batch_size or shape or dim or input_data or value or int_range):
+            raise UsageError("--pre makes the model's feeds: drop --batch-size/--shape/--dim/--input-data/--value/"
+                             "--int-range (or build the batch in the pre function)")
         from ..measure.staged import make_staging
 
         staging = make_staging(pre, post, pre_input, cfg.workload.input_pool_size)

@@ -29,6 +29,8 @@ def parse_stage_values(entries: list[str] | None, flag: str, cast: Any) -> dict[
             name, sep, value = part.partition("=")
             if not sep or not name.strip():
                 raise UsageError(f"malformed {flag} {part!r}: use STAGE=VALUE, e.g. {flag} det=2")
+            if name.strip() in out:
+                raise UsageError(f"{flag} names stage {name.strip()!r} twice: give each stage one value")
             try:
                 out[name.strip()] = cast(value.strip())
             except (ValueError, UsageError) as e:
@@ -36,8 +38,15 @@ def parse_stage_values(entries: list[str] | None, flag: str, cast: Any) -> dict[
     return out
 
 
+def _int(v: str, what: str) -> int:
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"{v!r} is not an integer: {what}") from None
+
+
 def _workers(v: str) -> int:
-    n = int(v)
+    n = _int(v, "use a worker count >= 1")
     if n < 1:
         raise ValueError("a stage needs at least 1 worker")
     return n
@@ -52,9 +61,10 @@ def _executor(v: str) -> str:
 def _queue_size(v: str) -> int | None:
     if v == "unbounded":
         return None
-    n = int(v)
+    n = _int(v, "use an integer >= 1 or 'unbounded'")
     if n < 1:
-        raise ValueError("a queue size of 0 holds nothing: use an integer >= 1 or 'unbounded'")
+        raise ValueError(f"a queue holds at least 1 item (a size of {n} holds nothing): use an integer >= 1 or"
+                         f" 'unbounded'")
     return n
 
 
@@ -99,8 +109,14 @@ def pipeline_command(
             raise UsageError(f"{flag} {v}: must be >= 1")
     if concurrency is not None and concurrency < 1:
         raise UsageError(f"--concurrency {concurrency}: must be >= 1")
-    if not (duration_s >= 0 and max_duration_s > 0 and drain_timeout_s > 0 and standalone_s > 0):
-        raise UsageError("durations must be positive (--duration-s may be 0)")
+    if warmup is not None and warmup < 0:
+        raise UsageError(f"--warmup {warmup}: must be >= 0 items")
+    if request_rate is None and arrival != "constant":
+        raise UsageError(f"--arrival {arrival} needs --request-rate R (the open loop's items/s)")
+    for flag, v, low in (("--duration-s", duration_s, 0.0), ("--max-duration-s", max_duration_s, None),
+                         ("--drain-timeout-s", drain_timeout_s, None), ("--standalone-s", standalone_s, None)):
+        if not (v >= low if low is not None else v > 0):
+            raise UsageError(f"{flag} {v:g}: must be {'>= 0' if low is not None else '> 0'} seconds")
     opts = PipelineOptions(
         concurrency=concurrency, request_rate=request_rate, arrival=arrival, warmup=warmup, seed=seed,
         stop=StopRule(items, duration_s, max(max_duration_s, duration_s), drain_timeout_s),

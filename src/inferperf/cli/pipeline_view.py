@@ -71,7 +71,7 @@ def print_pipeline(results: list[Any], console: Console, written: list[str]) -> 
     for name, b in p["buffers"].items():
         console.print(f"- queue before {name!r}: {b['advice']}", highlight=False)
     outs = p.get("outputs") or []
-    for o in outs[:5]:
+    for o in [o for o in outs if _texts(o)][:5]:
         console.print(f"  output {o.get('name', '') if isinstance(o, dict) else ''}: {_texts(o)}", highlight=False)
     if p.get("queue_sizes"):
         t = Table(title="queue sizes compared (one run each, same workers)", title_justify="left")

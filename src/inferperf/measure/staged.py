@@ -52,9 +52,11 @@ def resolve_callable(ref: str, base_dir: str | Path, what: str) -> Callable[...,
     except Exception as e:  # noqa: BLE001 - any import failure is the user's module
         raise UsageError(f"{what} {ref!r}: cannot import module {mod_name!r} ({type(e).__name__}: {e}): check the"
                          f" name and that it is on the path (the current folder is)") from None
-    fn = getattr(module, fn_name, None)
-    if not callable(fn):
+    if not hasattr(module, fn_name):
         raise UsageError(f"{what} {ref!r}: module {mod_name!r} has no function {fn_name!r}")
+    fn = getattr(module, fn_name)
+    if not callable(fn):
+        raise UsageError(f"{what} {ref!r}: {mod_name}.{fn_name} is a {type(fn).__name__}, not a function")
     return fn
 
 
@@ -95,6 +97,7 @@ class Staging:
         self.refs = {"pre": pre_ref, "post": post_ref}
         self.times: list[tuple[int, int, int]] = []
         self.input_names: list[str] = []
+        self.input_ranks: dict[str, int] = {}
 
     def _feeds(self, raw: Any) -> Any:
         """``pre(raw)`` as the model's feeds (one array -> the only input); its failure as PreFailed."""
@@ -102,12 +105,21 @@ class Staging:
             feeds = self.pre(raw)  # type: ignore[misc]
         except Exception as e:  # noqa: BLE001
             raise PreFailed(f"--pre {self.refs['pre']} raised {type(e).__name__}: {e}") from e
-        if isinstance(feeds, dict):
-            return feeds
-        if len(self.input_names) == 1:
-            return {self.input_names[0]: feeds}
-        raise PreFailed(f"--pre {self.refs['pre']} returned {type(feeds).__name__}: a model with inputs"
-                        f" {self.input_names} needs a dict of them")
+        if not isinstance(feeds, dict):
+            if len(self.input_names) != 1 or not hasattr(feeds, "shape"):
+                raise PreFailed(f"--pre {self.refs['pre']} returned {type(feeds).__name__}: return a dict of"
+                                f" {self.input_names} -> arrays (or one array for a one-input model)")
+            feeds = {self.input_names[0]: feeds}
+        if set(feeds) != set(self.input_names):
+            raise PreFailed(f"--pre {self.refs['pre']} returned feeds for {sorted(feeds)}: the model's inputs are"
+                            f" {self.input_names}")
+        for k, v in feeds.items():
+            rank = self.input_ranks.get(k)
+            if not hasattr(v, "shape") or (rank is not None and len(v.shape) != rank):
+                got = f"shape {list(v.shape)}" if hasattr(v, "shape") else type(v).__name__
+                raise PreFailed(f"--pre {self.refs['pre']} returned {got} for input {k!r}: it takes a"
+                                f" {rank}-d array")
+        return feeds
 
     def wrap(self, run: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """The staged call: ``post(run(pre(raw)))``, each part timed."""

@@ -15,7 +15,7 @@ Definitions (a stage ``s`` with ``w_s`` workers, window ``T`` = the measurement 
   the difference between the producer's and the consumer's per-item service time (mean service / workers).
 - workers: for a target cycle time C, w_s = ceil(S_s / C); C is the smallest cycle the machine's effective
   CPUs sustain: sum_s S_s * cores_s / C <= CPUs (cores_s: CPU time per wall time of the stage, x intra-op
-  threads for a model), and no CPU-bound stage gets more busy workers than CPUs.
+  threads for a model), and no CPU-bound stage gets more busy workers than CPUs (a waiting one, at most 4 x CPUs).
 """
 
 from __future__ import annotations
@@ -74,15 +74,19 @@ def stage_figures(tr: Trace, s: int) -> dict[str, Any]:
     """One stage's block of ``metrics.stages`` (see docs/results-schema.md, "pipeline")."""
     name, w = tr.stages[s], tr.workers[s]
     t0, t1 = tr.t0_ns, tr.t_end_ns
-    ran = [r for r in tr.items if r.start[s] >= 0 and r.measured]
+    ran = [r for r in tr.items if r.start[s] >= 0 and r.end[s] >= 0 and r.measured]
     service = [r.end[s] - r.start[s] for r in ran]
     waits = [r.deq[s] - r.enq[s] for r in ran if r.enq[s] >= 0]
     handover = [r.handover[s] for r in ran if r.error is None or r.error[0] != name]
     hop = [r.out[s] - r.end[s] for r in ran if r.out[s] >= 0 and (r.error is None or r.error[0] != name)]
     busy = cpu = 0.0  # inside the window, warm-up and drain items included (an item's CPU pro rata)
+    stuck = 0
     for r in tr.items:
         a, b = r.start[s], r.end[s]
-        if a >= 0 and b > a:
+        if a >= 0 and b < 0:  # still in service when the run ended: busy to the end of the window
+            stuck += 1
+            busy += max(0, t1 - max(a, t0))
+        elif a >= 0 and b > a:
             inside = max(0, min(b, t1) - max(a, t0))
             busy += inside
             cpu += r.cpu[s] * inside / (b - a)
@@ -105,7 +109,8 @@ def stage_figures(tr: Trace, s: int) -> dict[str, Any]:
         "starved_s": sum(tr.starved_ns[s]) / 1e9, "blocked_s": sum(tr.blocked_ns[s]) / 1e9,
         "cpu_per_wall": (sum(r.cpu[s] for r in ran) / sum(service)) if sum(service) else None, "cpu_cores": cpu / win,
         "capacity_items_per_s": (w * 1e9 / mean_service) if mean_service else None,
-        "errors": {"count": sum(errors.values()), "by_kind": errors},
+        "errors": {"count": sum(errors.values()), "by_kind": errors, "first": tr.first_errors.get(name)},
+        "in_service_at_end": stuck,
         "rejected": sum(1 for r in tr.items if r.rejected == name and r.measured),
         "queue": {"size": size, "policy": tr.policies[s],
                   "share_full": None if size is None else _share_at_least(tr.queue_events[s], tr.t0_ns, tr.t_end_ns, size),
@@ -190,7 +195,7 @@ def buffer_advice(stages: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
         elif q["max"] < size and size > rule:
             text = f"never more than {q['max']} of {size}: {rule} (the rule) holds the same"
         else:
-            text = f"size {size} vs the rule's {rule}: keep {max(rule, min(size, q['p95'] + 1))}"
+            text = f"size {size}, it held up to {q['max']} (p95 {q['p95']}); the rule gives {rule}"
         out[n] = {"size": size, "needed_max": q["max"], "needed_p95": q["p95"], "latency_gap_ms": gap,
                   "slowest_stage_ms": slowest, "rule_size": rule, "advice": text}
     return out
@@ -211,7 +216,7 @@ def worker_advice(service_s: dict[str, float], cores: dict[str, float], cpus: in
     if not service_s:
         return {"workers": {}, "cycle_ms": None, "items_per_s": None, "limited_by": None}
     t_cpu = sum(service_s[n] * cores[n] for n in service_s) / max(1, cpus)
-    cap = {n: max(1, min(32, math.floor(cpus / max(cores[n], 1e-3)))) for n in service_s}
+    cap = {n: max(1, min(4 * cpus, math.floor(cpus / max(cores[n], 1e-3)))) for n in service_s}
     t_stage = {n: service_s[n] / cap[n] for n in service_s}
     worst = max(t_stage, key=t_stage.__getitem__)
     cycle = max(t_cpu, t_stage[worst])

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RuntimeFailure
+from ..errors import RuntimeFailure, UsageError
 from .trace import ItemRecord, Trace
 
 _POLL_S = 0.05
@@ -70,6 +70,7 @@ class _Run:
         self.captured: list[list[Any]] = [[] for _ in stages]
         self.keep_outputs = keep_outputs
         self.slots: threading.Semaphore | None = None
+        self.capture_errors: dict[str, str] = {}
         self.waits: list[list[list[tuple[int, int]]]] = [[[] for _ in st.workers] for st in stages]  # get waits
         self.blocks: list[list[list[tuple[int, int]]]] = [[[] for _ in st.workers] for st in stages]  # put waits
 
@@ -131,13 +132,19 @@ class _Run:
             self.trace.queue_events[s].append((t_deq, -1))
             waits.append((t_wait, t_deq))
             if self.capture and not rec.measured and len(self.captured[s]) < self.capture:
-                self.captured[s].append(copy.deepcopy(payload))
+                try:
+                    self.captured[s].append(copy.deepcopy(payload))
+                except Exception as e:  # noqa: BLE001 - an item that cannot be copied: no standalone run
+                    self.capture_errors.setdefault(st.name, f"{type(e).__name__}: {e}")
+            rec.deq[s] = rec.start[s] = t_deq  # in service from now (a stage that never returns stays busy)
+            rec.worker[s] = w
             c = call(payload)
             t_ret = _now()
             rec.deq[s], rec.start[s], rec.end[s] = t_deq, c.start_ns, c.end_ns
             rec.cpu[s], rec.handover[s], rec.worker[s] = c.cpu_ns, c.handover_ns, w
             if c.error is not None:
                 rec.error = (st.name, c.error.kind)
+                self.trace.first_errors.setdefault(st.name, str(c.error))
                 rec.out[s] = t_ret
                 if self.fail_fast and self.failure is None:
                     self.failure = f"stage {st.name!r} failed on item {rec.index}: {c.error} (--fail-fast)"
@@ -146,7 +153,7 @@ class _Run:
                 continue
             if last:
                 rec.out[s] = rec.done_ns = t_ret
-                if len(self.trace.outputs) < self.keep_outputs:
+                if rec.measured and len(self.trace.outputs) < self.keep_outputs:
                     self.trace.outputs.append(c.item)
                 self.finish(rec)
                 continue
@@ -276,15 +283,24 @@ def run(stages: list[StageRuntime], items: Iterator[Any], *, sizes: list[int | N
         t.join(timeout=2.0)
     tr.t_end_ns = max(t_stop, tr.t0_ns + 1)
     r.starved()
+    tr.capture_errors = dict(r.capture_errors)
     if r.failure:
         raise RuntimeFailure(r.failure)
     return tr, r.captured
 
 
 def cycle(items: list[Any]) -> Iterator[Any]:
-    """An endless iterator over ``items``, each yielded as a deep copy (stages may change items in place)."""
+    """An endless iterator over ``items``, each yielded as a deep copy (stages may change items in place).
+
+    Raises:
+        UsageError: an item that cannot be deep-copied (the source must yield plain data).
+    """
     for x in itertools.cycle(items):
-        yield copy.deepcopy(x)
+        try:
+            yield copy.deepcopy(x)
+        except Exception as e:  # noqa: BLE001 - the user's item
+            raise UsageError(f"a source item ({type(x).__name__}) cannot be copied ({type(e).__name__}: {e}):"
+                             f" the source must yield plain data (bytes, arrays, dicts, lists)") from None
 
 
 __all__ = ["StageRuntime", "StopRule", "cycle", "run"]

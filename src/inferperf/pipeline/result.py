@@ -18,6 +18,7 @@ import numpy as np
 
 from .._version import __version__
 from ..config import ValidityOptions
+from ..errors import RuntimeFailure
 from ..measure.facts import model_sha256
 from ..measure.validity import verdict
 from ..results.io import case_key
@@ -47,14 +48,29 @@ def _plain(x: Any, depth: int = 0) -> Any:
     return type(x).__name__
 
 
-def _check(check: Any, outputs: list[Any]) -> dict[str, Any] | None:
-    """Apply the pipeline's ``check`` (final item -> {name: number}) to the kept outputs: mean and min."""
+def _check(check: Any, outputs: list[Any], notes: list[str]) -> dict[str, Any] | None:
+    """Apply the pipeline's ``check`` (final item -> {name: number}) to the kept outputs: mean and min.
+
+    A check that raises or returns something else is noted and gives no accuracy block: the measurement
+    itself stands.
+    """
     if check is None or not outputs:
         return None
     vals: dict[str, list[float]] = {}
+    name = getattr(check, "__name__", "check")
     for item in outputs:
-        for k, v in (check(item) or {}).items():
-            vals.setdefault(str(k), []).append(float(v))
+        try:
+            got = check(item) or {}
+            if not isinstance(got, dict):
+                raise TypeError(f"returned {type(got).__name__}, not a dict of numbers")
+            for k, v in got.items():
+                vals.setdefault(str(k), []).append(float(v))
+        except Exception as e:  # noqa: BLE001 - the user's check
+            notes.append(f"check {name} failed ({type(e).__name__}: {e}): no accuracy figures; fix the check"
+                         f" (final item -> {{name: number}})")
+            return None
+    if not vals:
+        return None
     return {"items": len(outputs), "mean": {k: float(np.mean(v)) for k, v in vals.items()},
             "min": {k: float(np.min(v)) for k, v in vals.items()}}
 
@@ -148,8 +164,10 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
         cores[n] = min(1.0, max(0.05, cpw if cpw is not None else 1.0)) * (threads if f["kind"] == "model" else 1)
     workers = an.worker_advice(service, cores, cpus)
     changed = {n: w for n, w in workers["workers"].items() if w != stages[n]["workers"]}
-    workers["rerun"] = " ".join(f"--workers {n}={w}" for n, w in changed.items())
-    if changed:
+    gil = [n for n, f in stages.items() if f["gil"] and f["gil"]["limited"]]
+    workers["rerun"] = " ".join([*(f"--workers {n}={w}" for n, w in changed.items()),
+                                 *(f"--executor {n}=processes" for n in gil)])
+    if changed or gil:
         notes.append(f"workers that balance the stages on {cpus} CPUs: {workers['rerun']} (about"
                      f" {workers['items_per_s']:.3g} items/s; rerun to check)")
     for n, f in stages.items():
@@ -162,6 +180,15 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
             notes.append(f"stage {n!r} failed on {f['errors']['count']} item(s): {f['errors']['by_kind']}")
         if f["rejected"]:
             notes.append(f"queue before {n!r} (policy reject) refused {f['rejected']} item(s)")
+    for n, f in stages.items():
+        if f["in_service_at_end"]:
+            notes.append(f"stage {n!r}: {f['in_service_at_end']} item(s) still in service when the run ended (stuck,"
+                         f" or slower than --drain-timeout-s): counted busy to the end of the window")
+    for n, why in tr.capture_errors.items():
+        notes.append(f"stage {n!r}: its inputs cannot be copied ({why}): not measured alone")
+    if rate and x < 0.95 * rate:
+        notes.append(f"overloaded: {x:.3g} items/s completed of the {rate:g}/s offered; queues grow and latency with"
+                     f" them for as long as the run lasts")
     if tr.incomplete:
         notes.append(f"{tr.incomplete} item(s) still in flight at the drain deadline: counted incomplete")
     summary = {"name": spec.name, "bottleneck": name, "bottleneck_reason": why, "twice_as_fast": faster,
@@ -199,13 +226,22 @@ def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos
         kind = f"{r.error[0]}:{r.error[1]}" if r.error else (f"{r.rejected}:rejected" if r.rejected else None)
         if kind:
             errors[kind] = errors.get(kind, 0) + 1
+    if not lat and errors:
+        first = next(iter(tr.first_errors.items()), None)
+        where = f"; the first, in stage {first[0]!r}: {first[1]}" if first else ""
+        raise RuntimeFailure(f"every measured item failed ({', '.join(f'{k} x{v}' for k, v in errors.items())}){where}")
+    accuracy = _check(check, tr.outputs, notes)
     vopt = ValidityOptions()
     n_win = min(vopt.n_windows, len(lat) // 5)
     span = max([tr.window_ns, *(o + v for o, v in zip(offs, lat))])  # the drain's completions too
     wins = windows(offs, lat, span, n_win) if n_win >= 1 else []
-    valid, reasons, vnotes = verdict(len(lat), tr.window_ns / 1e9, opts.stop.min_items, opts.stop.min_duration_s,
-                                     opts.stop.max_duration_s, [w["p50_ms"] for w in wins if w["count"]],
-                                     vopt.max_window_cv_percent, vopt.min_windows, sum(errors.values()))
+    valid, reasons, vnotes = verdict(len(tr.measured()), tr.window_ns / 1e9, opts.stop.min_items,
+                                     opts.stop.min_duration_s, opts.stop.max_duration_s,
+                                     [w["p50_ms"] for w in wins if w["count"]], vopt.max_window_cv_percent,
+                                     vopt.min_windows, sum(errors.values()))  # the stop rule counts items sent
+    reasons = [x.replace("queries", "items").replace("--iterations", "--items") for x in reasons]
+    if not lat:
+        reasons.insert(0, "no item completed")
     if tr.incomplete:
         valid, reasons = False, [*reasons, f"{tr.incomplete} item(s) did not finish by the drain deadline"]
     open_loop = tr.mode == "open"
@@ -238,7 +274,7 @@ def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos
         resources=Resources(cpu_percent_mean=100.0 * summary["cpu_cores_used"] if summary["cpu_cores_used"] is not None
                             else None, rss_peak_bytes=rss),
         errors=ErrorCounts(count=sum(errors.values()), by_kind=errors),
-        accuracy=_check(check, tr.outputs),
+        accuracy=accuracy,
         client={"send_lag_ms": latency_summary(tr.send_lag_ns) if tr.send_lag_ns else None} if open_loop else None,
         stages=stages)  # fmt: skip
     return Result(

@@ -106,9 +106,12 @@ def source_items(spec: PipelineSpec, pool_size: int) -> list[Any]:
         gen = resolve_callable(src.generator, spec.base_dir, "source generator")
         try:
             it = iter(gen(**src.args))
-            items = [x for _, x in zip(range(pool_size), it)]
         except TypeError as e:
             raise UsageError(f"source generator {src.generator!r}: {e}: check 'args' in the pipeline file") from None
+        try:
+            items = [x for _, x in zip(range(pool_size), it)]
+        except Exception as e:  # noqa: BLE001 - the user's generator
+            raise UsageError(f"source generator {src.generator!r} raised {type(e).__name__}: {e}") from None
         if not items:
             raise UsageError(f"source generator {src.generator!r} yielded no items")
         return items
@@ -199,17 +202,21 @@ def measure(stages: Stages, spec: PipelineSpec, items: list[Any], opts: Pipeline
                warmup=n_warm, capture=capture, cpu_probe=_process_cpu_s)
 
 
-def standalone(stages: Stages, captured: list[list[Any]], seconds: float) -> dict[str, dict[str, Any]]:
+def standalone(stages: Stages, captured: list[list[Any]], seconds: float,
+               limits: StopRule | None = None) -> dict[str, dict[str, Any]]:
     """Each stage alone, same workers, on copies of the inputs it received in the warm-up: items/s, mean
-    service (ms), CPU per wall time. A stage that received nothing is left out."""
+    service (ms), CPU per wall time. A stage that received nothing is left out. ``limits``: the run's
+    ``max_duration_s`` and ``drain_timeout_s`` cap each standalone run too."""
     out: dict[str, dict[str, Any]] = {}
+    lim = limits or StopRule()
     for st, inputs in zip(stages.runtimes, captured, strict=True):
         if not inputs:
             continue
         w = len(st.workers)
         tr, _ = run([st], cycle(inputs), sizes=[None], policies=["block"], concurrency=2 * w,
-                    stop=StopRule(min_items=max(2 * w, 5), min_duration_s=seconds, max_duration_s=max(4 * seconds, 10),
-                                  drain_timeout_s=60.0))
+                    stop=StopRule(min_items=max(2 * w, 5), min_duration_s=seconds,
+                                  max_duration_s=min(max(4 * seconds, 10), lim.max_duration_s),
+                                  drain_timeout_s=lim.drain_timeout_s))
         fig = an.stage_figures(tr, 0)
         out[st.name] = {"items_per_s": tr.throughput(), "items": tr.completions_in_window(), "workers": w,
                         "service_ms_mean": fig["service_ms"]["mean"] if fig["service_ms"] else None,
@@ -243,7 +250,7 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
     prog = (lambda phase: (lambda n: on_progress(phase, n))) if on_progress else (lambda phase: None)
     with Stages(spec) as stages:
         trace, captured = measure(stages, spec, items, opts, on_progress=prog("measure"), capture=CAPTURE)
-        alone = standalone(stages, captured, opts.standalone_s) if opts.standalone else {}
+        alone = standalone(stages, captured, opts.standalone_s, opts.stop) if opts.standalone else {}
         main = assemble(trace, spec, opts, system, stages.infos, alone, check=check, command=command, source=source)
         results = [main]
         rule = {n: b["rule_size"] for n, b in main.run["pipeline"]["buffers"].items()}
@@ -290,6 +297,8 @@ def parse_queue_sizes(text: str) -> list[int | str]:
         UsageError: an entry that is neither an integer >= 1 nor one of the two words.
     """
     out: list[int | str] = []
+    if not text.strip(", "):
+        raise UsageError("--queue-sizes is empty: list sizes, e.g. 2,recommended,unbounded")
     for part in (p.strip() for p in text.split(",") if p.strip()):
         if part in ("recommended", "unbounded"):
             out.append(part)

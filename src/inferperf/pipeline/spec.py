@@ -88,7 +88,7 @@ class StageSpec(_Spec):
     session: dict[str, Any] = Field(default_factory=dict)
     input: str | None = None
     output: str | None = None
-    workers: int = Field(default=1, ge=1)
+    workers: int = Field(default=1, ge=1, strict=True)
     executor: Executor = "threads"
     after: str | None = None
     queue: QueueSpec | None = None
@@ -216,6 +216,8 @@ def load(path: str | Path) -> PipelineSpec:
         mark = getattr(e, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""
         raise UsageError(f"{p}: not valid YAML{at}: {getattr(e, 'problem', None) or e}") from None
+    if isinstance(doc, dict) and "name" not in doc:
+        doc = {"name": p.stem, **doc}
     return parse(doc, str(p), p.parent.resolve())
 
 

@@ -65,6 +65,8 @@ class Trace:
         incomplete: items still in flight at the drain deadline.
         outputs: the last stage's items of the first measured items (for the check and the Result).
         cpu_s: CPU seconds this process and its stage processes used in the window (None: unknown).
+        first_errors: per stage, the first error's ``Kind: message``; capture_errors: stages whose warm-up
+            inputs could not be copied (no standalone run for them).
     """
 
     stages: list[str]
@@ -86,6 +88,8 @@ class Trace:
     incomplete: int = 0
     outputs: list[Any] = field(default_factory=list)
     cpu_s: float | None = None
+    first_errors: dict[str, str] = field(default_factory=dict)
+    capture_errors: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = len(self.stages)

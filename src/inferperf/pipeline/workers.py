@@ -68,8 +68,11 @@ def build_stage(stage: StageSpec, base_dir: str | Path) -> tuple[Callable[[Any],
     settings = {**MODEL_DEFAULTS, **stage.session}
     try:
         opts = SessionOptions(**settings)
-    except Exception as e:  # noqa: BLE001 - pydantic's message, one line
-        raise UsageError(f"stage {stage.name!r}: session settings {settings}: {str(e).splitlines()[-1].strip()}") from None
+    except Exception as e:  # noqa: BLE001 - pydantic's first error, one line
+        errs = e.errors() if hasattr(e, "errors") else []
+        what = (f"{'.'.join(map(str, errs[0]['loc']))}: {errs[0]['msg']}" if errs else str(e).splitlines()[0])
+        raise UsageError(f"stage {stage.name!r}: session setting {what}: use ONNX Runtime's SessionOptions names"
+                         f" (intra_op_num_threads, execution_mode, ...) or session_config") from None
     backend = create_backend(stage.backend, opts)
     backend.load(Path(resolve(model_path(stage.model or "", base_dir))))
     run = backend.runner()
@@ -80,6 +83,8 @@ def build_stage(stage: StageSpec, base_dir: str | Path) -> tuple[Callable[[Any],
         """Feed ``item[input]`` (an array for the only input, or a dict of feeds) and store the outputs."""
         if not isinstance(item, dict):
             raise TypeError(f"model stage {name!r} needs dict items, got {type(item).__name__}")
+        if key_in not in item:
+            raise KeyError(f"model stage {name!r}: the item has no key {key_in!r} (keys: {sorted(map(str, item))})")
         x = item[key_in]
         feeds = x if isinstance(x, dict) else {names[0]: x}
         if any(getattr(v, "shape", (1,))[:1] == (0,) for v in feeds.values()):
