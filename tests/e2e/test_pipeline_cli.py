@@ -166,8 +166,12 @@ def test_bench_pre_returning_the_wrong_feeds_names_the_pre_function(tmp_path):
     (tmp_path / "wp.py").write_text("import numpy as np\ndef gen():\n    yield 1\n"
                                     "def none(x):\n    return None\n"
                                     "def key(x):\n    return {'y': np.zeros((1, 3, 32, 32), np.float32)}\n"
-                                    "def rank(x):\n    return np.zeros((1, 3, 7), np.float32)\n")
+                                    "def rank(x):\n    return np.zeros((1, 3, 7), np.float32)\n"
+                                    "def dims(x):\n    return np.zeros((1, 3, 16, 16), np.float32)\n"
+                                    "def dtype(x):\n    return np.zeros((1, 3, 32, 32), np.int64)\n")
     for fn, needle in (("none", "returned NoneType"), ("key", "feeds for ['y']: the model's inputs are ['x']"),
-                       ("rank", "returned shape [1, 3, 7] for input 'x': it takes a 4-d array")):
+                       ("rank", "returned shape [1, 3, 7] for input 'x': it takes a 4-d array"),
+                       ("dims", "dim 2 must be 32"), ("dtype", "returned int64 for input 'x': the model takes float32")):
         p = _in(tmp_path, "bench", "zoo:tiny-cnn", "--pre", f"wp:{fn}", "--pre-input", "wp:gen", "--iterations", "5")
-        assert p.returncode == 1 and needle in p.stderr and "--shape" not in p.stderr, p.stderr
+        assert p.returncode == 2 and needle in p.stderr and "--shape" not in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1

@@ -173,7 +173,7 @@ def _workload(cfg: BenchConfig, sessions: Any, plan: Any, system: Any, staging: 
     from ..workload.data import Workload
 
     staging.input_names = [t.name for t in sessions.inputs]
-    staging.input_ranks = {t.name: len(t.shape) for t in sessions.inputs}
+    staging.inputs = {t.name: t for t in sessions.inputs}
     return Workload(shapes={}, dtypes={}, feeds=list(staging.items), batch_size=1, data_source=staging.source)
 
 

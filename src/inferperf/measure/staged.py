@@ -31,6 +31,10 @@ class PreFailed(RuntimeFailure):
     """The ``--pre`` function raised on an item (counted per query under this kind)."""
 
 
+class BadFeeds(UsageError):
+    """The ``--pre`` function returned feeds the model cannot take (type, names, rank, dtype, fixed dims): exit 2."""
+
+
 class PostFailed(RuntimeFailure):
     """The ``--post`` function raised on a model's outputs (counted per query under this kind)."""
 
@@ -97,7 +101,7 @@ class Staging:
         self.refs = {"pre": pre_ref, "post": post_ref}
         self.times: list[tuple[int, int, int]] = []
         self.input_names: list[str] = []
-        self.input_ranks: dict[str, int] = {}
+        self.inputs: dict[str, Any] = {}  # input name -> TensorInfo (dtype, declared shape)
 
     def _feeds(self, raw: Any) -> Any:
         """``pre(raw)`` as the model's feeds (one array -> the only input); its failure as PreFailed."""
@@ -105,20 +109,30 @@ class Staging:
             feeds = self.pre(raw)  # type: ignore[misc]
         except Exception as e:  # noqa: BLE001
             raise PreFailed(f"--pre {self.refs['pre']} raised {type(e).__name__}: {e}") from e
+        ref = self.refs["pre"]
         if not isinstance(feeds, dict):
             if len(self.input_names) != 1 or not hasattr(feeds, "shape"):
-                raise PreFailed(f"--pre {self.refs['pre']} returned {type(feeds).__name__}: return a dict of"
-                                f" {self.input_names} -> arrays (or one array for a one-input model)")
+                raise BadFeeds(f"--pre {ref} returned {type(feeds).__name__}: return a dict of"
+                               f" {self.input_names} -> arrays (or one array for a one-input model)")
             feeds = {self.input_names[0]: feeds}
         if set(feeds) != set(self.input_names):
-            raise PreFailed(f"--pre {self.refs['pre']} returned feeds for {sorted(feeds)}: the model's inputs are"
-                            f" {self.input_names}")
+            raise BadFeeds(f"--pre {ref} returned feeds for {sorted(feeds)}: the model's inputs are {self.input_names}")
         for k, v in feeds.items():
-            rank = self.input_ranks.get(k)
-            if not hasattr(v, "shape") or (rank is not None and len(v.shape) != rank):
-                got = f"shape {list(v.shape)}" if hasattr(v, "shape") else type(v).__name__
-                raise PreFailed(f"--pre {self.refs['pre']} returned {got} for input {k!r}: it takes a"
-                                f" {rank}-d array")
+            info = self.inputs.get(k)
+            if not hasattr(v, "shape") or not hasattr(v, "dtype"):
+                raise BadFeeds(f"--pre {ref} returned {type(v).__name__} for input {k!r}: return a numpy array")
+            if info is None:
+                continue
+            if len(v.shape) != len(info.shape):
+                raise BadFeeds(f"--pre {ref} returned shape {list(v.shape)} for input {k!r}: it takes a"
+                               f" {len(info.shape)}-d array {info.shape}")
+            fixed = [(i, d) for i, d in enumerate(info.shape) if isinstance(d, int) and d > 0 and v.shape[i] != d]
+            if fixed:
+                raise BadFeeds(f"--pre {ref} returned shape {list(v.shape)} for input {k!r}: dim {fixed[0][0]} must be"
+                               f" {fixed[0][1]} (the model declares {info.shape})")
+            if str(v.dtype) != info.dtype:
+                raise BadFeeds(f"--pre {ref} returned {v.dtype} for input {k!r}: the model takes {info.dtype}"
+                               f" (convert with .astype(np.{info.dtype}))")
         return feeds
 
     def wrap(self, run: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -191,4 +205,4 @@ def make_staging(pre: str | None, post: str | None, pre_input: str | None, pool_
     return Staging(fn_pre, fn_post, items=items, source=source, pre_ref=pre, post_ref=post)
 
 
-__all__ = ["PostFailed", "PreFailed", "Staging", "make_staging", "raw_items", "resolve_callable"]
+__all__ = ["BadFeeds", "PostFailed", "PreFailed", "Staging", "make_staging", "raw_items", "resolve_callable"]
