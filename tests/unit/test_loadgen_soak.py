@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
+import numpy as np
 import pytest
 
 from inferperf.cli import main
@@ -39,6 +43,40 @@ def test_growth_per_request_flagged() -> None:
 def test_flat_and_sawtooth_not_flagged() -> None:
     assert _run(0.0)["verdict"] == "no leak"
     assert _run(0.0, sawtooth=True)["verdict"] == "no leak"
+
+
+def _slow_source(clock: FakeClock, loop_thread: int, scrape_s: float = 0.150):
+    """An RSS source that takes ``scrape_s`` of (fake) wall time, as a blocking urlopen of /metrics does.
+
+    Called on the event loop's thread it blocks the loop: time passes and nothing else runs (the clock
+    jumps). Called from another thread it waits until the loop's clock has passed ``scrape_s`` (the loop keeps
+    running meanwhile); bounded by 2 s of real time so a finished loop cannot hang it.
+    """
+
+    def read() -> float:
+        if threading.get_ident() == loop_thread:
+            clock.advance_ns(round(scrape_s * 1e9))
+        else:
+            until, deadline = clock.now_ns() + round(scrape_s * 1e9), time.monotonic() + 2.0
+            while clock.now_ns() < until and time.monotonic() < deadline:
+                time.sleep(0.0005)
+        return 100e6
+
+    return read
+
+
+def test_slow_rss_source_does_not_move_latency() -> None:
+    """Issue 23 item 8: a 150 ms scrape ran on the generator's loop and was charged to the server (the
+    requests in flight then took 170 ms); off the loop every request takes exactly the service time."""
+    clock = FakeClock()
+    server = SimulatedServer(clock, service_s=0.020, slots=4)
+    rss = _slow_source(clock, threading.get_ident())
+    s, _ = run_fake(clock, lambda: soak_samples(server, Closed(4), soak_s=30.0, interval_s=1.0, warmup_s=0.5,
+                                                rss=rss, clock=clock), timeout_s=600.0)  # fmt: skip
+    m = s.measured() & (s.error == 0)
+    lat_ms = (s.done_ns[m] - s.scheduled_ns[m]) / 1e6
+    assert m.sum() > 1000
+    assert np.max(lat_ms) == pytest.approx(20.0, abs=1e-6)
 
 
 def test_parse_rss() -> None:

@@ -78,8 +78,14 @@ def psutil_rss(pid: int) -> RssSource:
 
 
 async def _sample_rss(source: RssSource, interval_s: float, clock: Any, out: list[tuple[int, float]]) -> None:
+    """Read ``source`` every ``interval_s`` and append ``(ns when read, bytes)`` to ``out``.
+
+    The source blocks (an HTTP scrape of ``/metrics`` up to its timeout, a psutil read), so it runs in a
+    worker thread (:func:`asyncio.to_thread`): the event loop keeps sending and timing requests meanwhile,
+    and a slow scrape is never charged to the server's latency.
+    """
     while True:
-        v = source()
+        v = await asyncio.to_thread(source)
         if v is not None:
             out.append((clock.now_ns(), v))
         await asyncio.sleep(interval_s)
