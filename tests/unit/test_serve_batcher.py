@@ -408,3 +408,84 @@ def test_a_request_queued_past_its_deadline_gets_504_at_the_deadline_and_never_r
     assert all(60 <= t < 1000 for t in failed_at), failed_at  # at their deadline (arrival ~10 ms + 60 ms), bounded
     assert max(failed_at) <= released_at  # before the instance freed up
     assert rejected == ["timeout", "timeout"]
+
+
+def _slow_check(clock: FakeClock, took_ns: int, away: bool) -> Callable[[], Awaitable[bool]]:
+    """A disconnect check that answers ``away``, taking ``took_ns`` of fake time the first time, none after."""
+    calls = [0]
+
+    async def ask() -> bool:
+        calls[0] += 1
+        if calls[0] == 1:
+            await asyncio.sleep(took_ns / 1e9)
+        return away
+
+    return ask
+
+
+def _run_deadline_race(second_away: bool, cancel_first_at_ns: int | None = None) -> tuple[Recorder, list[Any],
+                                                                                           list[int], Any]:
+    """50 ms queue delay, 60 ms deadline: request 0 at t=0 (no client check), request 1 at 10 ms whose client
+    check takes 15 ms the first time and answers ``second_away``. The batch forms at 50 ms; the check runs 50-65 ms, and request
+    0's deadline (60 ms) passes in it. Optionally request 0's caller is cancelled mid-check."""
+    clock = FakeClock(0)
+    rec = Recorder(clock)
+    obs = CountingObserver()
+    ended_at: list[int] = [0, 0]
+
+    async def main() -> list[Any]:
+        b = DynamicBatcher("m", BatchPolicy(max_batch_size=8, dynamic=True, max_queue_delay_ns=50 * MS),
+                           rec.execute, 1, 0, clock, obs, timeout_ms=60)
+        b.start()
+
+        async def one(i: int, at_ns: int, **kw: Any) -> Any:
+            await asyncio.sleep(at_ns / 1e9)
+            try:
+                return await b.submit(req(clock, i, **kw))
+            finally:
+                ended_at[i] = clock.now_ns()
+
+        tasks = [asyncio.ensure_future(one(0, 0)),
+                 asyncio.ensure_future(one(1, 10 * MS, is_disconnected=_slow_check(clock, 15 * MS, second_away)))]
+        if cancel_first_at_ns is not None:
+            await asyncio.sleep(cancel_first_at_ns / 1e9)
+            tasks[0].cancel()
+        out = await asyncio.gather(*tasks, return_exceptions=True)
+        await b.close()
+        return out
+
+    out = run_fake(clock, main)
+    return rec, out, ended_at, obs
+
+
+def test_a_deadline_passing_while_the_batch_is_checked_fails_the_request_then_not_later() -> None:
+    """Request 0's deadline (60 ms) passes while request 1's client is asked (50-65 ms) and that client is gone:
+    request 0 gets 504 at 60 ms and never runs (before: re-queued, it ran at 65 ms without its deadline)."""
+    from inferperf.serve.errors import QueueTimeout
+
+    rec, out, ended_at, obs = _run_deadline_race(second_away=True)
+    assert isinstance(out[0], QueueTimeout) and isinstance(out[1], Cancelled)
+    assert ended_at[0] == 60 * MS
+    assert rec.calls == []  # the model never saw either
+    assert obs.rejected_reasons == ["timeout"] and obs.cancelled_n == 1 and obs.depth == 0
+
+
+def test_a_deadline_passing_while_the_batch_is_checked_re_forms_the_batch_without_it() -> None:
+    """Request 1's client stays; request 0's deadline passes during the check: 504 at 60 ms, and request 1
+    runs alone once the check ends (65 ms), not with request 0 in its batch."""
+    from inferperf.serve.errors import QueueTimeout
+
+    rec, out, ended_at, obs = _run_deadline_race(second_away=False)
+    assert isinstance(out[0], QueueTimeout) and ended_at[0] == 60 * MS
+    assert out[1]["id"] == 1
+    assert [(t, ids) for t, _, _, ids in rec.calls] == [(65 * MS, [1])]
+    assert obs.rejected_reasons == ["timeout"] and obs.depth == 0
+
+
+def test_a_caller_cancelled_while_its_batch_is_checked_is_dropped_not_run() -> None:
+    """Request 0's handler is cancelled at 55 ms, mid-check: it is dropped (cancelled counter), and the model
+    runs request 1 alone at 65 ms."""
+    rec, out, _, obs = _run_deadline_race(second_away=False, cancel_first_at_ns=55 * MS)
+    assert isinstance(out[0], asyncio.CancelledError) and out[1]["id"] == 1
+    assert [(t, ids) for t, _, _, ids in rec.calls] == [(65 * MS, [1])]
+    assert obs.cancelled_n == 1 and obs.depth == 0 and obs.rejected_reasons == []

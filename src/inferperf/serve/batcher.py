@@ -25,6 +25,10 @@ queue (``max_queue_size`` applies) and the instances (``instance_count`` apply).
 beyond exactly ``max_queue_size`` waiting requests), the dispatcher task that
 forms a batch whenever an instance is free, dropping requests whose client
 went away before their batch runs, and handing each batch to ``execute``.
+Asking the clients takes time (an await per request): a request whose deadline
+passes, or whose caller is cancelled, while its batch is being asked is taken
+out then (504 / Cancelled at that moment), and the rest of the batch is formed
+again by the same rule.
 """
 
 from __future__ import annotations
@@ -250,6 +254,7 @@ class DynamicBatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._checking: set[Request] = set()  # taken from the queue, their clients being asked (see _check)
         self.dispatched: list[tuple[int, list[Request]]] = []  # (dispatch ns, batch): kept only when record=True
         self.record = False
 
@@ -326,29 +331,38 @@ class DynamicBatcher:
                 timer.cancel()
 
     def _expire(self, request: Request) -> None:
-        """The deadline of ``request`` came: if it still waits, take it out and fail it (504); if its batch
-        already runs, nothing happens."""
-        try:
-            self._queue.remove(request)
-        except ValueError:
+        """The deadline of ``request`` came: if it still waits (in the queue, or taken out while its batch is
+        checked for disconnects), take it out and fail it (504); if its batch already runs, nothing happens."""
+        if not self._take_out(request):
             return
         self._observer.request_dequeued(self.model)
         self._observer.rejected(self.model, "timeout")
         if not request.future.done():
             request.future.set_exception(QueueTimeout(self.model, self.timeout_ms))
+            request.future.exception()  # retrieved: the caller may be gone too
         assert self._wake is not None
         self._wake.set()
 
     def _drop_if_queued(self, request: Request) -> None:
-        try:
-            self._queue.remove(request)
-        except ValueError:
-            return  # already taken into a batch
+        if not self._take_out(request):
+            return  # already running in a batch
         self._observer.request_dequeued(self.model)
         self._observer.cancelled(self.model)
         _cancel_quietly(request.future, self.model)
         assert self._wake is not None
         self._wake.set()
+
+    def _take_out(self, request: Request) -> bool:
+        """Remove ``request`` from the waiting ones: the queue, or the batch being checked (the dispatcher then
+        leaves it out, its future being done). False when it waits no more (its batch runs, or it is answered)."""
+        if request in self._checking:
+            self._checking.discard(request)
+            return True
+        try:
+            self._queue.remove(request)
+        except ValueError:
+            return False
+        return True
 
     async def _dispatch_loop(self) -> None:
         assert self._wake is not None
@@ -370,30 +384,35 @@ class DynamicBatcher:
                     pass
                 continue
             batch = [self._queue.popleft() for _ in range(take)]
-            gone = await self._disconnected(batch)
-            if gone:
-                for req in reversed([r for r in batch if r not in gone]):
-                    self._queue.appendleft(req)  # re-form without them: same arrivals, same rule
+            kept = await self._check(batch)
+            if len(kept) < len(batch):
+                for req in reversed(kept):
+                    self._queue.appendleft(req)  # re-form without them: same arrivals, same rule, deadlines kept
                 continue
             self._launch(batch)
 
-    async def _disconnected(self, batch: list[Request]) -> list[Request]:
-        """Requests of ``batch`` whose client went away (their futures failed with Cancelled)."""
-        asks = [(r, r.is_disconnected) for r in batch if r.is_disconnected is not None or r.future.done()]
-        if not asks:
-            return []
-        gone = []
-        for req, ask in asks:
-            try:
-                away = req.future.done() or (ask is not None and await ask())
-            except Exception:
-                away = True
-            if away:
-                gone.append(req)
-                self._observer.request_dequeued(self.model)
-                self._observer.cancelled(self.model)
-                _cancel_quietly(req.future, self.model)
-        return gone
+    async def _check(self, batch: list[Request]) -> list[Request]:
+        """The requests of ``batch`` still to run: without those whose client went away (their futures fail with
+        Cancelled) and those whose deadline passed, or whose caller was cancelled, while the clients were being
+        asked (:meth:`_expire` / :meth:`_drop_if_queued` find them here, as they would in the queue)."""
+        self._checking.update(batch)
+        try:
+            for req in batch:
+                ask = req.is_disconnected
+                if ask is None or req not in self._checking:
+                    continue
+                try:
+                    away = await ask()
+                except Exception:
+                    away = True
+                if away and self._take_out(req):
+                    self._observer.request_dequeued(self.model)
+                    self._observer.cancelled(self.model)
+                    _cancel_quietly(req.future, self.model)
+        finally:
+            kept = [r for r in batch if r in self._checking]
+            self._checking.difference_update(batch)
+        return kept
 
     def _launch(self, batch: list[Request]) -> None:
         now = self._clock.now_ns()
