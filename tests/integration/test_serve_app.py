@@ -229,8 +229,8 @@ def _malformed() -> list[tuple[str, str, dict, bytes, int, str]]:
     ok = "/v2/models/echo/infer"
     pad = b" " * 5000
     return [
-        ("POST", "/v2/models/nope/infer", {}, good, 404, "unknown model 'nope'"),
-        ("POST", "/v2/models/echo/versions/9/infer", {}, good, 404, "no version '9'"),
+        ("POST", "/v2/models/nope/infer", {}, good, 404, "Request for unknown model: 'nope' is not found"),
+        ("POST", "/v2/models/echo/versions/9/infer", {}, good, 404, "Request for unknown model: 'echo' version 9 is not found"),
         ("GET", "/v2/nothing/here", {}, b"", 404, "no route"),
         ("GET", ok, {}, b"", 405, "not allowed"),
         ("POST", ok, {}, good + pad, 413, "over the limit"),

@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import RuntimeFailure
-from .errors import Cancelled, ServeError
+from .errors import Cancelled, ServeError, unknown_model, unknown_version
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .options import ConnectionLimits
 from .protocol import HEADER_LENGTH, ProtocolError, decode_request, encode_response
@@ -210,12 +210,13 @@ class ServeApp:
             raise _Unavailable(f"model '{name}' is being unloaded")
         model = self.models.get(name)
         if model is None:
-            raise _NotFound(f"unknown model '{name}': this server serves {sorted(self.models)}")
+            reason = self.control.reasons.get(name, "") if self.control is not None else ""
+            raise _NotFound(unknown_model(name, list(self.models), reason))
         version = request.path_params.get("model_version")
         if version is not None:
             model = self.versions[name].get(version)
             if model is None:
-                raise _NotFound(f"model '{name}' has no version '{version}': versions {sorted(self.versions[name], key=_version_order)}")
+                raise _NotFound(unknown_version(name, version, sorted(self.versions[name], key=_version_order)))
         return model
 
     async def _server_metadata(self, request: Request) -> Response:

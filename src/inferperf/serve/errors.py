@@ -12,6 +12,10 @@
     └── RuntimeFailure
         └── ModelExecutionError (500)  the runtime failed on the batch holding this request
 
+:func:`unknown_model` and :func:`unknown_version` word the 404 for a model or version not served as
+Triton does, since Triton's clients check the wording (its example clients test that the message starts
+with "Request for unknown model").
+
 ``ModelExecutionError`` is a :class:`inferperf.errors.RuntimeFailure`, so code
 that already handles runtime failures handles it too. The app answers with
 ``{"error": str(exc)}`` and ``exc.status`` (``Retry-After: exc.retry_after_s``
@@ -19,6 +23,8 @@ on 503s).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from inferperf.errors import InferperfError, RuntimeFailure
 
@@ -127,4 +133,23 @@ class ModelExecutionError(RuntimeFailure):
         self.detail = detail
 
 
-__all__ = ["Cancelled", "InvalidInput", "ModelExecutionError", "NotReady", "QueueFull", "QueueTimeout", "ServeError"]
+def unknown_model(name: str, served: Sequence[str], reason: str = "") -> str:
+    """The error for a request naming a model that is not served, worded as Triton's.
+
+    Triton (triton-inference-server/core, model_repository_manager.cc) answers "Request for unknown model:
+    'NAME' is not found", or "... 'NAME' has no available versions" for a model of the repository that is
+    not loaded; inferperf adds the models it serves, or why the model is unavailable (``reason``).
+    """
+    if reason:
+        return f"Request for unknown model: '{name}' has no available versions (UNAVAILABLE: {reason})"
+    return f"Request for unknown model: '{name}' is not found (this server serves {sorted(served)})"
+
+
+def unknown_version(name: str, version: str, versions: Sequence[str]) -> str:
+    """The error for a version not served, worded as Triton's ("Request for unknown model: 'NAME' version
+    V is not found", model_lifecycle.cc), with the versions served."""
+    return f"Request for unknown model: '{name}' version {version} is not found (versions {list(versions)})"
+
+
+__all__ = ["Cancelled", "InvalidInput", "ModelExecutionError", "NotReady", "QueueFull", "QueueTimeout", "ServeError", "unknown_model",
+           "unknown_version"]
