@@ -30,3 +30,37 @@ def test_every_command_names_every_flag_in_full_at_80_columns() -> None:
             for flag in [*param.opts, *param.secondary_opts]:
                 if flag.startswith("--"):
                     assert flag in text, f"inferperf {name} --help lost {flag}"
+
+
+def _help_texts() -> dict[str, str]:
+    group = typer.main.get_command(app)
+    ctx = group.make_context("inferperf", ["--help"], resilient_parsing=True)
+    out = {}
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        sub = cmd.make_context(name, [], parent=ctx, resilient_parsing=True, terminal_width=200, max_content_width=200)
+        out[name] = cmd.get_help(sub)
+    return out
+
+
+def test_help_texts_say_what_the_commands_do_now() -> None:
+    """Issue 24 item 15: a literal ``%%`` in load --help, "server: see load, later", bench --config without YAML,
+    report --help naming only four kinds of Result."""
+    texts = _help_texts()
+    for name, text in texts.items():
+        assert "%%" not in text, f"inferperf {name} --help shows a literal %%"
+        assert "later)" not in text, f"inferperf {name} --help promises a feature 'later'"
+    assert "95 % of" in " ".join(texts["load"].split())
+    assert ".yaml" in texts["bench"].split("--config")[1].split("--")[0]
+    words = " ".join(texts["report"].split())
+    for kind in ("bench", "sweep", "optimize", "runtime", "serve", "load", "tune", "profile", "pipeline"):
+        assert kind in words.split("Options:")[0], f"report --help does not name {kind} Results"
+
+
+def test_load_prints_no_table_header_before_an_input_error(tmp_path) -> None:
+    """Issue 24 item 15: the header came before the one-line input error."""
+    p = subprocess.run([sys.executable, "-m", "inferperf", "load", "http://127.0.0.1:9/", "--model", "m",
+                        "--concurrency", "1", "--duration-s", "1"], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, p.stderr
+    assert "unreachable" in p.stderr and "concurrency" not in p.stdout and "req/s" not in p.stdout

@@ -49,3 +49,18 @@ def test_test_extra_holds_every_extra_the_tests_ask_for():
     assert {"openvino", "torch"} <= asked
     assert asked <= installed, f"tests need extras the test extra lacks: {sorted(asked - installed)}"
     assert "pytest-timeout" in test_extra  # pyproject's per-test timeout needs it
+
+
+def test_readme_names_everything_ci_installs_beside_the_test_command():
+    """Issue 24 item 15: the README said CI "adds only Chromium" while .ci/run also installs the Triton clients,
+    Locust and PostgreSQL."""
+    ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if not ln.lstrip().startswith("#")]
+    steps = {"apt-get install": "Chromium", "install_triton_clients.sh": "Triton", "install_locust.sh": "Locust",
+             "start_postgres.sh": "PostgreSQL"}
+    text = " ".join((ROOT / "README.md").read_text().split("inferperf measures how fast")[0].split())
+    assert "adds only" not in text
+    for step, name in steps.items():
+        assert any(step in ln for ln in ci), f".ci/run no longer runs {step}: update this test and the README"
+        assert name in text, f"the README's opening does not say CI installs {name}"
+    unknown = [ln for ln in ci if ("apt-get install" in ln or "scripts/" in ln) and not any(s in ln for s in steps)]
+    assert unknown == [], f".ci/run installs more than the README says: {unknown}"

@@ -80,7 +80,8 @@ def bench_command(
     duration_s: Annotated[Optional[float], Opt(help="minimum measured seconds (default 5)")] = None,
     max_duration_s: Annotated[Optional[float], Opt(help="cap on measured seconds (default 60)")] = None,
     percentile_method: Annotated[Optional[str], Opt(help="linear | nearest-rank")] = None,
-    scenario: Annotated[Optional[str], Opt(help="single-stream | concurrent | offline (server: see `load`, later)")] = None,
+    scenario: Annotated[Optional[str], Opt(help="single-stream | concurrent | offline (open-loop arrivals over HTTP:"
+                                               " `inferperf load --request-rate`)")] = None,
     concurrency: Annotated[Optional[int], Opt(help="closed-loop streams (threads); > 1 implies concurrent")] = None,
     session_mode: Annotated[Optional[str], Opt(help="shared (one session) | per-stream (one each)")] = None,
     cpus: Annotated[Optional[str], Opt(help="pin the measuring process to these CPUs, e.g. 0-1")] = None,
@@ -90,7 +91,7 @@ def bench_command(
                                                              " default 4) -> OUTPUT/base and OUTPUT/current")] = None,
     no_sampler: Annotated[bool, Opt("--no-sampler", help="turn the 10 Hz resource sampler off")] = False,
     null_latency_ms: Annotated[Optional[str], Opt(help="null backend: comma list of latencies (ms) to replay")] = None,
-    config: Annotated[Optional[Path], Opt(help="settings file (.json/.toml) under BenchConfig's field names")] = None,
+    config: Annotated[Optional[Path], Opt(help="settings file (.yaml/.json/.toml) under BenchConfig's field names")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
     json_out: Annotated[bool, Opt("--json", help="print the Result JSON to stdout (no table)")] = False,
     fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the result is INVALID")] = False,

@@ -29,6 +29,7 @@ from ..errors import GateFailed, MeasurementError, UsageError
 from ..tune.compose import own_server, split_cpus
 from . import app
 from .bench import check_writable, output_path
+from .render import plain
 
 Opt = typer.Option
 
@@ -89,6 +90,16 @@ def table_row(r: Any) -> str:
             f"{c.get('incomplete', 0):>8d}  {verdict}")  # fmt: skip
 
 
+FINDINGS = {"knee": "knee", "max_load_meeting_slo": "max load meeting the SLO", "errors_began_at": "errors began at",
+            "goodput_rate": "goodput rate", "bracket": "bracket", "stop_reason": "stopped"}
+
+
+def findings_line(found: dict[str, Any]) -> str:
+    """``findings: knee 8, max load meeting the SLO 16, errors began at none, stopped: ...`` (plain values)."""
+    return "findings: " + ", ".join(f"{FINDINGS[k]}{':' if k == 'stop_reason' else ''} {plain(found[k])}"
+                                    for k in FINDINGS if k in found)
+
+
 @app.command("load")
 def load_command(
     target: Annotated[Optional[str], typer.Argument(help="http://HOST:PORT of a KServe v2 server (with --model), any URL"
@@ -108,13 +119,13 @@ def load_command(
     duration_s: Annotated[Optional[float], Opt(help="measured seconds per step (default: windows until stable)")] = None,
     requests: Annotated[Optional[int], Opt(help="stop each step after N measured requests")] = None,
     measurement_interval_ms: Annotated[Optional[int], Opt(help="window length, ms (default 5000)")] = None,
-    stability_percentage: Annotated[Optional[float], Opt(help="throughput and p99 within this %% over 3 windows"
+    stability_percentage: Annotated[Optional[float], Opt(help="throughput and p99 within this % over 3 windows"
                                                               " (default 10)")] = None,
     max_trials: Annotated[Optional[int], Opt(help="most windows per step (default 10)")] = None,
     max_connections: Annotated[Optional[int], Opt(help="open loop: most connections (default 256)")] = None,
     workers: Annotated[Optional[int], Opt(help="generator processes; samples pool exactly (default 1)")] = None,
     timeout_ms: Annotated[Optional[int], Opt(help="per-request deadline, ms (default 30000)")] = None,
-    strict_rate: Annotated[bool, Opt("--strict-rate", help="exit 3 when an achieved rate is under 95 %% of"
+    strict_rate: Annotated[bool, Opt("--strict-rate", help="exit 3 when an achieved rate is under 95 % of"
                                                            " its target")] = False,
     seed: Annotated[Optional[int], Opt(help="seed of inputs and Poisson arrivals (default 0)")] = None,
     input_pool_size: Annotated[Optional[int], Opt(help="distinct payloads (default 16)")] = None,
@@ -124,7 +135,7 @@ def load_command(
                                                 " server RSS leak verdict and p99 drift")] = None,
     soak_interval_s: Annotated[Optional[float], Opt(help="soak: seconds per interval (default 10)")] = None,
     server_pid: Annotated[Optional[int], Opt(help="soak: read the server's RSS with psutil (default: its /metrics)")] = None,
-    fail_on_leak: Annotated[bool, Opt("--fail-on-leak", help="soak: exit 3 when RSS growth is significant (95 %%"
+    fail_on_leak: Annotated[bool, Opt("--fail-on-leak", help="soak: exit 3 when RSS growth is significant (95 %"
                                       " Newey-West CI) AND above 1 MiB/h and 1 KiB per 1,000 requests")] = False,
     from_locust_csv: Annotated[Optional[str], Opt("--from-locust-csv", help="import `locust --csv PREFIX` files as"
                                                   " summary-only Results (no TARGET)")] = None,
@@ -212,9 +223,11 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
          placement: dict | None, after: Callable[[], Any] | None = None) -> int:  # fmt: skip
     from ..results.io import save
 
-    print(_table_header(cfg.mode), flush=True)
+    header = [_table_header(cfg.mode)]  # printed with the first step: an input error comes before any table
 
     def on_step(r: Any) -> None:
+        if header:
+            print(header.pop(), flush=True)
         if placement is not None:
             r.run["placement"] = placement
             r.config.placement.cpus = placement["generator_cpus"]
@@ -229,8 +242,7 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
     results = _runner(cfg)(cfg, command=command, on_step=on_step)
     found = (results[-1].metrics.client or {}).get("stress") if results else None
     if found:
-        print("findings: " + ", ".join(f"{k}={found[k]}" for k in ("knee", "max_load_meeting_slo", "errors_began_at",
-              "goodput_rate", "bracket", "stop_reason") if k in found), flush=True)  # fmt: skip
+        print(findings_line(found), flush=True)
     server = after() if after is not None else None
     if server is not None and output is not None:
         server.run["placement"] = placement
@@ -242,7 +254,8 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
     lost = [r for r in results if (r.metrics.client or {}).get("target_lost")]
     if lost:
         by_kind = lost[0].metrics.errors.by_kind
-        raise MeasurementError(f"the target stopped answering during the step ({by_kind}): results kept, check the server")
+        raise MeasurementError(f"the target stopped answering during the step ({plain(by_kind)}): results kept,"
+                               " check the server")
     if cfg.strict_rate:
         from ..loadgen.run import rate_short
 

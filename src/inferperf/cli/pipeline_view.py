@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..measure.speedup import sig
+
 
 def _ms(s: dict[str, Any] | None, key: str) -> str:
     return f"{s[key]:.3g}" if s else "-"
@@ -60,11 +62,11 @@ def print_pipeline(results: list[Any], console: Console, written: list[str]) -> 
     lat, x = r.metrics.latency_ms, r.metrics.throughput.queries_per_s
     loop = f"closed loop, {p['concurrency']} in flight" if p["mode"] == "closed" else \
         f"open loop, {p['schedule'].get('arrival')} {p['schedule'].get('rate_per_s')}/s"
-    console.print(f"end to end ({loop}): {x:.4g} items/s, latency p50 {lat.p50:.4g} ms, p99 {lat.p99:.4g} ms"
+    console.print(f"end to end ({loop}): {sig(x)} items/s, latency p50 {sig(lat.p50)} ms, p99 {sig(lat.p99)} ms"
                   f" over {lat.count} items; {r.metrics.errors.count} failed; "
                   f"{'VALID' if r.validity.valid else 'INVALID: ' + '; '.join(r.validity.reasons)}", highlight=False)
     if r.metrics.accuracy:
-        means = ", ".join(f"{k} {v:.4g}" for k, v in r.metrics.accuracy["mean"].items())
+        means = ", ".join(f"{k} {sig(v)}" for k, v in r.metrics.accuracy["mean"].items())
         console.print(f"check over {r.metrics.accuracy['items']} items: mean {means}", highlight=False)
     for n in r.notes:
         console.print(f"- {n}", highlight=False)
@@ -78,7 +80,7 @@ def print_pipeline(results: list[Any], console: Console, written: list[str]) -> 
         for col in ("queues", "items/s", "p50 ms", "p99 ms", "max occupancy", "errors"):
             t.add_column(col, justify="left" if col == "queues" else "right")
         for row in p["queue_sizes"]:
-            t.add_row(row["queues"], f"{row['items_per_s']:.4g}", f"{row['p50_ms']:.4g}", f"{row['p99_ms']:.4g}",
+            t.add_row(row["queues"], f"{sig(row['items_per_s'])}", f"{sig(row['p50_ms'])}", f"{sig(row['p99_ms'])}",
                       str(row["max_occupancy"]), str(row["errors"]))
         console.print(t)
     for w in written:

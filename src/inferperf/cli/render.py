@@ -6,6 +6,7 @@ import threading
 import time
 from contextlib import contextmanager
 from collections.abc import Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,10 +14,28 @@ from rich.table import Table
 
 from ..analysis.points import format_cpulist
 from ..measure.loop import LiveState
+from ..measure.speedup import sig
 from ..results.model import Result
 from ..system import cpu_limit_display
 
 
+
+
+def plain(v: Any) -> str:
+    """A value as people read it, never Python's repr: None -> ``none``, floats to 4 significant digits
+    without exponent (:func:`~inferperf.measure.speedup.sig`), ``[lo, hi]`` for sequences, ``connect 2952, timeout 3``
+    for mappings."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return sig(v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {plain(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(plain(x) for x in v) + "]"
+    return str(v)
 
 
 def _fmt(ms: float) -> str:
@@ -67,7 +86,8 @@ def result_table(r: Result) -> Table:
     if tp.queries_per_s_ci95:
         lo, hi = tp.queries_per_s_ci95
         # the runner clips a rate's t interval at 0: such a bound was not measured, so it is not printed as one
-        ci = f"[{lo:.1f}, {hi:.1f}]" if lo > 0 else f"reaches 0, up to {hi:.1f} (too noisy to bound: --repeat >= 3)"
+        more = max(3, 2 * len(tp.per_run))  # advise more runs than were used
+        ci = f"[{lo:.1f}, {hi:.1f}]" if lo > 0 else f"reaches 0, up to {hi:.1f} (too noisy to bound: --repeat {more})"
         tput = (f"{tp.queries_per_s:.1f} queries/s, 95 % CI {ci} over {len(tp.per_run)} runs"
                 f"  {tp.samples_per_s:.1f} samples/s  ({lat.count} queries in {tp.duration_s:.2f} s)")
     t.add_row("throughput", tput)
@@ -92,7 +112,7 @@ def result_table(r: Result) -> Table:
             rss += " (process lifetime, model load included)"
         t.add_row("resources", f"CPU {res.cpu_percent_mean:.0f} % (100 = one core){rss}")
     if r.metrics.errors.count:
-        t.add_row("errors", f"{r.metrics.errors.count}: {r.metrics.errors.by_kind}")
+        t.add_row("errors", f"{r.metrics.errors.count}: {plain(r.metrics.errors.by_kind)}")
     if r.kind == "bench" and r.metrics.stages:  # --pre/--post: each part's own percentiles
         for name, st in r.metrics.stages.items():
             lat = st["latency_ms"]

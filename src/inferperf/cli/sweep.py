@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import UsageError
+from ..measure.speedup import sig
 from ..workload.shapes import parse_shape
 from . import app
 
@@ -226,8 +227,8 @@ def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Conso
         elif not err.is_terminal:  # no progress bar in a pipe or a log file: one line per finished run
             lat = result.metrics.latency_ms
             err.print(f"run {done[0]}/{total}: {case.label} round {round_ + 1}/{reps}:"
-                      f" {result.metrics.throughput.queries_per_s:.4g} queries/s, p50 {lat.p50:.4g} ms,"
-                      f" p99 {lat.p99:.4g} ms", highlight=False, markup=False)
+                      f" {sig(result.metrics.throughput.queries_per_s)} queries/s, p50 {sig(lat.p50)} ms,"
+                      f" p99 {sig(lat.p99)} ms", highlight=False, markup=False)
 
     try:
         with progress:
@@ -246,7 +247,7 @@ def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Conso
         if r["queries_per_s_ci_low"] != "":  # a bound at 0 was clipped there: the raw interval reached below 0
             ci = (f" [{r['queries_per_s_ci_low']:.1f}, {r['queries_per_s_ci_high']:.1f}]"
                   if r["queries_per_s_ci_low"] > 0 else f" (interval too wide, n={r['runs']})")
-        t.add_row(r["label"], f"{r['queries_per_s']:.1f}{ci}", f"{r['p50_ms']:.4g}", f"{r['p99_ms']:.4g}",
+        t.add_row(r["label"], f"{r['queries_per_s']:.1f}{ci}", f"{sig(r['p50_ms'])}", f"{sig(r['p99_ms'])}",
                   f"{r['cpu_percent']}", "yes" if r["valid"] else "[red]no[/red]", r["marks"])
     console.print(t)
     if outcome.findings:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import GateFailed, UsageError
+from ..measure.speedup import sig
 from . import app
 from .sweep import _ints, _words
 
@@ -198,7 +199,7 @@ def tune_command(
         evaluator: Any = ServedEvaluator(command=command)
     else:
         evaluator = IsolatedEvaluator(command=command)
-    from .tune_view import TuneView
+    from .tune_view import TuneView, params_text
 
     view = TuneView(spec, the_space, info)
     view.header()
@@ -217,8 +218,8 @@ def tune_command(
         raise MeasurementError(f"every trial failed (first: {first}); see {output}/trials.csv")
     if s["best"] is None:
         c = s.get("closest")
-        near = (f": closest was trial {c['trial']} {c['config']} with p99 {c['p99_ms']:.4g} ms at {c['throughput']:.4g}"
-                " samples/s") if c else ""
+        near = (f": closest was trial {c['trial']} ({params_text(c['config'])}) with p99 {sig(c['p99_ms'])} ms at"
+                f" {sig(c['throughput'])} samples/s") if c else ""
         raise GateFailed(f"no configuration met {goal.describe().split(' subject to ')[-1]}{near}; relax the SLO or widen"
                          " the space")
     return 0

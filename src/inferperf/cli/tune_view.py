@@ -10,7 +10,8 @@ from typing import Any
 from ..measure.speedup import sig
 
 
-def _short(params: dict[str, Any]) -> str:
+def params_text(params: dict[str, Any]) -> str:
+    """A configuration as short flag-like words (``threads=2 conc=4``; ``(defaults)`` for none)."""
     names = {"intra_op_num_threads": "threads", "inter_op_num_threads": "inter", "concurrency": "conc",
              "session_mode": "mode", "execution_mode": "exec", "graph_optimization_level": "graph",
              "max_batch_size": "mbs", "max_queue_delay_us": "delay_us", "instance_count": "instances"}
@@ -64,7 +65,7 @@ class TuneView:
                 self.best = (value, f"trial {row['number']}")
         best = f" | best: {self.best[1]}" if self.best else ""
         note = f" [{row['note']}]" if row.get("note") and state != "complete" else ""
-        print(f"trial {row['number']:>3} {state:<8} {_short(row['params'])}{figs}{note}{best}{self._left()}",
+        print(f"trial {row['number']:>3} {state:<8} {params_text(row['params'])}{figs}{note}{best}{self._left()}",
               flush=True)
 
     def on_validation(self, label: str, round_: int, r: Any, error: str | None) -> None:
@@ -92,7 +93,7 @@ class TuneView:
                     print(f"  {c['label']:<10} failed: {c.get('error')}")
                     continue
                 mark = "meets SLO" if c["feasible"] else "VIOLATES the SLO"
-                print(f"  {c['label']:<10} {_short(c['params'])}: {sig(c['throughput'])} samples/s, p99"
+                print(f"  {c['label']:<10} {params_text(c['params'])}: {sig(c['throughput'])} samples/s, p99"
                       f" {sig(c['p99_ms'])} ms over {int(c['samples'])} samples ({mark})")
             for key, what in (("vs_runner_up", "runner-up"), ("vs_defaults", "defaults")):
                 d = v.get(key)
@@ -104,7 +105,7 @@ class TuneView:
                           f" of {d['rounds']} rounds)")
         b = s.get("best")
         if b:
-            print(f"best ({b['source']}): {_short(b['config'])}: {sig(b['throughput'])} samples/s, p99 {sig(b['p99_ms'])} ms")
+            print(f"best ({b['source']}): {params_text(b['config'])}: {sig(b['throughput'])} samples/s, p99 {sig(b['p99_ms'])} ms")
             print(f"  written: {self.spec.output}/best.yaml (bench --config / serve --config), best-matrix.yaml,"
                   " trials.csv, tune.json")
         if s.get("importances"):

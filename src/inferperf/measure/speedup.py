@@ -47,11 +47,14 @@ def format_ci(per_run: Sequence[float], digits: int = 4) -> str:
 
 def sig(x: float | None, digits: int = 4) -> str:
     """``x`` to ``digits`` significant digits without exponent noise for ordinary magnitudes
-    (``1.1492520570755005e-06`` -> ``1.149e-06``, ``1234.5678`` -> ``1235``, ``0.0`` -> ``0``); ``-`` for None."""
+    (``1.1492520570755005e-06`` -> ``1.149e-06``, ``1234.5678`` -> ``1235``, ``39431.2`` -> ``39431``, not
+    ``3.943e+04``; ``0.0`` -> ``0``); ``-`` for None."""
     if x is None:
         return "-"
     if not math.isfinite(x):
         return str(x)
+    if abs(x) >= 10 ** digits:  # a whole number needs no exponent: keep every integer digit
+        return f"{x:.0f}"
     return f"{x:.{digits}g}"
 
 

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from ..fsutil import atomic_open, atomic_write_text
+from ..measure.speedup import sig
 from .search import SearchPass, SearchSettings, measured_trials, write_json
 from .space import apply, serve_params
 
@@ -164,7 +165,7 @@ def write_outputs(study: Any, spec: Any, summary: dict[str, Any]) -> None:
     _best_result(spec, summary, best)
     head = (f"# inferperf tune {spec.model}: {summary['goal']}\n"
             f"# best: {best.get('label') or 'trial ' + str(best['trial'])} ({best['source']}): "
-            f"{best.get('throughput', 0):.4g} samples/s, p99 {best.get('p99_ms', 0):.4g} ms\n")
+            f"{sig(best.get('throughput', 0))} samples/s, p99 {sig(best.get('p99_ms', 0))} ms\n")
     v = summary.get("validation") or {}
     if v.get("improvement_over_defaults") is not None:
         ci = (v.get("vs_defaults") or {}).get("ci95")
