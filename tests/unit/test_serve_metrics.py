@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -75,9 +76,35 @@ def test_registry_is_per_server_and_has_process_metrics() -> None:
     assert "process_cpu_seconds_total" in names and "process_resident_memory_bytes" in names
 
 
-def test_raw_samples_are_capped() -> None:
-    m = ServerMetrics(clock=FakeClock(), max_samples=5, process=False)
-    for _ in range(8):
-        m.decoded("m", 1000)
-    assert m.window_summary()["decode_ms"]["count"] == 5 and m.samples_dropped == 3
+def test_server_percentiles_describe_the_whole_window_not_its_first_samples() -> None:
+    """A reservoir of 1000 over 3000 decode times: the first 1000 are 1 us, the last 2000 are 5 us. The p50
+    must be 5 us (two thirds of the window), with count, mean, min and max exact; the first-N cap gave 1 us."""
+    m = ServerMetrics(clock=FakeClock(), max_samples=1000, process=False, sample_seed=7)
+    for i in range(3000):
+        m.decoded("m", 1000 if i < 1000 else 5000)
+    s = m.window_summary()
+    d = s["decode_ms"]
+    assert d["p50"] == 0.005 and d["p99"] == 0.005
+    assert d["count"] == 3000 and d["min"] == 0.001 and d["max"] == 0.005
+    assert d["mean"] == (1000 * 1000 + 2000 * 5000) / 3000 / 1e6
+    assert s["sampling"] == {"method": "reservoir (Vitter's algorithm R)", "capacity": 1000, "seed": 7,
+                             "kept": {"request": 0, "queue": 0, "compute": 0, "decode": 1000, "encode": 0}}
+
+
+def test_the_reservoir_is_a_uniform_seeded_sample() -> None:
+    """Values 0..9999 into a 1000-slot reservoir: the sample's quartiles sit near the window's (2500, 5000,
+    7500) within 4 binomial standard errors (sqrt(1000 * 0.25 * 0.75) = 14 of 1000 ranks = 1.4 % of the
+    range); the same seed gives the same sample, another seed another one."""
+    def sample(seed: int) -> np.ndarray:
+        m = ServerMetrics(clock=FakeClock(), max_samples=1000, process=False, sample_seed=seed)
+        for v in range(10_000):
+            m.encoded("m", v)
+        return np.sort(np.frombuffer(m._samples["encode"].data, dtype=np.int64))
+
+    a = sample(0)
+    assert a.size == 1000 and len(set(a.tolist())) == 1000
+    for q, want in ((0.25, 2500), (0.5, 5000), (0.75, 7500)):
+        assert abs(np.quantile(a, q) - want) < 4 * 0.0137 * 10_000, (q, np.quantile(a, q))
+    assert a[-1] > 9000  # late values get in
+    assert np.array_equal(a, sample(0)) and not np.array_equal(a, sample(1))
 

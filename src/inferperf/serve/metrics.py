@@ -26,12 +26,17 @@ Exposed names (``model`` label on all but the process ones):
 and ``process_cpu_seconds_total`` / ``process_resident_memory_bytes`` ...
 (prometheus-client's ProcessCollector, Linux).
 
-The raw durations (integer ns) are also kept, up to ``max_samples`` each, for
-the server-side Result (:meth:`ServerMetrics.window_summary`).
+The raw durations (integer ns) also feed, per kind, a uniform random sample of
+at most ``max_samples`` of them (a reservoir: Vitter's algorithm R, J. S.
+Vitter, "Random sampling with a reservoir", ACM TOMS 11(1), 1985; seeded), so
+the server-side Result's percentiles (:meth:`ServerMetrics.window_summary`)
+describe the whole serving window, not its first ``max_samples`` requests;
+count, mean, min and max there are exact (kept beside the reservoir).
 """
 
 from __future__ import annotations
 
+import random
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -100,18 +105,68 @@ class _Hist:
         return buckets, self.total / scale
 
 
+#: How the Result's duration summaries are sampled (``metrics.server.sampling.method``).
+SAMPLING_METHOD = "reservoir (Vitter's algorithm R)"
+
+
+class _Reservoir:
+    """A uniform random sample of at most ``capacity`` of the values seen (Vitter's algorithm R), with the
+    exact count, sum, min and max of all of them.
+
+    Algorithm R: the first ``capacity`` values are kept; the n-th after them replaces a kept one, chosen at
+    random, with probability ``capacity / n`` (draw j in [0, n); replace slot j when j < capacity), so every
+    value seen is kept with the same probability ``capacity / n``. ``seed`` makes the sample reproducible.
+    """
+
+    __slots__ = ("capacity", "data", "hi", "lo", "rng", "seen", "total")
+
+    def __init__(self, capacity: int, seed: str) -> None:
+        self.capacity = capacity
+        self.data = array("q")
+        self.rng = random.Random(seed)
+        self.seen = 0
+        self.total = 0
+        self.lo = 0
+        self.hi = 0
+
+    def add(self, value: int) -> None:
+        """Count ``value`` (ns) and offer it to the sample."""
+        n = self.seen = self.seen + 1
+        self.total += value
+        if n == 1 or value < self.lo:
+            self.lo = value
+        if n == 1 or value > self.hi:
+            self.hi = value
+        if n <= self.capacity:
+            self.data.append(value)
+        else:
+            j = self.rng.randrange(n)
+            if j < self.capacity:
+                self.data[j] = value
+
+    def summary(self) -> dict[str, Any] | None:
+        """Latency summary (ms): percentiles and std from the sample; count, mean, min, max exact. None if empty."""
+        if not self.seen:
+            return None
+        out = latency_summary(np.frombuffer(self.data, dtype=np.int64))
+        out.update(count=self.seen, mean=self.total / self.seen / 1e6, min=self.lo / 1e6, max=self.hi / 1e6)
+        return out
+
+
 class ServerMetrics:
     """Metrics of one server; implements the serving core's ``Observer``.
 
     Args:
         clock: the clock request timings are read from (``now_ns``); a FakeClock in tests.
-        max_samples: raw durations kept per kind for the Result (later ones are counted, not kept).
+        max_samples: size of each kind's reservoir for the Result's percentiles (see the module docstring).
         process: add prometheus-client's ProcessCollector (process CPU seconds, resident memory).
+        sample_seed: seed of the reservoirs' random draws (recorded in the Result).
     """
 
     enabled = True  # False in DisabledMetrics (--no-metrics)
 
-    def __init__(self, clock: Clock = SYSTEM_CLOCK, max_samples: int = 1_000_000, process: bool = True) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK, max_samples: int = 1_000_000, process: bool = True,
+                 sample_seed: int = 0) -> None:
         self.clock = clock
         self.registry = CollectorRegistry(auto_describe=False)
         if process:
@@ -121,9 +176,9 @@ class ServerMetrics:
         self._counters: dict[str, dict[tuple[str, ...], int]] = {k: {} for k in _COUNTERS}
         self._gauges: dict[str, dict[str, int]] = {k: {} for k in _GAUGES}
         self._max_samples = max_samples
-        self._samples: dict[str, array] = {k: array("q") for k in _HISTOGRAMS}
+        self._sample_seed = sample_seed
+        self._samples = {k: _Reservoir(max_samples, f"{sample_seed}:{k}") for k in _HISTOGRAMS}
         self._batch_rows: dict[int, int] = {}
-        self.samples_dropped = 0
         self.window_start_ns = clock.now_ns()
 
     def _hist(self, kind: str, model: str) -> _Hist:
@@ -135,11 +190,7 @@ class ServerMetrics:
 
     def _observe(self, kind: str, model: str, ns: int) -> None:
         self._hist(kind, model).observe(ns)
-        samples = self._samples[kind]
-        if len(samples) < self._max_samples:
-            samples.append(ns)
-        else:
-            self.samples_dropped += 1
+        self._samples[kind].add(ns)
 
     def _inc(self, counter: str, key: tuple[str, ...], n: int = 1) -> None:
         d = self._counters[counter]
@@ -239,15 +290,16 @@ class ServerMetrics:
         """The ``metrics.server`` block of the server-side Result, over the serving window so far.
 
         Returns ``{window_s, request_ms, queue_ms, compute_ms, decode_ms, encode_ms, batch_sizes,
-        samples_dropped}``: each ``*_ms`` a latency summary (ms; null when nothing was observed),
-        ``batch_sizes`` maps rows per model call -> number of calls.
+        sampling}``: each ``*_ms`` a latency summary (ms; null when nothing was observed: count, mean, min,
+        max exact, percentiles and std from the kind's reservoir), ``batch_sizes`` maps rows per model call
+        -> number of calls, ``sampling`` = ``{method, capacity, seed, kept: {kind: n}}``.
         """
         out: dict[str, Any] = {"window_s": (self.clock.now_ns() - self.window_start_ns) / 1e9}
         for kind in _HISTOGRAMS:
-            data = self._samples[kind]
-            out[f"{kind}_ms"] = latency_summary(np.frombuffer(data, dtype=np.int64)) if len(data) else None
+            out[f"{kind}_ms"] = self._samples[kind].summary()
         out["batch_sizes"] = {str(k): v for k, v in sorted(self._batch_rows.items())}
-        out["samples_dropped"] = self.samples_dropped
+        out["sampling"] = {"method": SAMPLING_METHOD, "capacity": self._max_samples, "seed": self._sample_seed,
+                           "kept": {k: len(r.data) for k, r in self._samples.items()}}
         return out
 
 

@@ -99,8 +99,13 @@ def serve_result(app: ServeApp, model_arg: Any, cfg: BenchConfig, command: list[
     key_doc = {"kind": "serve", "backend": cfg.backend, "session": case.session.requested, "serve": opts,
                "shapes": case.workload.shapes}  # fmt: skip
     notes = list(getattr(served, "notes", []) or [])
-    if window["samples_dropped"]:
-        notes.append(f"{window['samples_dropped']} durations past the sample cap are in the histograms only")
+    sampled = {k: n for k, n in window["sampling"]["kept"].items()
+               if window.get(f"{k}_ms") and window[f"{k}_ms"]["count"] > n}
+    if sampled:
+        sp = window["sampling"]
+        notes.append(f"server percentiles of {', '.join(sampled)} come from a uniform sample of {sp['capacity']}"
+                     f" durations each over the whole window ({sp['method']}, seed {sp['seed']}); their count,"
+                     " mean, min and max are exact")
     server_block = {**window, "max_batch_size": served.max_batch_size, "options": opts,
                     "inference_count": stats["inference_count"], "execution_count": stats["execution_count"]}  # fmt: skip
     return Result(
