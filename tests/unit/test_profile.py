@@ -137,3 +137,22 @@ def test_diff_by_family_pairs_runtimes_op_names():
     assert set(rows) == {"Conv", "Add"}
     assert rows["Conv"]["a_ms"] == pytest.approx(8.0, rel=0.02) and rows["Conv"]["b_ms"] == pytest.approx(4.0, rel=0.02)
     assert rows["Conv"]["verdict"] == "faster" and rows["Add"]["verdict"] == "unchanged"
+
+
+def test_diff_with_too_few_runs_is_inconclusive_not_unchanged():
+    """Issue 24 item 12: two runs a side give no interval, so even +200 % read 'unchanged'."""
+    def prof(runs):
+        return {"ops": [{"op": "Conv", "mean_ms": sum(runs) / len(runs), "percent_of_kernels": 100.0, "count": 1,
+                         "per_run_ms": runs}], "kernel_ms_per_run": runs}
+
+    row = diff_profiles(prof([1.0, 1.1]), prof([3.0, 3.3]), basis="ms")[0]
+    assert row["change_percent"] == pytest.approx(200.0) and row["verdict"] == "inconclusive"
+    assert "too few profiled runs" in row["why"]
+    # must-say-yes: with 5 runs a side the same change is called; a small change with intervals is unchanged
+    assert diff_profiles(prof([1.0, 1.1, 0.9, 1.0, 1.05]), prof([3.0, 3.3, 2.9, 3.1, 3.0]), basis="ms")[0][
+        "verdict"] == "slower"
+    assert diff_profiles(prof([1.0, 1.1, 0.9, 1.0, 1.05]), prof([1.0, 1.1, 0.9, 1.0, 1.06]), basis="ms")[0][
+        "verdict"] == "unchanged"
+    # a large change whose intervals overlap is not a call either way
+    assert diff_profiles(prof([1.0, 3.0, 1.0, 3.0, 1.0]), prof([3.0, 1.0, 3.0, 3.0, 1.0]), basis="ms",
+                         min_change_percent=5)[0]["verdict"] == "inconclusive"

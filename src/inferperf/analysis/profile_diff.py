@@ -51,10 +51,32 @@ def _values(prof: dict[str, Any], op: dict[str, Any], basis: str) -> list[float]
     return [100 * v / t for v, t in zip(runs, tot) if t > 0] if len(tot) == len(runs) else []
 
 
+#: Profiled runs a side below which no median interval exists (:func:`inferperf.stats.median_ci` needs 3).
+MIN_RUNS = 3
+
+
+def _verdict(change: float, ci_a: list[float] | None, ci_b: list[float] | None, min_change_percent: float,
+             runs: tuple[int, int]) -> tuple[str, str]:
+    """(verdict, why): ``faster``/``slower`` when the intervals separate and the change passes the minimum;
+    ``unchanged`` when the change is under the minimum with both intervals measured; else ``inconclusive``
+    (too few runs for an interval, or a large change whose intervals overlap)."""
+    if ci_a is None or ci_b is None:
+        return "inconclusive", (f"too few profiled runs to tell ({runs[0]} vs {runs[1]}; {MIN_RUNS} a side needed):"
+                                " profile with more --runs")
+    if change != change:  # an op with no time in A: no relative change
+        return "inconclusive", "no time in A: no relative change"
+    if abs(change) < min_change_percent:
+        return "unchanged", f"change under {min_change_percent:g} %"
+    if intervals_separate(ci_a, ci_b):
+        return ("slower" if change > 0 else "faster"), "intervals separate"
+    return "inconclusive", f"change past {min_change_percent:g} % but the intervals overlap"
+
+
 def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: float = 20.0,
                   basis: str = "share", by: str = "op") -> list[dict[str, Any]]:
     """Per op type present in either profile (``metrics.profile`` blocks): A and B median per run, change %,
-    both intervals and a verdict (``faster``, ``slower``, ``unchanged``, ``only in A``/``only in B``).
+    both intervals, a verdict (``faster``, ``slower``, ``unchanged``, ``inconclusive``, ``only in A``/``only in B``)
+    and why (``inconclusive``: fewer than :data:`MIN_RUNS` profiled runs a side, or overlapping intervals).
 
     ``basis="share"`` (default) compares each op type's share of its own run's kernel time, so a machine that
     drifts 10-30 % between sequential profiles (this one does) does not make every op "slower"; it answers
@@ -85,9 +107,7 @@ def diff_profiles(a: dict[str, Any], b: dict[str, Any], min_change_percent: floa
         mb = float(np.median(rb)) if rb else ops_b[op][key]
         change = 100 * (mb - ma) / ma if ma else float("nan")
         ci_a, ci_b = _ci(ra), _ci(rb)
-        verdict = "unchanged"
-        if intervals_separate(ci_a, ci_b) and abs(change) >= min_change_percent:
-            verdict = "slower" if change > 0 else "faster"
+        verdict, why = _verdict(change, ci_a, ci_b, min_change_percent, (len(ra), len(rb)))
         rows.append({"op": op, "a_ms": ma, "b_ms": mb, "change_percent": change, "a_ci95": ci_a, "b_ci95": ci_b,
-                     "verdict": verdict, "count": ops_b[op].get("count"), "basis": basis})
+                     "verdict": verdict, "why": why, "count": ops_b[op].get("count"), "basis": basis})
     return rows

@@ -44,6 +44,8 @@ def diff_table(rows: list[dict[str, Any]]) -> str:
         a = "-" if r["a_ms"] is None else f"{r['a_ms']:.3f}"
         b = "-" if r["b_ms"] is None else f"{r['b_ms']:.3f}"
         c = "-" if r["change_percent"] is None else f"{r['change_percent']:+.1f}"
-        lines.append(f"{r['op']:<22}{a:>16}{b:>16}{c:>10}  {r['verdict']}")
-    lines.append("verdict: medians' 95 % CIs over profiled runs separate and the change passes the minimum")
+        why = f" ({r['why']})" if r.get("verdict") == "inconclusive" and r.get("why") else ""
+        lines.append(f"{r['op']:<22}{a:>16}{b:>16}{c:>10}  {r['verdict']}{why}")
+    lines.append("verdict: a change is called when the medians' 95 % CIs over profiled runs separate and it passes"
+                 " the minimum; unchanged under the minimum; inconclusive otherwise")
     return "\n".join(lines)
