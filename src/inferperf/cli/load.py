@@ -209,7 +209,7 @@ def _run_own_server(model_arg: str, cfg: Any, command: list[str], output: Path |
     gen, srv = split_cpus(cpus)
     placement = {"generator_cpus": gen, "server_cpus": srv, "disjoint": not set(gen) & set(srv)}
     with own_server(model_arg, srv) as (url, name, stop):
-        cfg = cfg.model_copy(update={"url": url, "model": cfg.model or name})
+        cfg = cfg.model_copy(update={"url": url, "model": cfg.model or name, "shapes": _zoo_shapes(model_arg, cfg)})
         before = os.sched_getaffinity(0)
         os.sched_setaffinity(0, gen)
         try:
@@ -219,10 +219,22 @@ def _run_own_server(model_arg: str, cfg: Any, command: list[str], output: Path |
     return code
 
 
+def _zoo_shapes(model_arg: str, cfg: Any) -> list[str]:
+    """``--shape`` values of a run on its own server: the given ones, else the zoo model's default shapes (as
+    ``bench`` measures it: ``load zoo:ppocr-cls`` sends x:1x3x48x192), none with ``--input-data``."""
+    from ..zoo import default_shapes
+
+    if cfg.shapes or cfg.input_data is not None:
+        return list(cfg.shapes)
+    return [f"{k}:{'x'.join(map(str, dims))}" for k, dims in default_shapes(model_arg).items()]
+
+
 def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | None,
          placement: dict | None, after: Callable[[], Any] | None = None) -> int:  # fmt: skip
+    from ..loadgen.target import read_target
     from ..results.io import save
 
+    target = read_target(cfg)  # an unreachable target or a shape the model refuses: one line, no table
     header = [_table_header(cfg.mode)]  # printed with the first step: an input error comes before any table
 
     def on_step(r: Any) -> None:
@@ -239,7 +251,7 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         if output is not None:
             print(f"  result written to {save(r, output_path(output, r))}", file=sys.stderr)
 
-    results = _runner(cfg)(cfg, command=command, on_step=on_step)
+    results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target)
     found = (results[-1].metrics.client or {}).get("stress") if results else None
     if found:
         print(findings_line(found), flush=True)
@@ -251,6 +263,12 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         from ..loadgen.csv import write_csv
 
         print(f"csv written to {write_csv(results, csv_path)}", file=sys.stderr)
+    refused = next(((r.metrics.client or {})["rejected"] for r in results if (r.metrics.client or {}).get("rejected")),
+                   None)  # fmt: skip
+    if refused:
+        raise UsageError(f"the server refused the requests ({refused['in_a_row']} answers {refused['status']} in a"
+                         f" row; the first said: {' '.join(refused['body'].split()) or '(no body)'}): fix --shape,"
+                         " --input-data, --protocol or --model")  # fmt: skip
     lost = [r for r in results if (r.metrics.client or {}).get("target_lost")]
     if lost:
         by_kind = lost[0].metrics.errors.by_kind

@@ -45,6 +45,10 @@ from .windows import WindowRule, _equal, _window, is_stable
 from .transport import CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
 
 RECONNECT_BACKOFF_S = 0.010
+#: this many 4xx answers in a row end the step: the server refuses the requests themselves (malformed), more
+#: of them measure nothing. 408 and 429 are load signals, not malformed requests: they neither count nor reset.
+MAX_CONSECUTIVE_4XX = 10
+_LOAD_4XX = (408, 429)
 #: a send this much after its scheduled time is "late" (ns).
 LATE_SEND_NS = 1_000_000
 
@@ -116,6 +120,7 @@ class StepSamples:
     transport: dict[str, Any] = field(default_factory=dict)
     by_send: bool = False
     counted: np.ndarray | None = None  # pooled workers with ``requests``: each worker's own measured mask
+    rejection: dict[str, Any] | None = None  # {status, body, in_a_row}: the step stopped on MAX_CONSECUTIVE_4XX
 
     def measured(self) -> np.ndarray:
         """Boolean mask of requests that completed (with or without error) in the measured span (start, end];
@@ -172,6 +177,9 @@ class _StepRun:
         self.stopping = False
         self.measure_start_ns: int | None = None
         self.measured_sends = 0
+        self.rejected_in_a_row = 0
+        self.rejection: dict[str, Any] | None = None  # the first 4xx answer, once MAX_CONSECUTIVE_4XX came in a row
+        self._first_4xx: dict[str, Any] | None = None
         self.outstanding = 0
         self.finished = asyncio.Event()  # no more sends and nothing outstanding
 
@@ -198,6 +206,16 @@ class _StepRun:
         self.status[i] = r.status
         if r.error_kind is not None:
             self.err[i] = self.kinds.setdefault(r.error_kind, len(self.kinds))
+        if 400 <= r.status < 500 and r.status not in _LOAD_4XX:
+            if self.rejected_in_a_row == 0:
+                body = (r.error_body or b"").decode("utf-8", "replace").strip()
+                self._first_4xx = {"status": r.status, "body": body[:2000]}
+            self.rejected_in_a_row += 1
+            if self.rejected_in_a_row >= MAX_CONSECUTIVE_4XX and self.rejection is None:
+                self.rejection = {**(self._first_4xx or {}), "in_a_row": self.rejected_in_a_row}
+                self.stopping = True  # no more sends; the step ends when the outstanding ones answer
+        elif r.status not in _LOAD_4XX:
+            self.rejected_in_a_row = 0
 
     async def exchange(self, conn: Connection, i: int) -> None:
         """Send request ``i`` on ``conn`` now and record the answer (timeout closes the connection)."""
@@ -415,8 +433,9 @@ async def run_step(
         t0_ns=t0, measure_start_ns=span[0], measure_end_ns=span[1], windows_ns=span[2], stable=span[3],
         client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,
         max_connections=cap, transport=transport.describe(), by_send=requests is not None,
+        rejection=run.rejection,
     )  # fmt: skip
 
 
-__all__ = ["Closed", "LATE_SEND_NS", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",
+__all__ = ["Closed", "LATE_SEND_NS", "MAX_CONSECUTIVE_4XX", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",
            "window_figures", "cpu_seconds"]

@@ -128,10 +128,13 @@ def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
         "connections": {"peak": s.connections_peak, "max": s.max_connections, "ran_out": s.connections_ran_out},
         "client_cpu_percent": cpu_pct, "workers": s.workers,
         "littles_law": {"concurrency_expected": expected, "measured": measured_conc, "ok": bool(little_ok)},
-        "stable": s.stable, "zero_completion_windows": zero, "target_lost": lost, "schedule": s.schedule, "transport": s.transport,
+        "stable": s.stable, "zero_completion_windows": zero, "target_lost": lost, "rejected": s.rejection, "schedule": s.schedule, "transport": s.transport,
     }  # fmt: skip
     reasons, notes = _honesty(s, block, lag, sent_in)
-    if zero:
+    if s.rejection:
+        reasons.append(f"the server refused the requests: {s.rejection['in_a_row']} answers {s.rejection['status']}"
+                       f" in a row, the first said {s.rejection['body']!r}")  # fmt: skip
+    elif zero:
         notes.append(f"window(s) {zero} completed no request: the target stalled or died")
     if not little_ok and corrected.size:
         notes.append(f"Little's law mismatch: throughput x latency = {expected:.2f} in flight, measured"

@@ -96,6 +96,7 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         connections_ran_out=sum(p.connections_ran_out for p in parts),
         max_connections=sum(p.max_connections for p in parts), workers=len(parts), transport=first.transport,
         by_send=by_send, counted=cat_mask(parts) if by_send else None,
+        rejection=next((p.rejection for p in parts if p.rejection), None),
     )  # fmt: skip
     pooled.stable = is_stable([window_figures(pooled, x, y) for x, y in pooled.windows_ns],
                               rule.stability_percentage, rule.consecutive)  # fmt: skip
@@ -225,8 +226,8 @@ def load(cfg: LoadConfig, command: list[str] | None = None,
         out.append(r)
         if on_step is not None:
             on_step(r)
-        if (r.metrics.client or {}).get("target_lost"):
-            break  # the target died: later steps would only measure refusals
+        if (r.metrics.client or {}).get("target_lost") or (r.metrics.client or {}).get("rejected"):
+            break  # the target died, or refuses the requests themselves: later steps would only measure refusals
     return out
 
 

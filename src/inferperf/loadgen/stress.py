@@ -195,6 +195,8 @@ def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: st
         out.append(r)
         if (r.metrics.client or {}).get("target_lost"):
             strategy.stop_reason = "the target stopped answering"
+        elif (r.metrics.client or {}).get("rejected"):
+            strategy.stop_reason = "the server refused the requests (4xx)"
         f = {"mode": mode, "step": len(out) - 1, **strategy.findings()}
         if r.metrics.client is not None:
             r.metrics.client["stress"] = f

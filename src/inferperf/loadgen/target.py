@@ -28,6 +28,8 @@ import numpy as np
 import orjson
 
 from ..errors import UsageError
+from ..results.model import TensorInfo
+from ..workload.shapes import check_given_shape
 from .options import LoadConfig
 from .transport import Endpoint, build_request
 
@@ -174,12 +176,30 @@ def parse_shape(value: str, input_names: list[str]) -> tuple[str, list[int]]:
     return name, out
 
 
-def _resolve(inputs: list[dict[str, Any]], given: dict[str, list[int]], batched: bool) -> dict[str, list[int]]:
+def _spec(t: dict[str, Any]) -> TensorInfo:
+    """A KServe v2 metadata tensor (``-1`` = any size) as the workload's :class:`TensorInfo`."""
+    return TensorInfo(name=t["name"], dtype=str(t.get("datatype", "")), shape=[int(d) for d in t["shape"]])
+
+
+def check_rows(name: str, dims: list[int], max_batch: int, flag: str = "--shape") -> None:
+    """A batched model (``max_batch_size`` > 0 in its config) takes at most that many rows per request.
+
+    Raises:
+        UsageError: ``dims[0]`` above ``max_batch`` (the server would answer 400).
+    """
+    if max_batch > 0 and dims and dims[0] > max_batch:
+        raise UsageError(f"{flag} {name}:{'x'.join(map(str, dims))}: {dims[0]} rows exceed the model's max_batch_size"
+                         f" {max_batch}: send at most {max_batch} rows per request")  # fmt: skip
+
+
+def _resolve(inputs: list[dict[str, Any]], given: dict[str, list[int]], batched: bool,
+             max_batch: int = 0) -> dict[str, list[int]]:  # fmt: skip
     shapes = {}
     for t in inputs:
         name, dims = t["name"], [int(d) for d in t["shape"]]
-        if name in given:
-            shapes[name] = given[name]
+        if name in given:  # checked against the metadata as bench checks --shape: a malformed request is never sent
+            shapes[name] = check_given_shape(_spec(t), given[name])
+            check_rows(name, given[name], max_batch)
             continue
         if batched and dims and dims[0] == -1:
             dims[0] = 1
@@ -190,14 +210,15 @@ def _resolve(inputs: list[dict[str, Any]], given: dict[str, list[int]], batched:
     return shapes
 
 
-def _shape_mix(cfg: LoadConfig, inputs: list[dict[str, Any]], batched: bool) -> list[dict[str, list[int]]]:
+def _shape_mix(cfg: LoadConfig, inputs: list[dict[str, Any]], batched: bool,
+               max_batch: int) -> list[dict[str, list[int]]]:  # fmt: skip
     names = [t["name"] for t in inputs]
     if not cfg.shapes:
         return [_resolve(inputs, {}, batched)]
     parsed = [parse_shape(v, names) for v in cfg.shapes]
     if len({n for n, _ in parsed}) == len(parsed) and len(names) > 1 and not cfg.shape_weights:
-        return [_resolve(inputs, dict(parsed), batched)]  # one shape per input: one combination
-    return [_resolve(inputs, {n: d}, batched) for n, d in parsed]
+        return [_resolve(inputs, dict(parsed), batched, max_batch)]  # one shape per input: one combination
+    return [_resolve(inputs, {n: d}, batched, max_batch) for n, d in parsed]
 
 
 def _counts(weights: list[float], n: int) -> list[int]:
@@ -244,18 +265,19 @@ def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
         raise UsageError(f"model '{info.model}' lists no inputs in its metadata (GET /v2/models/{info.model}), so no "
                          "request can be built from it: declare them on the server (MLServer: 'inputs' in "
                          "model-settings.json) or send a prepared request with --body FILE")
-    batched = int(info.config.get("max_batch_size", 1) or 0) > 0 or not info.config
+    max_batch = int(info.config.get("max_batch_size", 0) or 0)
+    batched = max_batch > 0 or not info.config
     info.dtypes = {t["name"]: t["datatype"] for t in inputs}
     path = f"{ep.path.rstrip('/')}/v2/models/{info.model}/infer"
     extra = parse_headers(cfg.headers)
     rng = np.random.default_rng(cfg.seed)
     arrays_list: list[dict[str, np.ndarray]] = []
     if cfg.input_data:
-        arrays_list = _npz_samples(cfg.input_data, inputs)
+        arrays_list = _npz_samples(cfg.input_data, inputs, max_batch)
         info.data_source = cfg.input_data
         info.shapes = [{n: list(a.shape) for n, a in arrays_list[0].items()}]
     else:
-        mix = _shape_mix(cfg, inputs, batched)
+        mix = _shape_mix(cfg, inputs, batched, max_batch)
         counts = _counts(cfg.shape_weights or [1.0] * len(mix), max(cfg.input_pool_size, len(mix)))
         order = [i for i, c in enumerate(counts) for _ in range(c)]
         rng.shuffle(order)
@@ -267,7 +289,7 @@ def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
         info.payloads.append(build_request(ep, "POST", path, body, [*headers, *extra]))
 
 
-def _npz_samples(path: str, inputs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+def _npz_samples(path: str, inputs: list[dict[str, Any]], max_batch: int = 0) -> list[dict[str, np.ndarray]]:
     p = Path(path)
     try:
         data = dict(np.load(p, allow_pickle=False))
@@ -287,6 +309,13 @@ def _npz_samples(path: str, inputs: list[dict[str, Any]]) -> list[dict[str, np.n
             arr = data[t["name"]]
             sample[t["name"]] = arr[j : j + 1] if arr.ndim == len(t["shape"]) else arr[j]
         out.append(sample)
+    for t in inputs:  # what the server would refuse is refused here: dtype, rank, fixed dims, rows
+        a, want = out[0][t["name"]], _NUMPY.get(str(t["datatype"]))
+        if want is not None and a.dtype != np.dtype(want):
+            raise UsageError(f"--input-data {path!r}: '{t['name']}' is {a.dtype} but the model's input is"
+                             f" {t['datatype']}: save it as {np.dtype(want).name}")  # fmt: skip
+        check_given_shape(_spec(t), list(a.shape), flag=f"--input-data {path!r}:")
+        check_rows(t["name"], list(a.shape), max_batch, flag=f"--input-data {path!r}:")
     return out
 
 

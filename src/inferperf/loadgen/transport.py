@@ -42,11 +42,14 @@ CONNECT, DISCONNECTED, TIMEOUT = "connect", "disconnected", "timeout"
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """One answer: HTTP ``status`` (0 = none), body length in bytes, ``error_kind`` (None = success)."""
+    """One answer: HTTP ``status`` (0 = none), body length in bytes, ``error_kind`` (None = success);
+    ``error_body``: the body of a 4xx answer (a ``Content-Length`` one; None otherwise), so a request the
+    server refuses as malformed can be shown with the server's own words."""
 
     status: int
     body_len: int
     error_kind: str | None = None
+    error_body: bytes | None = None
 
 
 def http_error_kind(status: int) -> str | None:
@@ -147,13 +150,14 @@ class HttpConnection:
             head = await self._reader.readuntil(b"\r\n\r\n")
             status = int(head[9:12])
             n, chunked, close = _framing(head)
+            body = None
             if chunked:
                 n = await self._read_chunked()
             elif n:
-                await self._reader.readexactly(n)
+                body = await self._reader.readexactly(n)
             if close:
                 self.close()
-            return Response(status, n, http_error_kind(status))
+            return Response(status, n, http_error_kind(status), body if 400 <= status < 500 else None)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, OSError, ValueError):
             self.close()
             return Response(0, 0, DISCONNECTED)
@@ -328,12 +332,13 @@ class SimulatedServer:
         slots: requests served at once; more wait in arrival order.
         freezes: ``(start_s, end_s)`` windows (clock seconds) in which no request starts or finishes service.
         die_at_s: clock time (s) after which connections are refused and open ones reset.
-        status: HTTP status of every answer.
+        status: HTTP status of every answer (or a callable ``(i) -> status`` for request i); a 4xx answer
+            carries ``error_body`` ``b"simulated <status>"``.
     """
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK, service_s: Any = 0.001, slots: int = 1,
                  freezes: Sequence[tuple[float, float]] = (), die_at_s: float | None = None,
-                 status: int = 200) -> None:  # fmt: skip
+                 status: Any = 200) -> None:  # fmt: skip
         self.clock = clock
         self.service_s = service_s
         self.slots = slots
@@ -366,7 +371,9 @@ class SimulatedServer:
             await self._wait_unfrozen()
         if self._dead():
             return Response(0, 0, DISCONNECTED)
-        return Response(self.status, 0, http_error_kind(self.status))
+        status = self.status(i) if callable(self.status) else self.status
+        body = f"simulated {status}".encode() if 400 <= status < 500 else None
+        return Response(status, 0, http_error_kind(status), body)
 
     async def connect(self) -> _SimConnection:
         """Open a simulated connection (instant).

@@ -133,7 +133,7 @@ def resolve_shapes(
     problems: list[str] = []
     for spec in inputs:
         if spec.name in shapes:
-            resolved[spec.name] = _checked_given(spec, list(shapes[spec.name]))
+            resolved[spec.name] = check_given_shape(spec, list(shapes[spec.name]))
             continue
         out = _fill_dims(spec, dims, batch_size, data_shapes.get(spec.name), default_batch)
         if None in out:
@@ -204,18 +204,26 @@ def _merged_dims(inputs: Sequence[TensorInfo], shapes: Mapping[str, Sequence[int
     return {**{k: v for k, (v, _) in from_shapes.items()}, **dims}
 
 
-def _checked_given(spec: TensorInfo, given: list[int]) -> list[int]:
-    """An explicit ``--shape`` checked against the declared rank and fixed dims (UsageError naming the fix)."""
+def check_given_shape(spec: TensorInfo, given: list[int], flag: str = "--shape") -> list[int]:
+    """An explicit shape checked against the declared rank and fixed dims of ``spec``; returns ``given``.
+
+    A declared dim that :func:`is_symbolic` (a name, ``None``, or a non-positive int such as KServe's -1)
+    takes any size. ``flag`` names where the shape came from in the message (``--shape``, ``--input-data F``).
+
+    Raises:
+        UsageError: another rank, or a fixed dim contradicted (one line naming the fix).
+    """
     declared = list(spec.shape)
+    text = f"{flag} {spec.name}:{'x'.join(map(str, given))}"
     if len(given) != len(declared):
         raise UsageError(
-            f"--shape {spec.name}:{'x'.join(map(str, given))} has rank {len(given)} but input"
+            f"{text} has rank {len(given)} but input"
             f" '{spec.name}' is [{', '.join(map(_label, declared))}] (rank {len(declared)})"
         )
     for axis, (want, got) in enumerate(zip(declared, given, strict=True)):
         if not is_symbolic(want) and want != got:
             raise UsageError(
-                f"--shape {spec.name}:{'x'.join(map(str, given))} contradicts fixed dim {axis} (= {want}) of"
+                f"{text} contradicts fixed dim {axis} (= {want}) of"
                 f" input '{spec.name}' [{', '.join(map(_label, declared))}]: keep {want} on axis {axis}"
             )
     return given

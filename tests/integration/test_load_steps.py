@@ -1,0 +1,50 @@
+"""``inferperf load`` steps over real sockets against ``inferperf serve`` on 127.0.0.1 (issue 23 items 2-4)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from inferperf.cli import main
+from inferperf.results.io import load as load_result
+
+
+def test_a_shape_the_model_refuses_is_one_line_exit_2_before_any_request(server, capsys) -> None:
+    """Checked against GET /v2/models/mlp (x [-1, 32]) as `bench --shape` checks: nothing is sent, no table."""
+    assert main(["load", server.url, "--model", "mlp", "--shape", "x:1x16", "--concurrency", "1",
+                 "--duration-s", "5"]) == 2  # fmt: skip
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "contradicts fixed dim 1 (= 32)" in lines[0] and "keep 32" in lines[0]
+    assert "concurrency" not in out  # refused before the table
+
+
+def test_requests_the_server_answers_400_stop_after_10_and_exit_2_with_its_words(server, tmp_path, capsys) -> None:
+    """A prepared body the server refuses (a plain URL has no metadata to check it against): the step stops
+    after 10 answers 400 in a row instead of running its 5 s as a 'stall', the Result is kept (INVALID, the
+    refusal in `metrics.client.rejected`) and the exit is 2 with the server's own message on one line."""
+    body = tmp_path / "bad.json"
+    body.write_bytes(orjson.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]}))
+    out = tmp_path / "out"
+    assert main(["load", f"{server.url}/v2/models/mlp/infer", "--body", str(body), "--header",
+                 "Content-Type:application/json", "--concurrency", "1", "--warmup-s", "0", "--duration-s", "5",
+                 "-o", str(out)]) == 2  # fmt: skip
+    err = [x for x in capsys.readouterr().err.strip().splitlines() if x.startswith("error:")]
+    assert len(err) == 1 and "10 answers 400 in a row" in err[0] and "does not match the model's" in err[0]
+    (path,) = out.glob("*.json")
+    r = load_result(path)
+    assert r.metrics.client["rejected"]["in_a_row"] == 10 and r.metrics.errors.by_kind == {"http_400": 10}
+    assert not r.validity.valid and r.metrics.throughput.duration_s < 5
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_load_zoo_ppocr_cls_uses_the_zoos_default_shape_as_bench_does(tmp_path) -> None:
+    """`load zoo:ppocr-cls` (own server) sends x:1x3x48x192, the shape `bench zoo:ppocr-cls` measures (it used to
+    stop at 'pass --shape x:1x3x8x8')."""
+    out = tmp_path / "out"
+    assert main(["load", "zoo:ppocr-cls", "--concurrency", "1", "--requests", "20", "--warmup-s", "0.2",
+                 "-o", str(out)]) == 0  # fmt: skip
+    (client,) = [r for r in map(load_result, out.glob("*.json")) if r.kind == "load"]
+    assert client.config.workload.shapes == {"x": [1, 3, 48, 192]}
+    assert client.metrics.latency_ms.count == 20 and client.metrics.errors.count == 0

@@ -1,0 +1,90 @@
+"""Load steps (issue 23 items 2-4): refused requests end a step, the request pre-check, drain between steps,
+the plan and progress lines, and the workers-vs-streams rule. Fake clock and simulated server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from inferperf.clock import FakeClock
+from inferperf.errors import UsageError
+from inferperf.loadgen.driver import MAX_CONSECUTIVE_4XX, Closed, Open, StepSamples, run_step
+from inferperf.loadgen.options import LoadConfig
+from inferperf.loadgen.result import step_result
+from inferperf.loadgen.target import TargetInfo, build_payloads
+from inferperf.loadgen.transport import Endpoint, SimulatedServer
+from inferperf.measure import arrivals
+from tests.fake_loop import run_fake
+
+
+def step(clock: FakeClock, server: Any, mode: Any, **kw: Any) -> StepSamples:
+    kw.setdefault("warmup_s", 0.0)
+    kw.setdefault("cpu", lambda: 0.0)
+    return run_fake(clock, lambda: run_step(server, mode, clock=clock, **kw), timeout_s=600.0)
+
+
+def target(shape: list[int] | None = None, max_batch: int | None = None) -> TargetInfo:
+    return TargetInfo(kind="kserve", url="http://127.0.0.1:1", model="m",
+                      metadata={"name": "m", "inputs": [{"name": "x", "datatype": "FP32", "shape": shape or [-1, 4]}],
+                                "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 2]}]},
+                      config={} if max_batch is None else {"max_batch_size": max_batch},
+                      shapes=[{"x": [1, 4]}], dtypes={"x": "FP32"}, payloads=[b""])  # fmt: skip
+
+
+# ---------------------------------------------------------------- item 2: refused requests are not a stall
+
+
+def test_ten_4xx_in_a_row_end_the_step_with_the_servers_first_words() -> None:
+    """A server that refuses every request: the step stops after exactly 10 answers (closed loop, one stream),
+    long before its 30 s, and the Result is INVALID naming the refusal, not 'the target stalled or died'."""
+    clock = FakeClock()
+    server = SimulatedServer(clock, service_s=0.001, status=400)
+    s = step(clock, server, Closed(1), duration_s=30.0)
+    assert s.rejection == {"status": 400, "body": "simulated 400", "in_a_row": MAX_CONSECUTIVE_4XX}
+    assert s.scheduled_ns.size == MAX_CONSECUTIVE_4XX and s.duration_s < 1.0
+    r = step_result(s, target(), LoadConfig(concurrency=[1]), [])
+    assert r.metrics.client["rejected"]["status"] == 400
+    assert not r.validity.valid and any("refused the requests" in x for x in r.validity.reasons)
+    assert not any("stalled or died" in n for n in r.notes)
+
+
+def test_an_open_loop_step_stops_sending_on_refusals_too() -> None:
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=0.001, status=404), Open(arrivals.constant(100)), duration_s=30.0)
+    assert s.rejection is not None and s.rejection["status"] == 404
+    assert MAX_CONSECUTIVE_4XX <= s.scheduled_ns.size < 20
+
+
+@pytest.mark.parametrize("status", [
+    lambda i: 400 if i % 2 else 200,  # refusals between successes: a flaky input, measured, not stopped
+    lambda i: 429,  # too many requests: the server is overloaded, which is what load measures
+    lambda i: 503,  # a 5xx is the server's failure, counted as errors
+])  # fmt: skip
+def test_refusals_that_are_not_ten_in_a_row_or_are_load_signals_do_not_stop_the_step(status) -> None:  # noqa: ANN001
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=0.010, status=status), Closed(1), duration_s=2.0)
+    assert s.rejection is None and s.duration_s == pytest.approx(2.0)
+    assert s.scheduled_ns.size > 150
+
+
+def test_shapes_and_dtypes_are_checked_against_the_metadata_before_any_request(tmp_path) -> None:  # noqa: ANN001
+    ep = Endpoint.parse("http://h")
+    cases = [
+        (target([1, 3, 224, 224]), LoadConfig(model="m", shapes=["x:1x3x100x100"]), "contradicts fixed dim 2 \\(= 224\\)"),
+        (target([-1, 4]), LoadConfig(model="m", shapes=["x:1x4x1"]), "has rank 3 but input 'x' is \\[-1, 4\\]"),
+        (target([-1, 4], max_batch=4), LoadConfig(model="m", shapes=["x:8x4"]), "8 rows exceed the model's max_batch"),
+    ]  # fmt: skip
+    np.savez(tmp_path / "f64.npz", x=np.zeros((2, 4), np.float64))
+    np.savez(tmp_path / "wide.npz", x=np.zeros((2, 5), np.float32))
+    cases += [(target(), LoadConfig(model="m", input_data=str(tmp_path / "f64.npz")), "is float64 but .* FP32"),
+              (target(), LoadConfig(model="m", input_data=str(tmp_path / "wide.npz")), "contradicts fixed dim 1")]
+    for info, cfg, text in cases:
+        with pytest.raises(UsageError, match=text) as e:
+            build_payloads(info, cfg, ep)
+        assert "\n" not in str(e.value) and not info.payloads[1:]
+    ok = target([-1, 4], max_batch=4)
+    ok.payloads = []
+    build_payloads(ok, LoadConfig(model="m", shapes=["x:4x4"]), ep)  # what the model takes still builds
+    assert len(ok.payloads) == 16
