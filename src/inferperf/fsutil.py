@@ -16,6 +16,8 @@ Part of the base layer: imports only the standard library.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import secrets
 from collections.abc import Iterator
@@ -148,3 +150,26 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = False) ->
     with atomic_open(path, "wb", fsync=fsync) as f:
         f.write(data)
     return Path(path)
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None (JSON has no such numbers: ``Infinity`` and
+    ``NaN`` tokens are rejected by strict readers such as JavaScript's ``JSON.parse``). Dicts, lists and tuples
+    are walked; tuples become lists; anything else is returned as it is."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def atomic_write_json(path: str | Path, doc: Any, *, indent: int | None = 1) -> Path:
+    """Write ``doc`` as strict JSON (:func:`json_safe`: no NaN/Infinity tokens) atomically; values json cannot
+    encode are written as their ``str``. Returns ``path`` as a Path.
+
+    Raises:
+        OSError: the folder is missing or not writable; ``path`` is untouched then.
+    """
+    return atomic_write_text(path, json.dumps(json_safe(doc), indent=indent, default=str, allow_nan=False))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, json_safe
 from .build import Report
 
 GROUP_TITLES = {
@@ -74,19 +74,9 @@ def _template_text(name: str) -> str:
     return (files("inferperf.report") / "templates" / name).read_text(encoding="utf-8")
 
 
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def _script_json(obj: Any) -> str:
     """JSON safe inside a <script> element (NaN and infinities become null)."""
-    return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+    return json.dumps(json_safe(obj), separators=(",", ":"), allow_nan=False).replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
 def _context(rep: Report) -> dict[str, Any]:

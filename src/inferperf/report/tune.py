@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..stats import bounded, ci_text
 from .charts import Chart, _layout
 
 
@@ -77,9 +78,11 @@ def tune_findings(entries: list[Any]) -> list[str]:
         text = f"tune ({s.get('goal')}): best {s.get('best_config') or 'defaults'}: {r.metrics.throughput.samples_per_s:.4g}" \
                f" samples/s, p99 {r.metrics.latency_ms.p99:.4g} ms"
         d = v.get("vs_defaults")
-        if d and d.get("ci95"):
-            lo, hi = d["ci95"]
-            text += f"; {d['ratio']:.3f}x the runtime's defaults (95 % CI [{lo:.3f}, {hi:.3f}]" + (
-                ", separated)" if d.get("separated") else ", not separated: no claim)")
+        if d and d.get("ratio") is not None:
+            text += f"; {d['ratio']:.3f}x the runtime's defaults ({ci_text(d.get('ci95'))}"
+            if not bounded(d.get("ci95")):
+                text += f": {d['unbounded']})" if d.get("unbounded") else ")"
+            else:
+                text += ", separated)" if d.get("separated") else ", not separated: no claim)"
         out.append(text)
     return out

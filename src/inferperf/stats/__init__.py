@@ -167,6 +167,24 @@ def intervals_separate(a: Sequence[float] | None, b: Sequence[float] | None) -> 
     return bool(a[1] < b[0] or b[1] < a[0])
 
 
+#: How an interval without finite ends reads, everywhere it is printed.
+UNBOUNDED_TEXT = "unbounded: no claim"
+
+
+def bounded(ci: Sequence[float | None] | None) -> bool:
+    """True when ``ci`` is ``[low, high]`` with both ends finite numbers (not None, NaN or infinite)."""
+    return (ci is not None and len(ci) == 2
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ci))
+
+
+def ci_text(ci: Sequence[float | None] | None, fmt: str = ".3f", level: str = "95 % CI") -> str:
+    """``"95 % CI [0.912, 1.201]"``, or ``"95 % CI unbounded: no claim"`` when :func:`bounded` is False
+    (an unbounded Fieller interval, stored as ``null`` or, in older files, ``[null, null]`` or infinities)."""
+    if not bounded(ci):
+        return f"{level} {UNBOUNDED_TEXT}"
+    return f"{level} [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
+
+
 def cv_percent(values: Sequence[float] | np.ndarray) -> float:
     """Coefficient of variation in percent: 100 * sample std (ddof=1) / mean; NaN when undefined."""
     arr = np.asarray(values, dtype=np.float64)

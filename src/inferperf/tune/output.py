@@ -13,6 +13,7 @@ from typing import Any
 
 from ..fsutil import atomic_open, atomic_write_text
 from ..measure.speedup import sig
+from ..stats import ci_text
 from .search import SearchPass, SearchSettings, measured_trials, write_json
 from .space import apply, serve_params
 
@@ -168,9 +169,9 @@ def write_outputs(study: Any, spec: Any, summary: dict[str, Any]) -> None:
             f"{sig(best.get('throughput', 0))} samples/s, p99 {sig(best.get('p99_ms', 0))} ms\n")
     v = summary.get("validation") or {}
     if v.get("improvement_over_defaults") is not None:
-        ci = (v.get("vs_defaults") or {}).get("ci95")
+        vs = v.get("vs_defaults")
         head += f"# vs the runtime's defaults: {v['improvement_over_defaults']:.3f}x" + (
-            f" (95 % CI [{ci[0]:.3f}, {ci[1]:.3f}])\n" if ci else "\n")
+            f" ({ci_text(vs.get('ci95'))})\n" if vs else " (the defaults won)\n")
     model = spec.variants.get(best["config"].get("precision"), spec.model)
     if model != spec.model:
         head += f"# model: {model} (the {best['config']['precision']} variant)\n"

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..config import BenchConfig
 from ..errors import InferperfError, UsageError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_json
 from ..results.io import save
 from ..results.model import SystemInfo
 from .objective import Goal
@@ -324,5 +324,5 @@ def _emit(on_trial: Callable | None, number: int, params: dict[str, Any], state:
 
 
 def write_json(path: Path, doc: Any) -> None:
-    """Pretty JSON, written atomically."""
-    atomic_write_text(path, json.dumps(doc, indent=1, default=str))
+    """Pretty strict JSON (NaN and infinities as null: :func:`~inferperf.fsutil.json_safe`), written atomically."""
+    atomic_write_json(path, doc)

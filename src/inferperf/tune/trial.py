@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from ..config import BenchConfig, StopOptions
 from ..measure.runner import aggregate
 from ..results.model import Result
-from ..stats import median_ci, quantile_ci
+from ..stats import ci_text, median_ci, quantile_ci
 from .objective import Goal
 
 
@@ -148,7 +148,11 @@ def measure_trial(evaluator: Evaluator, model: str, cfg: BenchConfig, params: di
             break
         lo, hi = quantile_ci([x / 1e6 for x in pooled.samples.latency_ns], 99.0)
         slo = goal.slo_p99_ms
-        if not (lo <= slo <= hi) or math.isnan(lo) or math.isnan(hi):
+        if math.isnan(lo) or math.isnan(hi):  # too few samples past the p99 for an end: no claim from it
+            decided = (f"p99 {ci_text(None)} from {int(fig['samples'])} samples; the measured p99 decides"
+                       f" the SLO {slo:g} ms")
+            break
+        if not (lo <= slo <= hi):
             decided = f"p99 95 % CI [{lo:.3g}, {hi:.3g}] ms decides the SLO {slo:g} ms"
             break
         decided = f"p99 95 % CI [{lo:.3g}, {hi:.3g}] ms still contains the SLO {slo:g} ms after {stage + 1} runs"

@@ -51,7 +51,12 @@ def candidates(study: Any, goal: Goal, top: int) -> list[Any]:
 
 
 def _ratio(goal: Goal, a: list[float], b: list[float]) -> dict[str, Any]:
-    """Fieller ratio of mean objective values a / b (as 'how much better': inverted for p99), rounds agreeing."""
+    """Fieller ratio of mean objective values a / b (as 'how much better': inverted for p99), rounds agreeing.
+
+    ``ci95`` is ``[low, high]`` when the interval is bounded; otherwise ``None`` with the reason in
+    ``unbounded`` (Fieller's set is the whole line when the denominator's mean is not significantly above 0,
+    and there is no interval from fewer than 2 runs a side): no claim either way, and ``separated`` is False.
+    ``ratio`` is None when it is undefined (a zero denominator)."""
     from ..significance import mean_ratio_ci
 
     better = (lambda x, y: x < y) if goal.objective == "p99" else (lambda x, y: x > y)
@@ -60,10 +65,15 @@ def _ratio(goal: Goal, a: list[float], b: list[float]) -> dict[str, Any]:
     num, den = (b, a) if goal.objective == "p99" else (a, b)
     try:
         ci = mean_ratio_ci(num, den)
-        doc.update(ratio=ci.estimate, ci95=[ci.low, ci.high], separated=ci.low > 1.0)
     except ValueError as e:
         mean_a, mean_b = sum(num) / len(num), sum(den) / len(den)
-        doc.update(ratio=mean_a / mean_b if mean_b else math.nan, ci95=None, separated=False, note=str(e))
+        doc.update(ratio=mean_a / mean_b if mean_b else None, ci95=None, separated=False, unbounded=str(e), note=str(e))
+        return doc
+    if math.isfinite(ci.low) and math.isfinite(ci.high):
+        doc.update(ratio=ci.estimate, ci95=[ci.low, ci.high], separated=ci.low > 1.0)
+    else:  # Fieller's set is unbounded when the denominator's mean is not significantly above 0: no claim
+        why = ci.notes[0] if ci.notes else "the interval is unbounded"
+        doc.update(ratio=ci.estimate, ci95=None, separated=False, unbounded=why)
     return doc
 
 
@@ -75,7 +85,8 @@ def _tie_break(goal: Goal, ok: list[dict[str, Any]]) -> dict[str, Any]:
     tied = [best]
     for r in ok[1:]:
         d = _ratio(goal, best["objective_per_run"], r["objective_per_run"])
-        if not d.get("separated") and d.get("ratio", math.inf) <= 1.0 + TIE:
+        ratio = d.get("ratio")
+        if not d.get("separated") and ratio is not None and ratio <= 1.0 + TIE:
             tied.append(r)
     if goal.objective == "p99":
         return max(tied, key=lambda r: r["throughput"])
