@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import orjson
 import pytest
 
 from inferperf.cli import main
+from inferperf.loadgen.options import LoadConfig
+from inferperf.loadgen.run import load
 from inferperf.results.io import load as load_result
 
 
@@ -48,3 +52,36 @@ def test_load_zoo_ppocr_cls_uses_the_zoos_default_shape_as_bench_does(tmp_path) 
     (client,) = [r for r in map(load_result, out.glob("*.json")) if r.kind == "load"]
     assert client.config.workload.shapes == {"x": [1, 3, 48, 192]}
     assert client.metrics.latency_ms.count == 20 and client.metrics.errors.count == 0
+
+
+FAST = {"warmup_s": 0.2, "duration_s": 0.8, "measurement_interval_ms": 400}
+
+
+def _measured_something(r) -> None:  # noqa: ANN001
+    c = r.metrics.client
+    assert r.metrics.latency_ms.count > 0 and r.metrics.errors.count == 0
+    assert not any("no request succeeded" in x for x in r.validity.reasons), r.validity  # (the server shares this
+    # process, so generator-bound may be said: its CPU is counted)
+    assert c["client_cpu_percent"] is not None and 0 <= c["client_cpu_percent"] <= 100 * os.cpu_count()
+
+
+@pytest.mark.timeout(240)
+def test_stress_with_two_workers_measures_its_first_step_at_concurrency_1(server) -> None:
+    """`--stress --workers 2`: the ramp starts at 1 stream, which ran ONE worker (a second one had no stream,
+    an empty span, and the pooled span collapsed: 'no request succeeded', '4000000000 % of one core'). A
+    1 us SLO ends the ramp after that step."""
+    from inferperf.loadgen.stress import stress
+
+    (r,) = stress(LoadConfig(url=server.url, model="mlp", stress=True, workers=2, slo_p99_ms=1e-3, **FAST))
+    assert r.config.concurrency == 1 and r.metrics.client["workers"] == 1
+    _measured_something(r)
+    assert any("--workers 2 at concurrency 1: 1 worker" in n for n in r.notes)
+
+
+@pytest.mark.timeout(240)
+def test_two_workers_over_concurrency_1_then_2(server) -> None:
+    r1, r2 = load(LoadConfig(url=server.url, model="mlp", concurrency=[1, 2], workers=2, **FAST))
+    assert (r1.metrics.client["workers"], r2.metrics.client["workers"]) == (1, 2)
+    for r in (r1, r2):
+        _measured_something(r)
+    assert sorted(set(r2.samples.stream_ids)) == [0, 1]

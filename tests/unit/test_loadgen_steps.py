@@ -88,3 +88,36 @@ def test_shapes_and_dtypes_are_checked_against_the_metadata_before_any_request(t
     ok.payloads = []
     build_payloads(ok, LoadConfig(model="m", shapes=["x:4x4"]), ep)  # what the model takes still builds
     assert len(ok.payloads) == 16
+
+
+# ---------------------------------------------------------------- item 4: --workers N with fewer streams
+
+
+def test_a_closed_loop_step_starts_at_most_one_worker_per_stream() -> None:
+    from inferperf.loadgen.run import workers_for
+
+    assert [workers_for(LoadConfig(concurrency=[c], workers=2), c) for c in (1, 2, 3)] == [1, 2, 2]
+    assert workers_for(LoadConfig(request_rate=[5.0], workers=3), 5.0) == 3  # open loop: one schedule, strided
+
+
+def test_the_cpu_figure_is_cpu_over_each_workers_own_span_and_absent_without_a_span() -> None:
+    """Two workers whose spans differ (2 s and 1 s) and used 0.5 s of CPU each: 1 s / 3 s = 33.3 % of one core per
+    process. A step that measured no time has no CPU figure (it used to divide by 1 ns: '4000000000 %') and is
+    not called generator-bound."""
+    from inferperf.loadgen.run import pool_samples
+    from inferperf.loadgen.driver import WindowRule
+
+    parts = []
+    for k, dur in enumerate([2.0, 1.0]):
+        clock = FakeClock()
+        reads = iter([0.0, 0.5])
+        parts.append(step(clock, SimulatedServer(clock, service_s=0.01), Closed(1), duration_s=dur, worker_id=k,
+                          cpu=lambda: next(reads)))  # fmt: skip
+    pooled = pool_samples(parts, WindowRule())
+    r = step_result(pooled, target(), LoadConfig(concurrency=[2], workers=2), [])
+    assert r.metrics.client["client_cpu_percent"] == pytest.approx(100 / 3)
+    empty = parts[0]
+    empty.measure_end_ns = empty.measure_start_ns
+    r = step_result(empty, target(), LoadConfig(concurrency=[1]), [])
+    assert r.metrics.client["client_cpu_percent"] is None
+    assert not any("generator-bound" in x for x in r.validity.reasons)

@@ -44,7 +44,7 @@ def row(r: Result) -> dict[str, Any]:
         "error_adjusted_p99_us": _us((c.get("error_adjusted_latency_ms") or {}).get("p99")),
         "send_lag_p99_us": _us((c.get("send_lag_ms") or {}).get("p99")), "late_sends": c.get("late_sends", ""),
         "incomplete": c.get("incomplete", ""), "errors": r.metrics.errors.count,
-        "client_cpu_percent": round(c.get("client_cpu_percent", 0.0), 1), "valid": r.validity.valid,
+        "client_cpu_percent": "" if c.get("client_cpu_percent") is None else round(c["client_cpu_percent"], 1), "valid": r.validity.valid,
     }  # fmt: skip
 
 

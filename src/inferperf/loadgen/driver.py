@@ -121,6 +121,13 @@ class StepSamples:
     by_send: bool = False
     counted: np.ndarray | None = None  # pooled workers with ``requests``: each worker's own measured mask
     rejection: dict[str, Any] | None = None  # {status, body, in_a_row}: the step stopped on MAX_CONSECUTIVE_4XX
+    client_span_s: float | None = None  # pooled: the sum of each worker's own measured span (its CPU's divisor)
+
+    def cpu_percent(self) -> float | None:
+        """Generator CPU as % of one core per process: CPU seconds over the span(s) they were read over
+        (pooled workers: summed CPU over summed own spans, so their mean); None when no time was measured."""
+        span = self.duration_s if self.client_span_s is None else self.client_span_s
+        return 100.0 * self.client_cpu_s / span if span > 0 else None
 
     def measured(self) -> np.ndarray:
         """Boolean mask of requests that completed (with or without error) in the measured span (start, end];

@@ -110,7 +110,7 @@ def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
     measured_conc = float(s.concurrency) if s.mode == "closed" else _in_flight_mean(s)
     expected = achieved * mean_lat_s
     little_ok = measured_conc > 0 and abs(expected - measured_conc) <= LITTLE_TOLERANCE * measured_conc
-    cpu_pct = 100.0 * s.client_cpu_s / dur / max(1, s.workers)
+    cpu_pct = s.cpu_percent()
     wins = [window_figures(s, a, b) for a, b in s.windows_ns]
     zero = [i for i, w in enumerate(wins) if w["count"] == 0]
     lost = bool(zero and zero[-1] == len(wins) - 1 and
@@ -146,7 +146,7 @@ def _honesty(s: StepSamples, block: dict[str, Any], lag: np.ndarray, sent_in: np
     reasons: list[str] = []
     notes: list[str] = []
     cpu = block["client_cpu_percent"]
-    if cpu >= CLIENT_CPU_LIMIT_PERCENT:
+    if cpu is not None and cpu >= CLIENT_CPU_LIMIT_PERCENT:
         reasons.append(f"generator-bound: the client used {cpu:.0f} % of one core: add --workers or a client machine")
     spare = s.connections_ran_out == 0
     due = block["scheduled_rate"]  # what the schedule asked in this span (a Poisson span varies around the rate)

@@ -92,7 +92,8 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         error=np.concatenate([r[p.error] for r, p in zip(remap, parts, strict=True)]), worker=cat("worker"),
         error_kinds=kinds, t0_ns=min(p.t0_ns for p in parts), measure_start_ns=a, measure_end_ns=b,
         windows_ns=list(zip(edges[:-1], edges[1:], strict=True)),
-        client_cpu_s=sum(p.client_cpu_s for p in parts), connections_peak=sum(p.connections_peak for p in parts),
+        client_cpu_s=sum(p.client_cpu_s for p in parts), client_span_s=sum(p.duration_s for p in parts),
+        connections_peak=sum(p.connections_peak for p in parts),
         connections_ran_out=sum(p.connections_ran_out for p in parts),
         max_connections=sum(p.max_connections for p in parts), workers=len(parts), transport=first.transport,
         by_send=by_send, counted=cat_mask(parts) if by_send else None,
@@ -109,13 +110,19 @@ def cat_mask(parts: list[StepSamples]) -> np.ndarray:
     return np.concatenate([p.measured() for p in parts])
 
 
+def workers_for(cfg: LoadConfig, value: float) -> int:
+    """Processes a step runs in: ``cfg.workers``, but in closed loop at most one per stream (a worker given
+    no stream would measure an empty span, and the pooled span is the overlap of theirs)."""
+    return max(1, min(cfg.workers, int(value))) if cfg.mode == "closed" else cfg.workers
+
+
 def run_workers(cfg: LoadConfig, payloads: list[bytes], value: float) -> StepSamples:
-    """One step over ``cfg.workers`` processes, pooled.
+    """One step over :func:`workers_for` processes, pooled.
 
     Raises:
         MeasurementError: a worker failed or did not answer.
     """
-    n = cfg.workers
+    n = workers_for(cfg, value)
     duration = cfg.duration_s
     if duration is None and cfg.requests is None:
         duration = 3 * cfg.measurement_interval_ms / 1000
@@ -194,14 +201,19 @@ def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str
     ``kept``: run on connections kept from the previous step (single process; ignored with ``--workers``).
     """
     before = fetch_stats(target)
-    if cfg.workers > 1:
+    n = workers_for(cfg, value)
+    if n > 1:
         s = run_workers(cfg, target.payloads, value)
     elif kept is not None:
         s = kept.samples(cfg, target.payloads, value)
     else:
         s = asyncio.run(_step(cfg, target.payloads, build_mode(cfg, value), cfg.duration_s, cfg.requests))
     after = fetch_stats(target)
-    return step_result(s, target, cfg, command, stats_before=before, stats_after=after)
+    r = step_result(s, target, cfg, command, stats_before=before, stats_after=after)
+    if n < cfg.workers:
+        r.notes.append(f"--workers {cfg.workers} at concurrency {int(value)}: {n} worker process(es) ran, one per"
+                       " stream")  # fmt: skip
+    return r
 
 
 def load(cfg: LoadConfig, command: list[str] | None = None,
