@@ -44,7 +44,7 @@ def test_report_draws_real_load_steps_beside_a_bench_result(tmp_path: Path) -> N
     assert tput["x"] == [1, 2]
     assert tput["y"] == pytest.approx([r.metrics.throughput.queries_per_s for r in rs])
     assert [t["name"] for t in specs["load-split-0"]["data"]] == ["queue", "compute", "rest"]
-    assert "mlp (closed loop): knee at " in html
+    assert "mlp (json, closed loop): 2 steps: no knee from fewer than 3" in html  # issue 24 item 10
     # the SLO line follows the Results' own validity (1 s steps of 500 ms windows may be INVALID on a busy
     # machine): it names the highest VALID step meeting the SLO, or says none does
     ok = [r for r in rs if r.validity.valid and r.metrics.latency_ms.p99 <= 1000]

@@ -48,7 +48,8 @@ def test_closed_loop_throughput_x_is_concurrency_and_y_each_results_throughput(t
     lat = ch["load-lat-0"].figure["data"]
     assert [t["name"] for t in lat[:3]] == ["p50", "p90", "p99"]
     assert lat[2]["y"] == pytest.approx([r.metrics.latency_ms.p99 for r in rs])
-    assert "load-err-0" in ch and "load-tail-0" not in ch  # no corrected/uncorrected chart in closed loop
+    assert "load-err-0" not in ch and "load-tail-0" not in ch  # no errors: no empty error chart; closed loop: no tail
+    assert "No request failed in any of the 4 step(s)" in ch["load-lat-0"].caption
     texts = " ".join(s["text"] for s in rep.summary)
     assert "knee at 4" in texts and "highest load meeting p99 <= 30 ms: 4" in texts
     html, md = render_html(rep), render_markdown(rep)

@@ -17,6 +17,12 @@ qualifying configuration with the most throughput per core (by the CI's lower bo
 when there is one); an option whose CI reaches 0 (too noisy to bound) ranks after the
 bounded ones, so a wider interval never looks better than a narrow one. The SLO is checked at the measured load only: the plan says so.
 
+Inputs (:func:`capacity_inputs`): in-process bench Results (bench, sweep, optimize, runtimes) and, from
+HTTP load runs, only the steps that measured a capacity: a finished ``--stress`` ramp's highest load meeting
+its SLO, a ``--find-max-rate`` goodput step, or the best step of a saturated closed-loop ladder; their cores
+are the server's pinned CPUs. Never open-loop steps below saturation (their throughput is the offered rate),
+profile runs (measured under the profiler), tune trials, pipelines or soaks.
+
 Pure functions over Result documents.
 """
 
@@ -45,6 +51,7 @@ class Option:
         cores, cores_low_ci: instances x cores per instance.
         low_bounded: False when the CI's lower bound reaches 0 (runs too noisy or too few to bound it): then
             the ``_low`` figures fall back to the point estimate and the plan ranks the option after bounded ones.
+        chosen: this option is the plan's choice (exactly one option per plan, or none).
     """
 
     case_key: str
@@ -62,6 +69,7 @@ class Option:
     cores: int = 0
     cores_low_ci: int = 0
     low_bounded: bool = True
+    chosen: bool = False
 
 
 @dataclass
@@ -92,8 +100,70 @@ def instances_for(target_qps: float, qps_per_instance: float, headroom: float = 
     return max(1, math.ceil(target_qps / (qps_per_instance * (1.0 - headroom)) - 1e-9))
 
 
+#: Result kinds measured in-process by bench (a sweep case, an optimize variant, a runtime): capacity inputs.
+IN_PROCESS_KINDS = ("bench", "sweep", "optimize", "runtimes")
+#: Throughput gain (%) under which a closed-loop ladder's last step counts as saturated (the load findings' rule).
+SATURATION_GAIN_PERCENT = 5.0
+
+
+def _step_doc(r: Result) -> dict[str, Any]:
+    return (r.metrics.client or {}).get("stress") or {}
+
+
+def _load_inputs(rs: list[Result]) -> tuple[list[Result], list[str]]:
+    """The load steps that measured a capacity, per load run (one command against one target): a finished
+    ``--stress`` ramp's highest load meeting its SLO, a ``--find-max-rate`` search's goodput step, or the
+    best step of a closed-loop ladder of >= 3 steps whose last step gained < 5 % (saturated)."""
+    runs: dict[tuple, list[Result]] = {}
+    for r in rs:
+        runs.setdefault((tuple(r.command), str(r.run.get("target", "")), r.config.scenario), []).append(r)
+    keep, notes = [], []
+    for (cmd, _, scen), steps in runs.items():
+        last = max(steps, key=lambda r: _step_doc(r).get("step", -1))
+        doc = _step_doc(last)
+        pick: Result | None = None
+        if doc.get("mode") == "find_max_rate" and doc.get("goodput_rate") is not None:
+            pick = max((r for r in steps if r.config.request_rate == doc["goodput_rate"]),
+                       key=lambda r: r.created_at, default=None)
+        elif doc.get("mode") == "stress" and doc.get("stop_reason") and doc.get("max_load_meeting_slo") is not None:
+            key = "request_rate" if scen == "server" else "concurrency"
+            pick = next((r for r in steps if getattr(r.config, key) == doc["max_load_meeting_slo"]), None)
+        elif not doc and scen == "concurrent" and not any((r.metrics.client or {}).get("soak") for r in steps):
+            ladder = sorted(steps, key=lambda r: r.config.concurrency)
+            q = [r.metrics.throughput.queries_per_s for r in ladder]
+            if len(ladder) >= 3 and q[-2] > 0 and (q[-1] - q[-2]) / q[-2] * 100 < SATURATION_GAIN_PERCENT:
+                pick = max(ladder, key=lambda r: r.metrics.throughput.queries_per_s)
+        if pick is None:
+            what = "open-loop steps measure the offered rate, not capacity" if scen == "server" and not doc else \
+                "no saturation or goodput in it"
+            notes.append(f"not planned from `{' '.join(cmd)}`: {what}")
+        elif not (pick.run.get("placement") or {}).get("server_cpus"):
+            notes.append(f"not planned from `{' '.join(cmd)}`: the server's CPUs are not recorded (an external"
+                         " server): cores cannot be counted")
+        else:
+            keep.append(pick)
+    return keep, notes
+
+
+def capacity_inputs(results: Iterable[Result]) -> tuple[list[Result], list[str]]:
+    """The Results a capacity plan may rest on, and a note per load run left out (why).
+
+    In-process bench Results (:data:`IN_PROCESS_KINDS`) and, from HTTP load runs, only steps that measured
+    a capacity (:func:`_load_inputs`): never an open-loop step below saturation (its throughput is the
+    offered rate), a profile run (measured under the profiler), a tune trial, a pipeline or a soak.
+    """
+    rs = list(results)
+    keep = [r for r in rs if r.kind in IN_PROCESS_KINDS]
+    loads, notes = _load_inputs([r for r in rs if r.kind == "load"])
+    return keep + loads, notes
+
+
 def cores_per_instance(r: Result) -> tuple[int, str]:
-    """Cores one instance of this configuration occupies, and the basis (``measured CPU`` or ``configured``)."""
+    """Cores one instance of this configuration occupies, and the basis (``measured CPU``, ``configured``,
+    or for a load step ``server CPUs``: the CPUs the server was pinned to, ``run.placement.server_cpus``)."""
+    server_cpus = (r.run.get("placement") or {}).get("server_cpus") if r.kind == "load" else None
+    if server_cpus:
+        return len(server_cpus), "server CPUs"
     eff = r.config.session.effective
     cpus = max(1, r.system.effective_cpus)
     t = eff.get("intra_op_num_threads")
@@ -113,7 +183,7 @@ def label_of(r: Result) -> str:
     return case_label(point(r))
 
 
-def option(r: Result, target_qps: float, slo_p99_ms: float | None, headroom: float) -> Option:
+def option(r: Result, target_qps: float, slo_p99_ms: float | None, headroom: float, label: str | None = None) -> Option:
     """Capacity figures of one Result for ``target_qps`` (queries/s) under ``slo_p99_ms``."""
     tp = r.metrics.throughput
     cores, basis = cores_per_instance(r)
@@ -121,7 +191,7 @@ def option(r: Result, target_qps: float, slo_p99_ms: float | None, headroom: flo
     bounded = bool(ci) and ci[0] > 0
     low = ci[0] if bounded else tp.queries_per_s
     o = Option(
-        case_key=r.case_key, label=label_of(r), queries_per_s=tp.queries_per_s, queries_per_s_ci95=ci,
+        case_key=r.case_key, label=label or label_of(r), queries_per_s=tp.queries_per_s, queries_per_s_ci95=ci,
         p99_ms=r.metrics.latency_ms.p99, meets_slo=slo_p99_ms is None or r.metrics.latency_ms.p99 <= slo_p99_ms,
         cores_per_instance=cores, cores_basis=basis, qps_per_core=tp.queries_per_s / cores, qps_per_core_low=low / cores,
         low_bounded=bounded or not ci,
@@ -136,7 +206,7 @@ def option(r: Result, target_qps: float, slo_p99_ms: float | None, headroom: flo
 
 def plan(
     results: Iterable[Result], target_qps: float, slo_p99_ms: float | None = None, headroom: float = 0.25,
-    valid_only: bool = True,
+    valid_only: bool = True, labels: Iterable[str] | None = None,
 ) -> CapacityPlan:
     """Options for every Result, and the one that needs the fewest cores (CI lower bound) within the SLO.
 
@@ -146,6 +216,8 @@ def plan(
         slo_p99_ms: the p99 latency objective (ms), or None for none.
         headroom: the share of each instance's measured throughput kept free (0..1).
         valid_only: skip INVALID Results (unless every Result is INVALID: then plan from them all).
+        labels: one label per Result (default :func:`label_of`): options keep them, so two Results of one
+            case stay two rows with their own labels.
 
     Raises:
         ValueError: a non-positive target or a headroom outside [0, 1).
@@ -155,12 +227,16 @@ def plan(
     if not 0.0 <= headroom < 1.0:
         raise ValueError(f"headroom {headroom} outside [0, 1)")
     out = CapacityPlan(target_qps, slo_p99_ms, headroom)
-    rs = [r for r in results if r.metrics.throughput.queries_per_s > 0]
-    if valid_only and any(r.validity.valid for r in rs):
-        rs = [r for r in rs if r.validity.valid]
-    for r in rs:
-        out.options.append(option(r, target_qps, slo_p99_ms, headroom))
+    given = list(results)
+    labs = list(labels) if labels is not None else [None] * len(given)
+    pairs = [(r, lab) for r, lab in zip(given, labs) if r.metrics.throughput.queries_per_s > 0]
+    if valid_only and any(r.validity.valid for r, _ in pairs):
+        pairs = [(r, lab) for r, lab in pairs if r.validity.valid]
+    for r, lab in pairs:
+        out.options.append(option(r, target_qps, slo_p99_ms, headroom, lab))
     out.options.sort(key=lambda o: (not o.meets_slo, not o.low_bounded, o.cores_low_ci, o.cores, o.p99_ms))
     ok = [o for o in out.options if o.meets_slo]
     out.chosen = ok[0] if ok else None
+    if out.chosen is not None:
+        out.chosen.chosen = True
     return out

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.capacity import CapacityPlan, plan
+from ..analysis.capacity import CapacityPlan, capacity_inputs, plan
 from ..analysis.findings import Finding, batch_vs_one_findings, findings
 from ..analysis.points import as_points, by_workload, case_label, group_by_axis, point, workload_label
 from ..analysis.spikes import find_spikes
@@ -29,6 +29,7 @@ from .load import load_charts, load_findings
 from .tune import tune_charts, tune_findings
 from .pipeline import pipeline_charts, pipeline_findings, pipeline_tables
 from .collect import Entry, collect
+from .http import HTTP_KINDS, http_label
 from .comparisons import precision, runtimes
 from .insights import CaseAnalysis, bottlenecks, recommendations, summary
 from .sections import COLUMNS, case_row, csv_text, environment, method
@@ -93,20 +94,40 @@ def _pipeline_label(r: Result) -> str:
     return f"pipeline {p.get('name', r.model.path)}, {load}{q}"
 
 
+def base_label(e: Entry) -> str:
+    """An entry's readable label before de-duplication: a pipeline's name and load, a load step's load
+    (:func:`~.http.http_label`), else :func:`~inferperf.analysis.points.case_label`."""
+    if e.kind == "pipeline":
+        return _pipeline_label(e.result)
+    if e.kind in HTTP_KINDS:
+        return http_label(e.result)
+    return case_label(point(e.result))
+
+
+def _run_time(e: Entry) -> str:
+    return e.result.created_at.replace("+00:00", "Z").replace("T", " ")
+
+
 def unique_labels(entries: list[Entry]) -> list[str]:
-    """A readable label per entry (:func:`~inferperf.analysis.points.case_label`), made unique."""
-    base = [_pipeline_label(e.result) if e.kind == "pipeline" else case_label(point(e.result)) for e in entries]
+    """A readable label per entry (:func:`base_label`), made unique by adding what differs between the
+    entries that share it: their kind, then their case (``case_key``), then the folder or file they were read
+    from, then their run time (two Results of one case in one folder: e.g. a trial and its validation)."""
+    labels = [base_label(e) for e in entries]
+    for why in (lambda e: f"[{e.kind}]", lambda e: e.result.case_key[:6], lambda e: e.path.parent.name,
+                lambda e: e.path.stem, _run_time):
+        groups: dict[str, list[int]] = {}
+        for i, lab in enumerate(labels):
+            groups.setdefault(lab, []).append(i)
+        for idx in groups.values():
+            if len(idx) > 1 and len({why(entries[i]) for i in idx}) > 1:
+                for i in idx:
+                    labels[i] = f"{labels[i]} {why(entries[i])}"
     seen: dict[str, int] = {}
-    for b in base:
-        seen[b] = seen.get(b, 0) + 1
-    out, used = [], set()
-    for e, b in zip(entries, base):
-        lab = f"{b} [{e.kind}]" if seen[b] > 1 else b
-        if lab in used:
-            lab = f"{lab} {e.result.case_key[:6]}"
-        used.add(lab)
-        out.append(lab)
-    return out
+    for i, lab in enumerate(labels):  # identical in everything recorded: number them
+        seen[lab] = seen.get(lab, 0) + 1
+        if seen[lab] > 1:
+            labels[i] = f"{lab} #{seen[lab]}"
+    return labels
 
 
 def rebuild_command(inputs: list[str], opts: ReportOptions, fmt: str = "html") -> str:
@@ -153,28 +174,28 @@ def analyse_case(label: str, e: Entry) -> CaseAnalysis:
     return c
 
 
-def _capacity(entries: list[Entry], labels: list[str], opts: ReportOptions) -> list[tuple[str, CapacityPlan]]:
+def _capacity(entries: list[Entry], labels: list[str], opts: ReportOptions) -> tuple[list[tuple[str, CapacityPlan]], list[str]]:
     """One plan per workload (model, variant, backend, shapes) for ``opts.target_qps``; none without a target.
 
-    A configuration is compared only with others of its workload (a runtime or a precision variant is a
-    workload of its own, so each gets its own plan).
+    Plans rest only on :func:`~inferperf.analysis.capacity.capacity_inputs` (in-process bench Results, load
+    steps at saturation or goodput), and compare a configuration only with others of its workload (a runtime,
+    a precision variant or HTTP serving is a workload of its own). Returns the plans and notes on the load
+    runs left out.
     """
     if opts.target_qps is None:
-        return []
-    by_key = {e.result.case_key: lab for e, lab in zip(entries, labels)}
-    measured = [e.result for e in entries]
+        return [], []
+    label_of = {id(e.result): lab for e, lab in zip(entries, labels)}
+    measured, notes = capacity_inputs(e.result for e in entries)
     pts = {id(r): point(r) for r in measured}
     out = []
     for group in by_workload(pts[id(r)] for r in measured).values():
-        keys = {p.case_key for p in group}
-        rs = [r for r in measured if r.case_key in keys]
+        keys = {id(p) for p in group}
+        rs = [r for r in measured if id(pts[id(r)]) in keys]
         if max(r.metrics.throughput.queries_per_s for r in rs) <= 0:
             continue
-        p = plan(rs, opts.target_qps, opts.slo_p99_ms, opts.headroom)
-        for o in p.options:
-            o.label = by_key.get(o.case_key, o.label)
+        p = plan(rs, opts.target_qps, opts.slo_p99_ms, opts.headroom, labels=[label_of[id(r)] for r in rs])
         out.append((workload_label(group[0]), p))
-    return out
+    return out, notes
 
 
 def _scaling(sources: dict[str, list[Entry]]) -> tuple[list[Finding], list[ch.Chart]]:
@@ -249,7 +270,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     charts += tune_charts(coll.of_kind("tune"))  # issue 15: report/tune.py
     charts += pipeline_charts(coll.of_kind("pipeline"))  # issue 17: report/pipeline.py
 
-    plans = _capacity(entries, labels, opts)
+    plans, plan_notes = _capacity(entries, labels, opts)
     issues = bottlenecks(cases, found)
     recs = recommendations(cases, plans, opts.slo_p99_ms, prec, rts, opts.target_qps)
     summ = summary(cases, recs, issues, prec, rts)
@@ -257,6 +278,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     summ += [{"kind": "tune", "text": t, "values": {}} for t in tune_findings(coll.of_kind("tune"))]
     summ += [{"kind": "pipeline", "text": t, "values": {}} for t in pipeline_findings(coll.of_kind("pipeline"))]
     capacity = [{"model": name, "workload": name, **p.as_dict()} for name, p in plans]
+    recs += [{"kind": "capacity", "text": n + ".", "values": {}} for n in plan_notes]
     rep = Report(
         title=opts.title, generated_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tool_version=__version__, inputs=given, notes=coll.notes, summary=summ,

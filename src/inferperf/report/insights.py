@@ -264,7 +264,9 @@ def _per_core_ci(o: Option) -> list[float]:
 
 def capacity_item(name: str, plan: CapacityPlan) -> dict[str, Any]:
     """The capacity plan of one workload in words: the configuration, instances, cores, and which other
-    configurations are as good within noise (per-core throughput intervals overlapping)."""
+    configurations are as good within noise: both per-core throughput intervals exist and overlap, and the
+    other needs no more cores at its point estimate than the chosen one at its conservative count (a 34-core
+    option is never "as good" as an 8-core one; a missing interval makes no claim)."""
     c = plan.chosen
     if c is None:
         why = f"meets p99 <= {plan.slo_p99_ms:g} ms" if plan.slo_p99_ms else "has a positive throughput"
@@ -277,10 +279,10 @@ def capacity_item(name: str, plan: CapacityPlan) -> dict[str, Any]:
             f" ({c.cores_basis}) run at {100 * (1 - plan.headroom):.0f} % of its measured throughput")
     if not c.low_bounded:
         text += " (its throughput interval reaches 0: these counts are point estimates, not conservative ones)"
-    rivals = [o for o in plan.options if o is not c and o.meets_slo
-              and not intervals_separate(_per_core_ci(c), _per_core_ci(o))]
+    rivals = [o for o in plan.options if o is not c and o.meets_slo and o.cores <= c.cores_low_ci
+              and _per_core_ci(c) and _per_core_ci(o) and not intervals_separate(_per_core_ci(c), _per_core_ci(o))]
     if rivals:
-        text += ("; as good within noise per core (intervals overlap or missing): "
+        text += ("; as good within noise (per-core intervals overlap, and no more cores at its point estimate): "
                  + ", ".join(f"{o.label} ({o.cores_low_ci} cores)" for o in rivals[:4])
                  + (f" and {len(rivals) - 4} more" if len(rivals) > 4 else ""))
     return item("capacity", text + ".", workload=name, cores=c.cores_low_ci, cores_point=c.cores,

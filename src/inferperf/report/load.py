@@ -14,19 +14,25 @@ from __future__ import annotations
 from typing import Any
 
 from .charts import Chart, _layout
+from .http import mode
 
 PCTS = ("p50", "p90", "p99")
 
 
-def _key(r: Any) -> tuple[str, str, str, str]:
+Key = tuple[str, str, str, str, str]
+
+
+def _key(r: Any) -> Key:
     proto = (r.config.workload.model_dump() if hasattr(r.config.workload, "model_dump") else {}).get("protocol")
-    return (str(r.run.get("target", r.model.path)), str(r.run.get("model_name", "")), str(proto or ""),
-            r.config.scenario)
+    return (" ".join(r.command), str(r.run.get("target", r.model.path)), str(r.run.get("model_name", "")),
+            str(proto or ""), r.config.scenario)
 
 
-def load_groups(entries: list[Any]) -> dict[tuple[str, str, str, str], list[Any]]:
-    """Load Results grouped by (target, model, protocol, scenario), each group sorted by its load value."""
-    groups: dict[tuple[str, str, str, str], list[Any]] = {}
+def load_groups(entries: list[Any]) -> dict[Key, list[Any]]:
+    """Load Results grouped per run (the command that made them) and within it by (target, model, protocol,
+    scenario), each group sorted by its load value: two runs (a closed-loop ladder and a stress ramp of one
+    server) are two series, never one zig-zag. Soak steps are left out (they have their own timeline)."""
+    groups: dict[Key, list[Any]] = {}
     for e in entries:
         r = e.result if hasattr(e, "result") else e
         if r.metrics.client is not None and r.metrics.client.get("soak"):
@@ -35,6 +41,20 @@ def load_groups(entries: list[Any]) -> dict[tuple[str, str, str, str], list[Any]
     for rs in groups.values():
         rs.sort(key=load_value)
     return groups
+
+
+def group_labels(groups: dict[Key, list[Any]]) -> dict[Key, str]:
+    """A readable, distinct name per group: ``tiny-cnn (json, closed loop, stress)``; groups that would share
+    one get the time of their first step."""
+    base = {}
+    for key, rs in groups.items():
+        _, target, model, proto, _ = key
+        base[key] = f"{model or target} ({proto or 'http'}, {mode(rs[0])})"
+    count: dict[str, int] = {}
+    for lab in base.values():
+        count[lab] = count.get(lab, 0) + 1
+    return {k: (f"{lab} at {min(r.created_at for r in groups[k])}" if count[lab] > 1 else lab)
+            for k, lab in base.items()}
 
 
 def load_value(r: Any) -> float:
@@ -74,9 +94,8 @@ def _caption(rs: list[Any]) -> str:
     return " ".join(parts)
 
 
-def _group_charts(i: int, key: tuple[str, str, str, str], rs: list[Any]) -> list[Chart]:
-    target, model, proto, scen = key
-    label = f"{model or target} ({proto or 'http'}, {'closed loop' if scen == 'concurrent' else 'open loop'})"
+def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
+    scen = key[-1]
     xname = "concurrency" if scen == "concurrent" else "target rate (req/s)"
     xs = [load_value(r) for r in rs]
     cap = _caption(rs)
@@ -110,9 +129,15 @@ def _group_charts(i: int, key: tuple[str, str, str, str], rs: list[Any]) -> list
                          "Uncorrected latency hides coordinated omission: the gap is time spent waiting to send.",
                          2 * len(rx)))
     errs = [_err_rate(r) * 100 for r in rs]
-    fig = {"data": [{"type": "bar", "x": xs, "y": errs, "name": "error rate %"}],
-           "layout": _layout(f"{label}: errors", {"title": {"text": xname}}, {"title": {"text": "% failed"}})}
-    out.append(Chart(f"load-err-{i}", "load", f"{label}: error rate vs load", fig, cap, len(xs)))
+    if any(errs):  # an all-zero error chart is an empty plot on a -1..1 axis: the latency caption says it instead
+        fig = {"data": [{"type": "bar", "x": xs, "y": errs, "name": "error rate %"}],
+               "layout": _layout(f"{label}: errors", {"title": {"text": xname}},
+                                 {"title": {"text": "% failed"}, "rangemode": "tozero"})}
+        out.append(Chart(f"load-err-{i}", "load", f"{label}: error rate vs load", fig, cap, len(xs)))
+    else:
+        lat_chart = out[1]
+        lat_chart.caption = (lat_chart.caption + " " if lat_chart.caption else "") + \
+            f"No request failed in any of the {len(rs)} step(s) (no error chart)."
     split = [(load_value(r), r.metrics.server["latency_split_ms"]) for r in rs
              if r.metrics.server and r.metrics.server.get("latency_split_ms")]  # fmt: skip
     if split:
@@ -198,8 +223,10 @@ def load_charts(load_entries: list[Any], serve_entries: list[Any] = ()) -> list[
 
 def _charts(load_entries: list[Any], serve_entries: list[Any]) -> list[Chart]:
     out: list[Chart] = []
-    for i, (key, rs) in enumerate(load_groups(load_entries).items()):
-        out += _group_charts(i, key, rs)
+    groups = load_groups(load_entries)
+    names = group_labels(groups)
+    for i, (key, rs) in enumerate(groups.items()):
+        out += _group_charts(i, key, names[key], rs)
     soaks = [e.result for e in load_entries if (e.result.metrics.client or {}).get("soak")]
     for i, e in enumerate(serve_entries):
         if e.result.metrics.server:
@@ -208,23 +235,41 @@ def _charts(load_entries: list[Any], serve_entries: list[Any]) -> list[Chart]:
     return out
 
 
+#: Steps a knee needs: with fewer, "the last step that still gained" is no knee.
+MIN_KNEE_STEPS = 3
+
+
 def load_findings(load_entries: list[Any], slo_p99_ms: float | None = None) -> list[str]:
-    """One line per load group: the knee (last step whose throughput gain over the previous was >= 5 %) and,
-    with ``slo_p99_ms``, the highest valid load whose p99 meets it."""
+    """One line per load group (:func:`load_groups`): the knee (last step whose throughput gain over the
+    previous was >= 5 %) from >= :data:`MIN_KNEE_STEPS` closed-loop steps, a find-max-rate search's goodput,
+    and, with ``slo_p99_ms``, the highest valid load whose p99 meets it."""
     lines = []
-    for (target, model, proto, scen), rs in load_groups(load_entries).items():
-        name = f"{model or target} ({'closed' if scen == 'concurrent' else 'open'} loop)"
-        knee = rs[0]
-        for a, b in zip(rs, rs[1:]):
-            ta, tb = a.metrics.throughput.queries_per_s, b.metrics.throughput.queries_per_s
-            if ta > 0 and (tb - ta) / ta < 0.05:
-                break
-            knee = b
-        msg = f"{name}: knee at {load_value(knee):g} ({knee.metrics.throughput.queries_per_s:.1f} req/s)"
+    groups = load_groups(load_entries)
+    names = group_labels(groups)
+    for key, rs in groups.items():
+        scen = key[-1]
+        doc = max(((r.metrics.client or {}).get("stress") or {} for r in rs), key=lambda d: d.get("step", -1))
+        parts = []
+        if doc.get("mode") == "find_max_rate":
+            g = doc.get("goodput_rate")
+            parts.append(f"goodput {g:g} req/s ({doc.get('goodput_queries_per_s') or 0:.1f} req/s achieved) at"
+                         f" p99 <= {doc.get('slo_p99_ms'):g} ms" if g is not None else "no rate met its SLO")
+        elif scen == "concurrent" and len(rs) >= MIN_KNEE_STEPS:
+            knee = rs[0]
+            for a, b in zip(rs, rs[1:]):
+                ta, tb = a.metrics.throughput.queries_per_s, b.metrics.throughput.queries_per_s
+                if ta > 0 and (tb - ta) / ta < 0.05:
+                    break
+                knee = b
+            parts.append(f"knee at {load_value(knee):g} ({knee.metrics.throughput.queries_per_s:.1f} req/s)")
+        else:
+            n = len(rs)
+            parts.append(f"{n} step{'' if n == 1 else 's'}" + (f": no knee from fewer than {MIN_KNEE_STEPS}"
+                         if scen == "concurrent" else ""))
         if slo_p99_ms is not None:
             ok = [r for r in rs if r.validity.valid and r.metrics.latency_ms.p99 <= slo_p99_ms]
-            msg += (f"; highest load meeting p99 <= {slo_p99_ms:g} ms: {load_value(ok[-1]):g} "
-                    f"({ok[-1].metrics.throughput.queries_per_s:.1f} req/s)" if ok
-                    else f"; no step meets p99 <= {slo_p99_ms:g} ms")  # fmt: skip
-        lines.append(msg + ".")
+            parts.append(f"highest load meeting p99 <= {slo_p99_ms:g} ms: {load_value(ok[-1]):g} "
+                         f"({ok[-1].metrics.throughput.queries_per_s:.1f} req/s)" if ok
+                         else f"no step meets p99 <= {slo_p99_ms:g} ms")  # fmt: skip
+        lines.append(f"{names[key]}: " + "; ".join(parts) + ".")
     return lines

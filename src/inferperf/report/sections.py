@@ -16,6 +16,7 @@ import numpy as np
 from ..analysis.points import format_cpulist
 from ..results.model import Result
 from .collect import Entry
+from .http import HTTP_KINDS, setups
 
 
 def _mib(b: int | float | None) -> str:
@@ -29,25 +30,47 @@ def _machine_key(r: Result) -> tuple:
     return (s.cpu_model, s.logical_cores, s.effective_cpus, s.os, s.memory_bytes, s.python)
 
 
-def environment(entries: list[Entry]) -> list[dict[str, Any]]:
-    """One block per distinct machine: ``{"rows": [(what, value)], "warnings": [...], "results": n}``."""
-    machines: dict[tuple, list[Result]] = {}
+def _machines(entries: list[Entry]) -> list[list[Entry]]:
+    """Entries by machine. A load step's ``system`` is its client's (the generator's own pinning lowers its
+    effective CPUs), so it joins the block of the same machine (CPU, cores, OS, memory, Python) when one
+    holds in-process Results, and its pinning never counts as that machine's."""
+    blocks: dict[tuple, list[Entry]] = {}
     for e in entries:
-        machines.setdefault(_machine_key(e.result), []).append(e.result)
+        if e.kind not in HTTP_KINDS:
+            blocks.setdefault(_machine_key(e.result), []).append(e)
+    for e in entries:
+        if e.kind in HTTP_KINDS:
+            k = _machine_key(e.result)
+            same = next((key for key in blocks if key[:2] + key[3:] == k[:2] + k[3:] and key[-1] != "http"), None)
+            blocks.setdefault(same or (*k, "http"), []).append(e)
+    return list(blocks.values())
+
+
+def environment(entries: list[Entry]) -> list[dict[str, Any]]:
+    """One block per distinct machine: ``{"rows": [(what, value)], "warnings": [...], "results": n, "setups":
+    [...]}``; ``setups`` describe each load test's server and client apart (:func:`~.http.setups`)."""
+    serves = [e for e in entries if e.kind == "serve"]
     out = []
-    for rs in machines.values():
-        s = rs[0].system
+    for es in _machines(entries):
+        rs = [e.result for e in es]
+        inproc = [e.result for e in es if e.kind not in HTTP_KINDS]
+        s = (inproc or rs)[0].system
         caches = ", ".join(f"{k.replace('_bytes', '')} {_mib(v) if v >= 2**20 else f'{v // 1024} KiB'}"
                            for k, v in (s.caches or {}).items())
         pkgs = ", ".join(f"{k} {v}" for k, v in sorted(s.packages.items()))
-        pinned = sorted({format_cpulist(r.config.placement.cpus) for r in rs if r.config.placement.cpus})
-        numa = sorted({str(r.config.placement.numa_node) for r in rs if r.config.placement.numa_node is not None})
+        pinned = sorted({format_cpulist(r.config.placement.cpus) for r in inproc if r.config.placement.cpus})
+        numa = sorted({str(r.config.placement.numa_node) for r in inproc if r.config.placement.numa_node is not None})
+        eff = (f"{s.effective_cpus} (affinity {format_cpulist(s.cpu_affinity)}; cgroup quota "
+               f"{s.cgroup_cpu_limit if s.cgroup_cpu_limit is not None else 'none'})") if inproc else (
+               f"{s.logical_cores} logical; HTTP Results record the CPUs of the client and server processes (see the load tests)")
+        placement = (f"pinned to CPUs {'; '.join(pinned)}" + (f", NUMA node {', '.join(numa)}" if numa else "")
+                     if pinned else "not pinned (the OS scheduler placed threads)" if inproc
+                     else "load tests: server and client apart, below")
         rows = [
             ("CPU", s.cpu_model or "unknown"),
             ("cores", f"{s.physical_cores or '?'} physical, {s.logical_cores} logical, SMT "
                       f"{ {True: 'on', False: 'off', None: 'unknown'}[s.smt_active] }"),
-            ("effective CPUs", f"{s.effective_cpus} (affinity {format_cpulist(s.cpu_affinity)}; cgroup quota "
-                               f"{s.cgroup_cpu_limit if s.cgroup_cpu_limit is not None else 'none'})"),
+            ("effective CPUs", eff),
             ("NUMA nodes", ", ".join(f"{k}: {format_cpulist(v)}" for k, v in (s.numa_nodes or {}).items()) or "-"),
             ("caches", caches or "-"),
             ("ISA flags", " ".join(s.isa_flags) or "-"),
@@ -58,23 +81,25 @@ def environment(entries: list[Entry]) -> list[dict[str, Any]]:
             ("OS", s.os),
             ("Python", s.python),
             ("packages", pkgs or "-"),
-            ("placement", f"pinned to CPUs {'; '.join(pinned)}" + (f", NUMA node {', '.join(numa)}" if numa else "")
-             if pinned else "not pinned (the OS scheduler placed threads)"),
+            ("placement", placement),
         ]  # fmt: skip
-        out.append({"rows": rows, "warnings": machine_warnings(rs), "results": len(rs)})
+        loads = [e for e in es if e.kind == "load"]
+        out.append({"rows": rows, "warnings": machine_warnings(rs), "results": len(rs),
+                    "setups": setups(loads + serves) if loads else []})
     return out
 
 
 def machine_warnings(rs: list[Result]) -> list[str]:
     """SMT oversubscription, CPU steal, quota below the cores, a noisy machine (unstable windows, spread runs)."""
-    s = rs[0].system
+    inproc = [r for r in rs if r.kind not in ("pipeline", *HTTP_KINDS)]  # HTTP connections are not threads
+    s = (inproc or rs)[0].system
     w = []
     physical = s.physical_cores or s.logical_cores
-    over = [r for r in rs if r.kind != "pipeline" and s.smt_active and _threads(r) * max(1, r.config.concurrency) > physical]
+    over = [r for r in inproc if s.smt_active and _threads(r) * max(1, r.config.concurrency) > physical]
     if over:
         w.append(f"SMT oversubscription: {len(over)} case(s) ran more threads than the {physical} physical cores;"
                  " SMT siblings share execution units, so those figures understate per-core speed")
-    beyond = [r for r in rs if r.kind != "pipeline" and _threads(r) * max(1, r.config.concurrency) > s.effective_cpus]
+    beyond = [r for r in inproc if _threads(r) * max(1, r.config.concurrency) > s.effective_cpus]
     if beyond:
         w.append(f"{len(beyond)} case(s) ran more threads x streams than the {s.effective_cpus} effective CPUs"
                  " (oversubscribed: threads wait for a CPU)")

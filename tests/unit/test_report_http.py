@@ -1,0 +1,118 @@
+"""Issue 24 items 8-10: the report reads HTTP load Results as HTTP runs, not in-process runs.
+
+Load steps are made on the fake clock (tests/unit/test_report_load.py); in-process Results come from the golden
+fixtures (tests/fixtures/report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inferperf.analysis.capacity import CapacityPlan, Option
+from inferperf.report.build import ReportOptions, build
+from inferperf.report.insights import capacity_item
+from inferperf.results.io import load, save
+from tests.unit.test_report_load import closed, opened
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "report"
+
+
+def _served(r, command: list[str], client_cpus: int = 1):
+    """A step as `inferperf load MODEL` writes it: the generator pinned to CPU 1 (its system says 1 effective
+    CPU), the server it started pinned to CPU 0."""
+    r.command = command
+    r.system.effective_cpus, r.system.cpu_affinity = client_cpus, [1]
+    r.config.placement.cpus = [1]
+    r.run["placement"] = {"generator_cpus": [1], "server_cpus": [0], "disjoint": True}
+    return r
+
+
+def _save(folder: Path, results) -> Path:
+    for i, r in enumerate(results):
+        save(r, folder / f"step{i}.json")
+    return folder
+
+
+def test_http_connections_are_not_threads_and_client_and_server_are_apart(tmp_path: Path) -> None:
+    cmd = ["inferperf", "load", "m.onnx", "--concurrency", "1,4,8"]
+    rep = build([_save(tmp_path, [_served(closed(c), cmd) for c in (1, 4, 8)])])
+    env = rep.environment
+    text = " ".join(w for m in env for w in m["warnings"])
+    assert "oversubscribed" not in text and "SMT" not in text  # 8 connections on a 1-CPU client is no oversubscription
+    labels = [row["label"] for row in rep.rows]
+    assert not any("streams" in lab or "shared" in lab for lab in labels), labels
+    assert any("8 connections (closed loop)" in lab for lab in labels), labels
+    rows = dict(env[0]["rows"])
+    assert "pinned to CPUs 1" not in rows["placement"]  # the generator's pinning is not the test environment
+    setup = dict(env[0]["setups"][0]["rows"])
+    assert setup["server CPUs"] == "pinned to CPUs 0"
+    assert setup["client CPUs"].startswith("pinned to CPUs 1, disjoint")
+    assert "not threads" in setup["client (load generator)"]
+
+
+def test_capacity_never_from_open_loop_steps_or_profile_runs(tmp_path: Path) -> None:
+    cmd = ["inferperf", "load", "m.onnx", "--request-rate", "10,20"]
+    _save(tmp_path / "open", [_served(opened(r), cmd) for r in (10, 20)])
+    prof = load(next((FIX / "sweep" / "cases").glob("*.json")))
+    prof.kind = "profile"
+    save(prof, tmp_path / "prof" / "profile.json")
+    rep = build([tmp_path], ReportOptions(target_qps=100))
+    assert rep.capacity == []  # was "N instances" from a 10 req/s step and from the profiled run
+    notes = [r["text"] for r in rep.recommendations if r["kind"] == "capacity"]
+    assert any("open-loop steps measure the offered rate, not capacity" in t for t in notes), notes
+
+
+def test_capacity_from_a_saturated_closed_loop_ladder_with_one_chosen_row(tmp_path: Path) -> None:
+    cmd = ["inferperf", "load", "m.onnx", "--concurrency", "1,2,4,8"]
+    rs = [_served(closed(c), cmd) for c in (1, 2, 4, 8)]  # 4 slots of 20 ms: 50, 100, 200, 200 req/s: saturated
+    rep = build([_save(tmp_path, rs)], ReportOptions(target_qps=1000))
+    (cap,) = rep.capacity
+    (opt,) = cap["options"]  # the saturated step only, never the steps below saturation
+    assert opt["chosen"] and opt["cores_per_instance"] == 1 and opt["cores_basis"] == "server CPUs"
+    assert opt["queries_per_s"] == max(r.metrics.throughput.queries_per_s for r in rs)
+
+
+def test_two_results_of_one_case_are_two_labels_and_one_highlight(tmp_path: Path) -> None:
+    case = next((FIX / "sweep" / "cases").glob("*.json"))
+    r = load(case)
+    save(r, tmp_path / "a" / "x.json")
+    r.created_at = "2026-01-01T00:00:01+00:00"
+    save(r, tmp_path / "b" / "x.json")
+    rep = build([tmp_path], ReportOptions(target_qps=100))
+    labels = [row["label"] for row in rep.rows]
+    assert len(set(labels)) == len(labels) == 2, labels
+    opts = rep.capacity[0]["options"]
+    assert sum(o["chosen"] for o in opts) == 1 and len({o["label"] for o in opts}) == 2, opts
+
+
+def _opt(label: str, qps: float, cores: int, instances: int) -> Option:
+    return Option(case_key=label, label=label, queries_per_s=qps, queries_per_s_ci95=[0.6 * qps, 1.4 * qps],
+                  p99_ms=1.0, meets_slo=True, cores_per_instance=cores, cores_basis="configured",
+                  qps_per_core=qps / cores, qps_per_core_low=0.6 * qps / cores, instances=instances,
+                  instances_low_ci=instances, cores=instances * cores, cores_low_ci=instances * cores)
+
+
+def test_a_34_core_option_is_never_as_good_as_an_8_core_one() -> None:
+    eight, big = _opt("8 cores", 1000.0, 2, 4), _opt("34 cores", 900.0, 2, 17)  # per-core intervals overlap
+    text = capacity_item("w", CapacityPlan(1000.0, None, 0.25, [eight, big], eight))["text"]
+    assert "as good" not in text, text
+    close = _opt("also 8", 980.0, 2, 4)
+    text = capacity_item("w", CapacityPlan(1000.0, None, 0.25, [eight, close, big], eight))["text"]
+    assert "as good within noise" in text and "also 8" in text and "34 cores" not in text, text
+
+
+def test_separate_runs_are_separate_series_and_no_knee_from_one_step(tmp_path: Path) -> None:
+    ladder = [_served(closed(c), ["inferperf", "load", "m.onnx", "--concurrency", "1,2,4"]) for c in (1, 2, 4)]
+    ramp = [_served(closed(c), ["inferperf", "load", "m.onnx", "--stress"]) for c in (1, 2, 4, 8)]
+    soak = _served(closed(2), ["inferperf", "load", "m.onnx", "--soak-s", "3"])
+    single = [_served(closed(2), ["inferperf", "load", "m.onnx", "--concurrency", "2"])]
+    for r in ramp:  # one server for all (same target): the runs must still be apart
+        r.metrics.client["stress"] = {"mode": "stress", "step": r.config.concurrency}
+    soak.metrics.client["soak"] = {"intervals": [], "verdict": "no leak"}
+    rep = build([_save(tmp_path, [*ladder, *ramp, soak, *single])])
+    tput = [c for c in rep.charts if c.id.startswith("load-tput-")]
+    xs = sorted(tuple(c.figure["data"][0]["x"]) for c in tput)
+    assert xs == [(1, 2, 4), (1, 2, 4, 8), (2,)], xs  # no zig-zag 1,1,2,2,2,4,4,8
+    lines = [s["text"] for s in rep.summary if s["kind"] == "load"]
+    one = next(t for t in lines if "1 step" in t)
+    assert "knee" not in one.replace("no knee from fewer than 3", ""), one
+    assert sum("knee at" in t for t in lines) == 2, lines
