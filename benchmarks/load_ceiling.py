@@ -22,6 +22,11 @@ Clients (each in its own process and venv where its pins need one):
   inferperf load URL --model mul_1 --protocol binary --concurrency C.
 
     python benchmarks/load_ceiling.py [--rounds 3] [--duration-s 10] [--concurrency 16]
+        [--clients wrk,perf_analyzer,locust,inferperf] [--before-src DIR]
+
+``--before-src DIR`` adds ``inferperf load @before``: the same command with ``PYTHONPATH=DIR`` (a ``src/`` of
+another commit, e.g. ``git archive COMMIT src | tar -x -C /tmp/before``), interleaved in the same rounds, to
+measure a change to the generator's cost per request.
 """
 
 from __future__ import annotations
@@ -85,6 +90,8 @@ def main() -> None:
     ap.add_argument("--duration-s", type=float, default=10.0)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--short-s", type=float, default=4.0, help="the short run of each pair (marginal rate)")
+    ap.add_argument("--clients", default="wrk,perf_analyzer,locust,inferperf", help="comma-separated subset")
+    ap.add_argument("--before-src", type=Path, help="also run inferperf load from this src/ (PYTHONPATH)")
     a = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     srv_cpu, cli_cpus = str(cpus[-1]), ",".join(map(str, cpus[:-1] or cpus))
@@ -98,7 +105,9 @@ def main() -> None:
     short_s = a.short_s
 
     def clients_for(d: float) -> dict[str, tuple[list[str], dict | None]]:
-        return _clients(c, d, base, port, bodies, cli_cpus, work)
+        every = _clients(c, d, base, port, bodies, cli_cpus, work, a.before_src)
+        keep = {k.strip().lower() for k in a.clients.split(",")}
+        return {k: v for k, v in every.items() if k.split()[0].lower() in keep or k.endswith("@before")}
 
     long_clients, short_clients = clients_for(a.duration_s), clients_for(short_s)
     proc = _serve(model, port, srv_cpu)
@@ -106,15 +115,28 @@ def main() -> None:
     _report(a, rows, marginal, load_before, srv_cpu, cli_cpus, c)
 
 
+def _out(work: Path, name: str) -> Path:
+    """Where the client ``name`` (an ``inferperf load`` variant) writes its Result."""
+    return work / (name.replace(" ", "_").replace("@", "") + ".json")
+
+
+def _inferperf(c: int, d: float, base: str, cli_cpus: str, out: Path) -> list[str]:
+    return ["taskset", "-c", cli_cpus, sys.executable, "-m", "inferperf", "load", base, "--model", "mul_1",
+            "--protocol", "binary", "--concurrency", str(c), "--duration-s", f"{d:g}", "--warmup-s", "1", "-o",
+            str(out)]  # fmt: skip
+
+
 def _clients(c: int, d: float, base: str, port: int, bodies: Path, cli_cpus: str,
-             work: Path) -> dict[str, tuple[list[str], dict | None]]:
+             work: Path, before_src: Path | None = None) -> dict[str, tuple[list[str], dict | None]]:
     clients = {
         "wrk": (["taskset", "-c", cli_cpus, "wrk", "-t1", f"-c{c}", f"-d{d:g}s", "-s", str(LUA), base, "--",
                  str(bodies), "/v2/models/mul_1/infer"], None),
-        "inferperf load": (["taskset", "-c", cli_cpus, sys.executable, "-m", "inferperf", "load", base, "--model",
-                            "mul_1", "--protocol", "binary", "--concurrency", str(c), "--duration-s", f"{d:g}",
-                            "--warmup-s", "1", "-o", str(work / "inferperf.json")], None),
+        "inferperf load": (_inferperf(c, d, base, cli_cpus, _out(work, "inferperf load")), None),
     }
+    if before_src is not None:
+        env = {**os.environ, "PYTHONPATH": str(before_src.resolve())}
+        clients["inferperf load @before"] = (_inferperf(c, d, base, cli_cpus, _out(work, "inferperf load @before")),
+                                             env)  # fmt: skip
     if PA.exists():
         clients["perf_analyzer"] = (["taskset", "-c", cli_cpus, str(PA), "-m", "mul_1", "-u", f"127.0.0.1:{port}",
                                      "--concurrency-range", str(c), "--measurement-interval", str(int(d * 1000 / 3)),
@@ -142,8 +164,8 @@ def _one(name: str, cmd: list[str], env: dict | None, base: str, work: Path) -> 
     if p.returncode not in (0, 1) or n == 0:  # Locust exits 1 when any request failed
         raise RuntimeError(f"{name} exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]}")
     row = {"requests": n, "cpu_s": cpu_s, "wall_s": wall, "req_per_cpu_s": n / cpu_s if cpu_s else None}
-    if name == "inferperf load":
-        doc = json.loads((work / "inferperf.json").read_text())
+    if name.startswith("inferperf load"):
+        doc = json.loads(_out(work, name).read_text())
         window_cpu_s = doc["metrics"]["client"]["client_cpu_percent"] / 100 * doc["metrics"]["throughput"]["duration_s"]
         row["window_req_per_cpu_s"] = doc["metrics"]["latency_ms"]["count"] / window_cpu_s
     return row
@@ -201,10 +223,11 @@ def _report(a: argparse.Namespace, rows: dict, marginal: dict, load_before: tupl
         print(f"| {k} | {med[k]:,.0f} [{min(x):,.0f}, {max(x):,.0f}] | {med[k] / loc:.2f} | "
               f"{whole[k]:,.0f} [{min(w):,.0f}, {max(w):,.0f}] | {whole[k] / loc_w:.2f} | {rate:,.0f} |"
               if loc and loc_w else f"| {k} | {med[k]:,.0f} | - | {whole[k]:,.0f} | - | {rate:,.0f} |")
-    if "inferperf load" in rows:
-        w = [r["window_req_per_cpu_s"] for r in rows["inferperf load"]]
-        print(f"\ninferperf load over its measured window only (the Result's client CPU): median {np.median(w):,.0f} "
-              f"[{min(w):,.0f}, {max(w):,.0f}] requests per client CPU-second")
+    for name in (k for k in rows if k.startswith("inferperf load")):
+        w = [r["window_req_per_cpu_s"] for r in rows[name]]
+        print(f"\n{name} over its measured window only (the Result's client CPU): median {np.median(w):,.0f} "
+              f"[{min(w):,.0f}, {max(w):,.0f}] requests per client CPU-second; per round: "
+              + ", ".join(f"{x:,.0f}" for x in w))
 
 if __name__ == "__main__":
     main()

@@ -1,12 +1,14 @@
 """How requests reach the target: the real HTTP/1.1 client and a simulated server on the fake clock.
 
-The HTTP client is raw :mod:`asyncio` streams with keep-alive: each connection
-writes one prebuilt request (request line, headers and body in one ``bytes``)
-and reads the status line, headers and a ``Content-Length`` (or chunked) body.
-It was chosen by measurement over aiohttp and httpx (BENCHMARKS.md, "Load
-generator HTTP client"): at the same concurrency against the same trivial
-server it made ~4x aiohttp's requests per client CPU-second, and it needs no
-dependency beyond the standard library.
+The HTTP client is an :class:`asyncio.Protocol` per keep-alive connection
+(:mod:`.http1`): each connection writes one prebuilt request (request line,
+headers and body in one ``bytes``) and httptools parses the answer, whatever
+its framing (Content-Length, chunked, until close; 1xx, 204, 304), optionally
+streaming body pieces to a :class:`~inferperf.loadgen.http1.StreamSink`. Raw
+asyncio was chosen by measurement over aiohttp and httpx (BENCHMARKS.md, "Load
+generator HTTP client": ~4x aiohttp's requests per client CPU-second); the
+move from substring header search to httptools kept that cost (BENCHMARKS.md,
+"Generator ceiling").
 
 Connections are explicit objects so the driver can count, grow and cap them
 (``--max-connections``). Every failure is a :class:`Response` with an
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import weakref
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,26 +38,10 @@ from urllib.parse import urlsplit
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import UsageError
+from .http1 import DISCONNECTED, HttpConnection, Response, StreamSink, http_error_kind, read_buffer
 
 #: error kinds (stable strings; the Result counts errors by them).
-CONNECT, DISCONNECTED, TIMEOUT = "connect", "disconnected", "timeout"
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """One answer: HTTP ``status`` (0 = none), body length in bytes, ``error_kind`` (None = success);
-    ``error_body``: the body of a 4xx answer (a ``Content-Length`` one; None otherwise), so a request the
-    server refuses as malformed can be shown with the server's own words."""
-
-    status: int
-    body_len: int
-    error_kind: str | None = None
-    error_body: bytes | None = None
-
-
-def http_error_kind(status: int) -> str | None:
-    """``http_<status>`` for status >= 400, else None."""
-    return f"http_{status}" if status >= 400 else None
+CONNECT, TIMEOUT = "connect", "timeout"
 
 
 class Connection(Protocol):
@@ -133,80 +120,20 @@ def build_request(endpoint: Endpoint, method: str, path: str, body: bytes = b"",
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-class HttpConnection:
-    """A keep-alive HTTP/1.1 connection over asyncio streams; one request at a time."""
-
-    __slots__ = ("_reader", "_writer", "open")
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        self.open = True
-
-    async def send(self, payload: bytes) -> Response:
-        """Write ``payload`` (a full request from :func:`build_request`) and read the answer."""
-        try:
-            self._writer.write(payload)
-            head = await self._reader.readuntil(b"\r\n\r\n")
-            status = int(head[9:12])
-            n, chunked, close = _framing(head)
-            body = None
-            if chunked:
-                n = await self._read_chunked()
-            elif n:
-                body = await self._reader.readexactly(n)
-            if close:
-                self.close()
-            return Response(status, n, http_error_kind(status), body if 400 <= status < 500 else None)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, OSError, ValueError):
-            self.close()
-            return Response(0, 0, DISCONNECTED)
-        except asyncio.CancelledError:  # stopped mid-exchange: an answer may still arrive, never reuse this one
-            self.close()
-            raise
-
-    async def _read_chunked(self) -> int:
-        total = 0
-        while True:
-            size = int((await self._reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
-            if size == 0:
-                while (await self._reader.readuntil(b"\r\n")) != b"\r\n":
-                    pass  # trailers
-                return total
-            await self._reader.readexactly(size + 2)
-            total += size
-
-    def close(self) -> None:
-        """Close the socket (idempotent)."""
-        if self.open:
-            self.open = False
-            self._writer.close()
-
-
-def _framing(head: bytes) -> tuple[int, bool, bool]:
-    """(content length, chunked, connection close) from a response head."""
-    low = head.lower()
-    n = 0
-    i = low.find(b"\r\ncontent-length:")
-    if i >= 0:
-        j = low.index(b"\r\n", i + 2)
-        n = int(low[i + 17 : j])
-    chunked = b"\r\ntransfer-encoding: chunked" in low
-    close = b"\r\nconnection: close" in low
-    return n, chunked, close
-
-
 class HttpTransport:
-    """Opens :class:`HttpConnection` s to ``url`` (TCP_NODELAY; TLS for https).
+    """Opens :class:`~inferperf.loadgen.http1.HttpConnection` s to ``url`` (TCP_NODELAY; TLS for https).
 
     Args:
         url: the target's base URL.
         connect_timeout_s: deadline for opening one connection.
+        clock: the clock a streaming sink's ``t_ns`` comes from.
     """
 
-    def __init__(self, url: str, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, connect_timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK) -> None:
         self.endpoint = Endpoint.parse(url)
         self.connect_timeout_s = connect_timeout_s
+        self.clock = clock
+        self._buffers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, memoryview] = weakref.WeakKeyDictionary()
         self._ssl = ssl.create_default_context() if self.endpoint.scheme == "https" else None
 
     async def connect(self) -> HttpConnection:
@@ -215,19 +142,28 @@ class HttpTransport:
         Raises:
             ConnectError: refused, unreachable or over ``connect_timeout_s``.
         """
+        loop = asyncio.get_running_loop()
+        proactor = getattr(asyncio, "ProactorEventLoop", None)
+        if proactor is not None and isinstance(loop, proactor):  # reads stay in flight: one buffer each
+            buf = read_buffer()
+        else:  # selector loop / uvloop: a read is parsed before the next starts, so one buffer serves all
+            if self._buffers.get(loop) is None:
+                self._buffers[loop] = read_buffer()
+            buf = self._buffers[loop]
+        clock = self.clock
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                reader, writer = await asyncio.open_connection(
-                    self.endpoint.host, self.endpoint.port, ssl=self._ssl, limit=1 << 20
+                _, conn = await loop.create_connection(
+                    lambda: HttpConnection(clock, buf), self.endpoint.host, self.endpoint.port, ssl=self._ssl
                 )
         except (OSError, TimeoutError) as e:
             raise ConnectError(f"{self.endpoint.host}:{self.endpoint.port}: {e}") from None
-        return HttpConnection(reader, writer)
+        return conn
 
     def describe(self) -> dict[str, Any]:
         """Client name and target, for the Result."""
         e = self.endpoint
-        return {"client": "asyncio-streams", "url": f"{e.scheme}://{e.host_header}{e.path}"}
+        return {"client": "asyncio-httptools", "url": f"{e.scheme}://{e.host_header}{e.path}"}
 
 
 class ConnectionPool:
@@ -423,6 +359,7 @@ __all__ = [
     "HttpTransport",
     "Response",
     "SimulatedServer",
+    "StreamSink",
     "Transport",
     "build_request",
     "http_error_kind",
