@@ -126,3 +126,27 @@ def test_bench_soak_block_flat_and_growing() -> None:
 
     assert bench_soak_block(res([1e8] * 600))["verdict"] == "no leak"
     assert bench_soak_block(res([1e8 + 1e4 * x for x in t]))["verdict"] == "leak"
+
+
+def test_bench_soak_reads_troughs_not_bin_means() -> None:
+    """Issue 23 item 9: bench --soak-s uses load's verdict on the raw samples. A 4 MiB/h leak under a 40 MiB,
+    3-minute sawtooth over an hour at 1 Hz is a leak; the sawtooth alone is not, nor growth that levels off
+    after 20 minutes (the line through 30 bin means called it a leak: 93 MiB/h, significant)."""
+    from types import SimpleNamespace
+
+    from inferperf.measure.soak import bench_soak_block
+
+    t = np.arange(3600.0)
+    rng = np.random.default_rng(0)
+    saw = 200 * 2**20 + 40 * 2**20 * ((t % 180) / 180) + rng.normal(0, 100e3, t.size)
+
+    def res(rss):
+        return SimpleNamespace(samples=SimpleNamespace(timeline={"t_s": list(t), "rss_bytes": list(rss)}),
+                               metrics=SimpleNamespace(latency_ms=SimpleNamespace(count=360000)))
+
+    alone = bench_soak_block(res(saw))
+    assert alone["verdict"] == "no leak" and alone["rss"]["envelope"] and len(alone["intervals"]) == 30
+    leaking = bench_soak_block(res(saw + 4 * 2**20 * t / 3600))
+    assert leaking["verdict"] == "leak", leaking["rss"]["reason"]
+    plateau = 200 * 2**20 + 120 * 2**20 * np.minimum(t, 1200) / 1200 + rng.normal(0, 100e3, t.size)
+    assert bench_soak_block(res(plateau))["verdict"] == "no leak"

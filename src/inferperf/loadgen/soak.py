@@ -6,8 +6,9 @@ memory is read, from its Prometheus ``/metrics`` (``process_resident_memory_byte
 or with psutil for ``--server-pid``. The measured span is cut into intervals
 with, per interval: completions, throughput, error rate, p50/p99 (corrected
 latency) and the last RSS sample. The leak verdict (:func:`inferperf.stats.leak_verdict`:
-OLS slope with a Newey-West CI, flagged only when significant AND above
-``leak_bytes_per_hour`` and ``leak_bytes_per_1000_requests``) and the p99 drift
+settle period, troughs of a periodic structure, level-shift check, OLS slope
+with a HAC CI; flagged only when significant AND above ``leak_bytes_per_hour``
+and ``leak_bytes_per_1000_requests``) and the p99 drift
 (same rule; threshold 10 % of the median interval p99 per hour) go into
 ``metrics.client.soak`` of the single Result (format: docs/results-schema.md).
 """

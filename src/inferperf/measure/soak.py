@@ -1,11 +1,13 @@
 """``inferperf bench --soak-s N`` (issue 13 item 6): the leak verdict over an in-process run's RSS timeline.
 
 The bench runs for exactly ``N`` measured seconds with the resource sampler on
-(``samples.timeline``: ``t_s``, ``rss_bytes``). The samples are averaged into
-``n_bins`` bins (default 30: the Newey-West lag then covers the sampler's
-short-range correlation), and :func:`inferperf.stats.leak_verdict` gives the
-slope in bytes/hour and bytes/request (requests taken as spread evenly over the
-run: ``count * t / duration``). The verdict goes into
+(``samples.timeline``: ``t_s``, ``rss_bytes``). :func:`inferperf.stats.leak_verdict`,
+the same verdict as ``load --soak-s`` (settle period, troughs of a periodic
+structure, level shift, HAC lag for a persistent series), judges every raw
+sample and gives the slope in bytes/hour and bytes/request (requests taken as
+spread evenly over the run: ``count * t / duration``). The ``intervals`` shown
+are the samples averaged into ``n_bins`` bins (default 30), for display only:
+averaging would hide the troughs the verdict reads. The verdict goes into
 ``metrics.resources.soak``: ``{interval_s, duration_s, rss_source: "psutil",
 intervals: [{t_s, requests, rss_bytes}], rss: {...}, verdict}``.
 """
@@ -32,7 +34,10 @@ def _timeline(result: Any) -> dict | None:
 
 def bench_soak_block(result: Any, *, n_bins: int = 30, bytes_per_hour: float = DEFAULT_BYTES_PER_HOUR,
                      bytes_per_1000_requests: float = DEFAULT_BYTES_PER_1000_REQUESTS) -> dict:  # fmt: skip
-    """The soak block of a bench Result from its RSS timeline (``verdict`` "no rss source" without one)."""
+    """The soak block of a bench Result from its RSS timeline (``verdict`` "no rss source" without one).
+
+    The verdict reads the raw samples; ``intervals`` are ``n_bins`` averages of them (display).
+    """
     tl = _timeline(result)
     if tl is None:
         return {"rss_source": None, "intervals": [], "rss": None, "verdict": "no rss source"}
@@ -50,7 +55,7 @@ def bench_soak_block(result: Any, *, n_bins: int = 30, bytes_per_hour: float = D
                              "rss_source": "psutil", "intervals": intervals, "rss": None,
                              "verdict": "too few intervals"}  # fmt: skip
     if k >= 3 and duration > 0:
-        block["rss"] = leak_verdict(tb, rb, req, bytes_per_hour=bytes_per_hour,
+        block["rss"] = leak_verdict(t, rss, count * (t - t[0]) / duration, bytes_per_hour=bytes_per_hour,
                                     bytes_per_1000_requests=bytes_per_1000_requests)  # fmt: skip
         block["verdict"] = "leak" if block["rss"]["leak"] else "no leak"
     return block
