@@ -191,3 +191,34 @@ def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(mlp: Pat
             _, err = proc.communicate(timeout=30)
     assert queued and codes == [200, 200, 200, 200]
     assert proc.returncode == 0, err
+
+
+def test_a_string_model_serves_with_input_data_or_warmup_0_and_refuses_without(tmp_path: Path) -> None:
+    """``--input-data`` (and ``workload.input_data`` in --config) warms a BYTES model up; ``--warmup 0`` serves
+    it without data and the banner says so; neither: exit 2 naming both; ``--warmup -1``: exit 2."""
+    import numpy as np
+
+    from tests.integration.test_serve_path import string_identity_onnx
+
+    model = string_identity_onnx(tmp_path / "strings.onnx")
+    data = tmp_path / "words.npz"
+    np.savez(data, s=np.array([["a", "b"]]))
+    cfg = tmp_path / "settings.yaml"
+    cfg.write_text(f"workload:\n  input_data: {data}\nserve:\n  max_batch_size: 2\n")
+    body = {"inputs": [{"name": "s", "datatype": "BYTES", "shape": [1, 2], "data": ["héllo", "w"]}]}
+    for args, warm in ((["--input-data", str(data)], True), (["--config", str(cfg)], True), (["--warmup", "0"], False)):
+        proc = _start(str(model), "--port", "0", "--intra-op-num-threads", "1", *args)
+        try:
+            banner = _banner(proc)
+            assert ("warm-up off (--warmup 0)" in banner) is (not warm), banner
+            r = httpx.post(f"{_url(banner)}/v2/models/strings/infer", json=body, timeout=30)
+            assert r.status_code == 200 and r.json()["outputs"][0]["data"] == ["héllo", "w"], r.text
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    for args, text in (([], "pass --input-data FILE.npz (arrays by input name) for the warm-up, or --warmup 0"),
+                       (["--warmup", "-1"], "--warmup -1: use 0")):
+        proc = _start(str(model), "--port", "0", *args)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2 and len(err.strip().splitlines()) == 1 and text in err, err

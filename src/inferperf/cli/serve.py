@@ -78,7 +78,10 @@ def serve_command(
     shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640 fixes free dims and shapes warm-up; repeatable")] = None,
     dim: Annotated[Optional[list[str]], Opt(help="symbolic dims everywhere they appear: h=640,w=640")] = None,
     seed: Annotated[Optional[int], Opt(help="seed of the warm-up inputs (default 0)")] = None,
-    warmup: Annotated[Optional[int], Opt(help="warm-up runs per shape and instance (default 10)")] = None,
+    warmup: Annotated[Optional[int], Opt(help="warm-up runs per shape and instance (default 10; 0 = ready without"
+                                              " warm-up)")] = None,
+    input_data: Annotated[Optional[Path], Opt(help="warm-up inputs: .npz keyed by input name (.npy for one input);"
+                                                   " needed for string (BYTES) inputs")] = None,
     api_key: Annotated[Optional[str], Opt(envvar="INFERPERF_API_KEY", show_envvar=True,
                                           help="require Authorization: Bearer KEY on every route but /v2/health/*"
                                                " (and /metrics unless --metrics-auth)")] = None,
@@ -115,7 +118,7 @@ def serve_command(
                      "--instance-count": instance_count, "--cpus": cpus, "--backend": backend,
                      "--intra-op-num-threads": intra_op_num_threads, "--shape": shape, "--dim": dim,
                      "--config": config, "--output": output, "--json-nonfinite": json_nonfinite,
-                     "--request-timeout-ms": request_timeout_ms}
+                     "--request-timeout-ms": request_timeout_ms, "--input-data": input_data}
         given = [k for k, v in per_model.items() if v not in (None, False, [])]
         if given:
             raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
@@ -139,8 +142,11 @@ def serve_command(
         "workload.shapes": shape,
         "workload.dims": dim,
         "workload.seed": seed,
-        "warmup.iterations": warmup,
+        "workload.input_data": str(input_data) if input_data else None,
+        "warmup.iterations": warmup or None,
     }
+    if warmup is not None and warmup < 0:
+        raise UsageError(f"--warmup {warmup}: use 0 (ready without warm-up) or more runs")
     section: dict[str, Any] = {}
     cfg = build_config(flags, config, serve_section=section)
     serve_flags: dict[str, Any] = {
@@ -169,7 +175,7 @@ def serve_command(
     from ..serve.server import prepare, uvicorn_stack
 
     stack = uvicorn_stack(loop, http)  # a bad or missing one: one line, before the model loads
-    served = prepare(model, cfg, opts, name=model_name)  # loads and warms up before the port is bound
+    served = prepare(model, cfg, opts, name=model_name, warmup=warmup != 0)  # loads, warms up, then binds
     _run(served, host, port, stack, grace_s, (api_key, metrics_auth, access_log),
          (request_receipt_timeout_s, timeout_keep_alive_s, limit_concurrency))
     if output is not None:

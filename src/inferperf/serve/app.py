@@ -172,6 +172,9 @@ class ServeApp:
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette):  # type: ignore[no-untyped-def]
+        from .warmup import warm_through_app
+
+        await warm_through_app(self, self.all_models())  # before uvicorn accepts: the first batch is on time
         yield
         self.shutting_down = True
         if self._close_models:

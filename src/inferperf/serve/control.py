@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .repository import check_name, load_served, read_model
+from .warmup import warm_model
 
 MODES = ("none", "explicit")
 
@@ -130,6 +131,8 @@ class ModelControl:
                 rss_before = rss()
                 served = await asyncio.to_thread(load_served, entry, self.observer, self.clock)
                 self.rss_bytes[name] = max(0, rss() - rss_before)
+                for m in served:
+                    await warm_model(m)  # its batcher and instances, in this loop, before it is swapped in
             except Exception as e:  # noqa: BLE001 - any failed load leaves the serving versions; the state is restored
                 self.states[name] = before or "UNAVAILABLE"
                 self.reasons[name] = str(e)

@@ -172,12 +172,18 @@ class ServerMetrics:
         if process:
             ProcessCollector(registry=self.registry)
         self.registry.register(self)  # type: ignore[arg-type]  # collect() below
+        self._max_samples = max_samples
+        self._sample_seed = sample_seed
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every observation (counters, histograms, samples; the window restarts now): the server calls
+        it after warming its path, so no figure counts the warm-up."""
+        clock = self.clock
         self._hists: dict[str, dict[str, _Hist]] = {k: {} for k in (*_HISTOGRAMS, "batch")}
         self._counters: dict[str, dict[tuple[str, ...], int]] = {k: {} for k in _COUNTERS}
         self._gauges: dict[str, dict[str, int]] = {k: {} for k in _GAUGES}
-        self._max_samples = max_samples
-        self._sample_seed = sample_seed
-        self._samples = {k: _Reservoir(max_samples, f"{sample_seed}:{k}") for k in _HISTOGRAMS}
+        self._samples = {k: _Reservoir(self._max_samples, f"{self._sample_seed}:{k}") for k in _HISTOGRAMS}
         self._batch_rows: dict[int, int] = {}
         self.window_start_ns = clock.now_ns()
 

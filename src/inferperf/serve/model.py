@@ -24,13 +24,10 @@ import numpy as np
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import BenchConfig
-from ..errors import UsageError
 from ..measure.batching import make_batchable, needs_batching
 from ..measure.facts import torch_facts
 from ..results.model import TensorInfo
 from ..system import collect_system
-from ..workload.data import build_workload
-from ..workload.shapes import is_symbolic
 from ..workload.signature import inspect_model
 from ..zoo import resolve as zoo_resolve
 from ..zoo import zoo_name
@@ -39,6 +36,8 @@ from .errors import InvalidInput, ModelExecutionError, NotReady
 from .instances import InstancePool
 from .options import AUTO_MAX_BATCH_SIZE, ServeOptions
 from .protocol import NUMPY_DTYPE, TensorSpec
+from .signature import given_shapes, meta_shape, served_max_batch_size
+from .warmup import probed_outputs, warm_feeds
 
 #: numpy dtype name (as backends report it) -> KServe v2 datatype (the protocol's table, inverted).
 KSERVE_DATATYPE = {
@@ -59,46 +58,6 @@ class ModelMetadata:
     platform: str
     inputs: tuple[TensorMeta, ...]
     outputs: tuple[TensorMeta, ...]
-
-
-def _meta_shape(info: TensorInfo, batched: bool, given: Sequence[int] | None, dims: dict[str, int]) -> tuple[int, ...]:
-    """Declared dims with free ones as -1, fixed by ``--shape`` (``given``) or ``--dim``; axis 0 is -1 if ``batched``."""
-    out = []
-    for axis, d in enumerate(info.shape):
-        if axis == 0 and batched:
-            out.append(-1)
-        elif given is not None:
-            out.append(int(given[axis]))
-        elif not is_symbolic(d):
-            out.append(int(d))  # type: ignore[arg-type]
-        elif isinstance(d, str) and d in dims:
-            out.append(int(dims[d]))
-        else:
-            out.append(-1)
-    return tuple(out)
-
-
-def _given_shapes(inputs: list[TensorInfo], cfg: BenchConfig) -> dict[str, list[int]]:
-    """``--shape`` values by input name, checked against the inputs (names, rank, fixed dims)."""
-    shapes = dict(cfg.workload.shapes)
-    names = [i.name for i in inputs]
-    if "" in shapes:
-        if len(inputs) != 1:
-            raise UsageError(f"--shape without an input name needs a model with one input; this one has {names}")
-        shapes[names[0]] = shapes.pop("")
-    unknown = [n for n in shapes if n not in names]
-    if unknown:
-        raise UsageError(f"--shape names unknown input(s) {unknown}: the model's inputs are {names}")
-    for info in inputs:
-        given = shapes.get(info.name)
-        if given is None:
-            continue
-        if len(given) != len(info.shape):
-            raise UsageError(f"--shape {info.name} has rank {len(given)} but the input has rank {len(info.shape)}")
-        for axis, (want, got) in enumerate(zip(info.shape, given, strict=True)):
-            if not is_symbolic(want) and want != got:
-                raise UsageError(f"--shape {info.name} contradicts fixed dim {axis} (= {want}): keep {want} there")
-    return shapes
 
 
 @dataclass
@@ -163,9 +122,12 @@ class ServedModel:
                                       self._observer, timeout_ms=options.request_timeout_ms)
         self._input_names = [t.name for t in metadata.inputs]
         self._output_names = [t.name for t in metadata.outputs]
+        self._text_inputs = [t.name for t in metadata.inputs if t.datatype == "BYTES"]
         self.ready = True
         #: input name -> inclusive (lo, hi) row ids of the Gather table it indexes (checked per request)
         self.index_ranges: dict[str, tuple[int, int]] = {}
+        #: one feed per warm-up shape (empty: no warm-up); the app sends them through itself before ready
+        self.warmup_feeds: list[dict[str, Any]] = []
 
     @classmethod
     def load(
@@ -180,13 +142,15 @@ class ServedModel:
         shared_session: bool = False,
         version: str = "1",
         versions: Sequence[str] | None = None,
+        warmup: bool = True,
     ) -> ServedModel:
         """Resolve, batch if needed, create the instances and warm them up.
 
         Args:
             model: ONNX file path or ``zoo:NAME`` (a PyTorch ``.pt``/``module:function`` with ``backend=torch``).
             config: backend, session settings and workload (``shapes``/``dims`` fix dims and shape the
-                warm-up; ``warmup.iterations`` calls per instance, alternating 1 and ``max_batch_size`` rows).
+                warm-up, ``input_data`` gives its data (needed for string inputs); ``warmup.iterations`` calls
+                per instance, alternating 1 and ``max_batch_size`` rows).
             options: serving settings.
             name: model name (default: the zoo name or the file stem).
             observer: metrics callbacks.
@@ -194,6 +158,7 @@ class ServedModel:
             shared_session: one session for every instance (see :mod:`inferperf.serve.instances`).
             version: this file's version (a model repository's version folder; default "1").
             versions: every version served under ``name``, for the metadata (default: ``version`` only).
+            warmup: False = no warm-up (``serve --warmup 0``): ready at once, said in ``notes``.
 
         Raises:
             UsageError / ModelError / BackendUnavailable: bad model, flags or shapes (before any port is bound).
@@ -218,27 +183,40 @@ class ServedModel:
         try:
             inputs, outputs = pool.inputs(), pool.outputs()
             notes.extend(pool.notes)
-            mbs = _max_batch_size(inputs, options)
-            shapes = _given_shapes(inputs, config)
+            mbs = served_max_batch_size(inputs, options)
+            shapes = given_shapes(inputs, config)
             dims = dict(config.workload.dims)
 
             def meta(infos: list[TensorInfo], given: dict[str, list[int]]) -> tuple[TensorMeta, ...]:
                 return tuple(
                     TensorMeta(i.name, KSERVE_DATATYPE.get(i.dtype, i.dtype.upper()),
-                               _meta_shape(i, mbs > 0, given.get(i.name), dims))
+                               meta_shape(i, mbs > 0, given.get(i.name), dims))
                     for i in infos
                 )
 
+            in_meta = meta(inputs, shapes)
+            partial = ModelMetadata("", (), "", in_meta, ())
+            feeds: list[dict[str, Any]] = []
+            if warmup or not outputs:
+                feeds = warm_feeds(inputs, partial, mbs, config, facts.index_ranges, notes)
+            if not outputs:
+                outputs = probed_outputs(pool, feeds, mbs, notes)
+                pool.output_names = [o.name for o in outputs]
             metadata = ModelMetadata(
                 name=name or zname or Path(str(model)).stem, versions=tuple(versions or (version,)),
                 platform=f"{pool.backend_name}_{'onnx' if is_onnx else 'model'}",
-                inputs=meta(inputs, shapes), outputs=meta(outputs, {}),
+                inputs=in_meta, outputs=meta(outputs, {}),
             )
-            _warm_up(pool, inputs, metadata, mbs, config, facts.index_ranges, notes)
+            if warmup and feeds:
+                pool.warm_up(feeds, config.warmup.iterations)
+            elif not warmup:
+                notes.append("warm-up off (--warmup 0): ready at once; the first requests pay the first-call costs")
+                feeds = []
         except BaseException:
             pool.close()
             raise
         served = cls(metadata.name, version, metadata, mbs, options, pool, observer, clock, notes)
+        served.warmup_feeds = feeds
         names = {t.name for t in metadata.inputs}
         served.index_ranges = {n: r for n, r in facts.index_ranges.items() if n in names}
         return served
@@ -281,6 +259,10 @@ class ServedModel:
                     bad = high if high > hi else low
                     raise InvalidInput(f"input '{name}': value {bad} is outside [{-(hi + 1)}, {hi}], the rows of the"
                                        f" table it indexes ({hi + 1} rows): send ids the model's vocabulary holds")
+        for name in self._text_inputs:  # runtimes take BYTES as text: ORT would turn b"ab" into "b'ab'"
+            arr = inputs.get(name)
+            if arr is not None and arr.dtype == object:
+                inputs[name] = _as_text(name, arr)
         if self.max_batch_size > 0:
             key: Any = tuple((n, inputs[n].dtype.str, inputs[n].shape[1:]) for n in self._input_names)
         else:
@@ -333,6 +315,10 @@ class ServedModel:
         st.last_inference_ms = int(time.time() * 1000)
         self._observer.batch_executed(self.name, total, n, queue_ns, compute_ns, False)
 
+    def reset_stats(self) -> None:
+        """Zero the statistics-extension counters (after the warm-up requests, which are not counted)."""
+        self._stats = _Stats()
+
     def stats(self) -> dict[str, Any]:
         """This model's entry of Triton's statistics extension (``model_stats[]`` item), cumulative.
 
@@ -369,43 +355,18 @@ class ServedModel:
         await asyncio.to_thread(self._pool.close)
 
 
-def _max_batch_size(inputs: list[TensorInfo], options: ServeOptions) -> int:
-    """Triton's ``max_batch_size`` for these inputs (auto: 4 when every leading dim is free, else 0).
+def _as_text(name: str, arr: np.ndarray) -> np.ndarray:
+    """A BYTES input (object array of ``bytes``) as an object array of ``str`` (UTF-8), the runtimes' strings.
 
     Raises:
-        UsageError: a batch size asked of a model whose leading dim is fixed (other than 1 at 1 row),
-            or dynamic batching without a batch dim.
+        InvalidInput: an element that is not UTF-8 (400, naming the input and the element).
     """
-    batchable = bool(inputs) and all(i.shape and is_symbolic(i.shape[0]) for i in inputs)
-    mbs = options.resolved_max_batch_size(batchable)
-    if mbs > 0 and not batchable:
-        fixed = [i for i in inputs if not i.shape or not (is_symbolic(i.shape[0]) or (mbs == 1 and i.shape[0] == 1))]
-        if fixed:
-            lead = fixed[0].shape[0] if fixed[0].shape else "none"
-            raise UsageError(
-                f"--max-batch-size {mbs}: input '{fixed[0].name}' has leading dim {lead}, not a free batch dim:"
-                " serve it with --max-batch-size 0 (requests passed as they come)"
-            )
-    if options.dynamic_batching and mbs == 0:
-        raise UsageError(
-            "dynamic batching needs a batch dimension and this model has none: drop the batching flags"
-            " or re-export it with a dynamic leading dim"
-        )
-    return mbs
-
-
-def _warm_up(pool: InstancePool, inputs: list[TensorInfo], metadata: ModelMetadata, mbs: int, config: BenchConfig,
-             index_ranges: dict[str, tuple[int, int]], notes: list[str]) -> None:
-    """Warm every instance (``warmup.iterations`` calls alternating 1 row and ``mbs`` rows), or note why
-    warm-up was skipped (free dims)."""
-    free = [f"{t.name}{list(t.shape)}" for t in metadata.inputs if -1 in (t.shape[1:] if mbs > 0 else t.shape)]
-    if free:
-        notes.append(f"warm-up skipped: input(s) {', '.join(free)} have free dims; pass --shape or --dim to warm up")
-        return
-    w = config.workload
-    feeds = []
-    for rows in sorted({1, mbs} if mbs > 1 else {1}):
-        shapes = {t.name: ([rows, *t.shape[1:]] if mbs > 0 else list(t.shape)) for t in metadata.inputs}
-        feeds += build_workload(inputs, shapes=shapes, pool_size=1, seed=w.seed, int_ranges=w.int_ranges,
-                                values=w.values, index_ranges=index_ranges).feeds
-    pool.warm_up(feeds, config.warmup.iterations)
+    flat = arr.reshape(-1).tolist()
+    out = np.empty(len(flat), dtype=object)
+    for i, x in enumerate(flat):
+        try:
+            out[i] = x.decode() if isinstance(x, bytes) else x
+        except UnicodeDecodeError:
+            raise InvalidInput(f"input '{name}': BYTES element {i} is not UTF-8 text, which the runtime's string"
+                               " tensors need: send UTF-8") from None
+    return out.reshape(arr.shape)

@@ -92,7 +92,8 @@ def serve_result(app: ServeApp, model_arg: Any, cfg: BenchConfig, command: list[
             "data_source": "http-clients",
             "seed": cfg.workload.seed,
         },
-        warmup=WarmupConfig(iterations=cfg.warmup.iterations, duration_s=cfg.warmup.duration_s),
+        warmup=WarmupConfig(iterations=cfg.warmup.iterations if getattr(served, "warmup_feeds", None) else 0,
+                            duration_s=cfg.warmup.duration_s),
         stop={"min_iterations": 0, "min_duration_s": 0.0, "max_duration_s": max(duration_s, 1e-9)},
     )
     info = _model_info(model_arg, served)

@@ -206,8 +206,10 @@ def prepare(
     name: str | None = None,
     clock: Clock = SYSTEM_CLOCK,
     metrics: ServerMetrics | None = None,
+    warmup: bool = True,
 ) -> ServeApp:
-    """Load ``model`` (a path / ``zoo:NAME``, or an already built ``ServedModel``) and build the app.
+    """Load ``model`` (a path / ``zoo:NAME``, or an already built ``ServedModel``) and build the app;
+    ``warmup=False`` (``serve --warmup 0``) serves without warming up.
 
     Raises:
         UsageError / ModelError: bad flags or an unloadable model (nothing is bound yet).
@@ -219,7 +221,7 @@ def prepare(
     if isinstance(model, str):
         from .model import ServedModel
 
-        model = ServedModel.load(model, config, serve, name=name, observer=metrics, clock=clock)
+        model = ServedModel.load(model, config, serve, name=name, observer=metrics, clock=clock, warmup=warmup)
     return ServeApp([model], metrics=metrics, clock=clock)
 
 
