@@ -152,7 +152,7 @@ def test_routes_conformance(echo) -> None:
     async def go() -> None:
         async with httpx.AsyncClient(base_url=handle.url, timeout=10) as c:
             r = await c.get("/v2")
-            assert r.status_code == 200 and r.json()["extensions"] == ["binary_tensor_data", "model_configuration", "statistics"]
+            assert r.status_code == 200 and r.json()["extensions"] == ["binary_tensor_data", "classification", "model_configuration", "statistics"]
             assert (await c.get("/v2/health/live")).status_code == 200
             assert (await c.get("/v2/health/ready")).status_code == 200
             for base in ("/v2/models/echo", "/v2/models/echo/versions/1"):

@@ -36,10 +36,11 @@ def test_triton_config_maps_batching_instances_versions_and_names_what_it_ignore
     assert c.serve == {"max_batch_size": 8, "dynamic_batching": True, "max_queue_delay_us": 2000,
                        "preferred_batch_size": [4, 8], "max_queue_size": 16, "instance_count": 2}
     assert c.version_policy == ("specific", [1, 3]) and c.model_filename == "model.onnx"
-    assert c.inputs == ["x"] and c.outputs == ["y"]
+    assert [t.name for t in c.inputs] == ["x"] and [t.name for t in c.outputs] == ["y"]
+    assert c.inputs[0].format == "FORMAT_NCHW" and c.inputs[0].dims == (3, -1, -1)
     assert c.ignored == ["dynamic_batching.default_queue_policy.default_timeout_microseconds",
                          "dynamic_batching.default_queue_policy.timeout_action",
-                         "dynamic_batching.preserve_ordering", "input.format", "instance_group (KIND_GPU/KIND_MODEL groups)",
+                         "dynamic_batching.preserve_ordering", "instance_group (KIND_GPU/KIND_MODEL groups)",
                          "optimization", "parameters"]
 
 

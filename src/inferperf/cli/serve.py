@@ -49,6 +49,10 @@ def serve_command(
     max_concurrent_loads: Annotated[int, Opt(help="model loads running at once (default 1)")] = 1,
     max_loaded_models: Annotated[int, Opt(help="explicit mode: a load past this many models first unloads the"
                                                " least recently used (default 0 = no limit)")] = 0,
+    exit_on_error: Annotated[bool, Opt("--exit-on-error", help="with --model-repository: a model that cannot be"
+                                                                " served stops the server (Triton's flag); default:"
+                                                                " it is UNAVAILABLE with its reason in the repository"
+                                                                " index and the others are served")] = False,
     host: Annotated[str, Opt(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, Opt(help="TCP port (0 = any free port)")] = 8000,
     model_name: Annotated[Optional[str], Opt(help="name in the URLs (default: file stem or zoo name)")] = None,
@@ -124,13 +128,14 @@ def serve_command(
             raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
                              " (or config.pbtxt), or serve one model without --model-repository")
         return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics,
-                                 model_control_mode, load_model or [], (max_concurrent_loads, max_loaded_models),
+                                 model_control_mode, load_model or [],
+                                 (max_concurrent_loads, max_loaded_models, exit_on_error),
                                  (api_key, metrics_auth, access_log),
                                  (request_receipt_timeout_s, timeout_keep_alive_s, limit_concurrency))
     if model is None:
         raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
-    if load_model or model_control_mode != "none":
-        raise UsageError("--model-control-mode / --load-model need --model-repository DIR")
+    if load_model or model_control_mode != "none" or exit_on_error:
+        raise UsageError("--model-control-mode / --load-model / --exit-on-error need --model-repository DIR")
     flags = {
         "backend": backend,
         "session.intra_op_num_threads": intra_op_num_threads,
@@ -189,7 +194,7 @@ def serve_command(
 
 
 def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool,
-                      mode: str, load_models: list[str], limits: tuple[int, int],
+                      mode: str, load_models: list[str], limits: tuple[int, int, bool],
                       auth: tuple[str | None, bool, str | None], conn: tuple[float, int, int]) -> int:  # fmt: skip
     """``inferperf serve --model-repository DIR``: load the models, then serve until SIGTERM/SIGINT."""
     if not 0 <= port <= 65535:
@@ -203,7 +208,7 @@ def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, gr
     stack = uvicorn_stack(loop, http)
     served = prepare_repository(root, metrics=metrics, warn=lambda line: print(f"warning: {line}", file=sys.stderr),
                                 mode=mode, load_models=load_models, max_concurrent_loads=limits[0],
-                                max_loaded_models=limits[1])
+                                max_loaded_models=limits[1], exit_on_error=limits[2])
     _run(served, host, port, stack, grace_s, auth, conn)
     return 0
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import InferperfError, UsageError
 from .repository import check_name, load_served, read_model
 from .warmup import warm_model
 
@@ -179,18 +179,24 @@ class ModelControl:
 def prepare_repository(root: Any, clock: Any = None, metrics: bool = True,
                        warn: Callable[[str], None] | None = None, *, mode: str = "none",
                        load_models: Sequence[str] | None = None, max_concurrent_loads: int = 1,
-                       max_loaded_models: int = 0) -> Any:  # fmt: skip
+                       max_loaded_models: int = 0, exit_on_error: bool = False) -> Any:  # fmt: skip
     """Load the models of the repository at ``root`` (:mod:`inferperf.serve.repository`) and build the app,
     with run-time model control (:mod:`inferperf.serve.control`) attached as ``app.control``.
 
     ``mode`` is Triton's ``--model-control-mode``: ``none`` loads every model now, ``explicit`` only
     ``load_models``; ``max_loaded_models`` (0 = no limit) makes later loads unload the least recently
-    used. ``warn`` gets each model's warning line (fields of a Triton config inferperf ignores);
-    ``metrics`` False turns Prometheus metrics off for the whole server.
+    used. ``warn`` gets each model's warning line (fields of a Triton config inferperf ignores, and
+    each model left UNAVAILABLE with its reason); ``metrics`` False turns Prometheus metrics off for the
+    whole server.
+
+    A model that cannot be served (its config asks for what inferperf does not do, its file does not load)
+    is UNAVAILABLE with its reason in the repository index while the others are served; with
+    ``exit_on_error`` (Triton's ``--exit-on-error``) it is fatal instead.
 
     Raises:
-        UsageError / ModelError: a malformed repository, an unknown ``load_models`` name or an unloadable
-            model (nothing is bound yet; models already loaded are closed).
+        UsageError / ModelError: a malformed repository, an unknown ``load_models`` name, no model that can be
+            served, or with ``exit_on_error`` any model that cannot (nothing is bound yet; models already
+            loaded are closed).
     """
     from ..clock import SYSTEM_CLOCK
     from .app import ServeApp
@@ -199,12 +205,23 @@ def prepare_repository(root: Any, clock: Any = None, metrics: bool = True,
     from .server import _close_models
 
     root = Path(root)
+    failures: dict[str, str] = {}
     if mode == "explicit":
-        entries = [read_model(root, n) for n in dict.fromkeys(load_models or [])]
+        entries = []
+        for n in dict.fromkeys(load_models or []):
+            check_name(n)
+            if not (root / n).is_dir():
+                raise UsageError(f"--load-model {n}: no such model folder in the repository '{root}'")
+            try:
+                entries.append(read_model(root, n))
+            except UsageError as e:
+                if exit_on_error:
+                    raise
+                failures[n] = str(e)
     elif load_models:
         raise UsageError("--load-model needs --model-control-mode explicit (mode none loads every model)")
     else:
-        entries = scan(root)
+        entries = scan(root, None if exit_on_error else failures)
     clock = clock or SYSTEM_CLOCK
     observer = ServerMetrics(clock=clock) if metrics else DisabledMetrics(clock=clock)
     if max_loaded_models and len(entries) > max_loaded_models:
@@ -218,12 +235,27 @@ def prepare_repository(root: Any, clock: Any = None, metrics: bool = True,
                 if warn is not None:
                     warn(line)
             before = rss()
-            served += load_served(entry, observer=observer, clock=clock)
+            try:
+                served += load_served(entry, observer=observer, clock=clock)
+            except InferperfError as e:
+                if exit_on_error:
+                    raise
+                failures[entry.name] = str(e)
+                continue
             memory[entry.name] = max(0, rss() - before)
+        for name, reason in failures.items():
+            if warn is not None:
+                warn(f"model '{name}' is UNAVAILABLE: {reason}")
+        if failures and not served:
+            first = next(iter(failures))
+            raise UsageError(f"no model of the repository '{root}' can be served ({len(failures)} UNAVAILABLE;"
+                             f" '{first}': {failures[first]})")
         app = ServeApp(served, metrics=observer, clock=clock)
         app.control = ModelControl(app, root, mode, max_concurrent_loads, observer=observer, clock=clock,
                                    max_loaded_models=max_loaded_models)
         app.control.rss_bytes.update(memory)
+        app.control.states.update({n: "UNAVAILABLE" for n in failures})
+        app.control.reasons.update(failures)
     except BaseException:
         if served:
             _close_models(ServeApp(served, metrics=observer, clock=clock))

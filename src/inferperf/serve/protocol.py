@@ -25,6 +25,10 @@ and a message telling the client to ask for that output as binary data, unless
 the server was started with ``--json-nonfinite literal`` (Triton's ``NaN`` /
 ``Infinity`` tokens).
 
+A requested output's ``classification`` parameter answers it as its top-K classes (Triton's
+classification extension, :mod:`inferperf.serve.classification`), labelled from the output spec's
+``labels``.
+
 Sources: https://github.com/kserve/open-inference-protocol (REST), Triton's
 docs/protocol/extension_binary_data.md.
 """
@@ -42,6 +46,7 @@ import numpy as np
 import orjson
 
 from . import json_tensors
+from .classification import ClassificationError, top_k
 
 #: KServe v2 datatype -> numpy dtype (BYTES -> object array of ``bytes``).
 NUMPY_DTYPE: dict[str, Any] = {
@@ -76,11 +81,13 @@ class TensorLike(Protocol):
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A model input or output as the protocol sees it (``shape`` has -1 for free dims)."""
+    """A model input or output as the protocol sees it (``shape`` has -1 for free dims); ``labels``: an
+    output's class labels by index, for the classification extension (None = none)."""
 
     name: str
     datatype: str
     shape: tuple[int, ...]
+    labels: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -89,7 +96,9 @@ class InferRequest:
 
     ``inputs`` name -> array (shape as sent, batch dim first when the model batches);
     ``rows``: batch rows (1 when ``max_batch_size`` is 0); ``outputs``: requested
-    output names in order (None = all); ``binary``: name -> send as binary.
+    output names in order (None = all); ``binary``: name -> send as binary; ``classification``: name ->
+    K, outputs to answer as their top-K classes (Triton's classification extension), with ``labels``
+    (name -> labels by class index) and ``batched`` (the model has a batch dim).
     """
 
     id: str | None
@@ -98,6 +107,9 @@ class InferRequest:
     outputs: list[str] | None
     binary: dict[str, bool] = field(default_factory=dict)
     binary_default: bool = False
+    classification: dict[str, int] = field(default_factory=dict)
+    labels: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
+    batched: bool = False
 
 
 def datatype_of(array: np.ndarray) -> str:
@@ -334,8 +346,9 @@ def decode_request(
         rows=rows,
         outputs=None,
         binary_default=bool(req_params.get("binary_data_output", False)),
+        batched=max_batch_size > 0,
     )
-    _requested_outputs(header.get("outputs"), {s.name for s in outputs}, req)
+    _requested_outputs(header.get("outputs"), {s.name: s for s in outputs}, req)
     return req
 
 
@@ -351,7 +364,7 @@ def _rows(arrays: dict[str, np.ndarray], max_batch_size: int) -> int:
     return first
 
 
-def _requested_outputs(entries: Any, known: set[str], req: InferRequest) -> None:
+def _requested_outputs(entries: Any, known: dict[str, TensorLike], req: InferRequest) -> None:
     if entries is None:
         return
     if not isinstance(entries, list):
@@ -363,7 +376,12 @@ def _requested_outputs(entries: Any, known: set[str], req: InferRequest) -> None
             raise ProtocolError(f"unknown output {name!r}: the model's outputs are {sorted(known)}")
         params = _as_dict(entry.get("parameters"), f"output '{name}' parameters")
         if "classification" in params:
-            raise ProtocolError(f"output '{name}': the classification extension is not supported")
+            count = params["classification"]
+            if type(count) is not int or count < 0:
+                raise ProtocolError(f"output '{name}': classification {count!r} must be a number of classes >= 0")
+            if count:
+                req.classification[name] = count
+                req.labels[name] = getattr(known[name], "labels", None)
         if "binary_data" in params:
             req.binary[name] = bool(params["binary_data"])
         names.append(name)
@@ -418,13 +436,19 @@ def encode_response(
         ``inference-header-content-length``.
 
     Raises:
-        ProtocolError: 500 when an output cannot be written as JSON (non-finite floats, non-UTF-8 bytes).
+        ProtocolError: 500 when an output cannot be written as JSON (non-finite floats, non-UTF-8 bytes);
+            400 for an output asked as classes whose dtype Triton does not classify.
     """
     names = req.outputs or list(outputs)
     meta: list[dict[str, Any]] = []
     blobs: list[bytes | memoryview] = []
     for name in names:
         arr = outputs[name]
+        if name in req.classification:
+            try:
+                arr = top_k(arr, req.classification[name], req.labels.get(name), req.batched)
+            except ClassificationError as e:
+                raise ProtocolError(f"output '{name}': {e}") from None
         entry: dict[str, Any] = {"name": name, "datatype": datatype_of(arr), "shape": list(arr.shape)}
         if req.binary.get(name, req.binary_default):
             blob = _binary_data(arr)

@@ -6,8 +6,13 @@ only ``*.onnx`` in the folder); served as version 1.
 
 Triton's layout: ``DIR/NAME/config.pbtxt`` plus version folders ``DIR/NAME/<integer>/model.onnx`` (or
 the config's ``default_model_filename``); the config is read by :mod:`inferperf.serve.triton_config`,
-its version policy picks the versions (default: the highest one), and the fields inferperf does not
-map are listed in one warning line per model.
+its version policy picks the versions (default: the highest one), the fields inferperf does not
+map (none of them changes the wire contract) are listed in one warning line per model, and the model is
+served with the config's tensors (:mod:`inferperf.serve.triton_model`: dims, reshape, labels).
+
+A model that cannot be served (a config asking for what inferperf does not do, a file that does not
+load) does not stop the others: :func:`scan` with a ``failures`` dict records its reason there, and the
+model is UNAVAILABLE in the repository index (Triton's behaviour without ``--exit-on-error``).
 
 Confinement: a model folder, version folder or model file whose real path (symlinks resolved) leaves
 DIR is refused and never opened; so are names that are not plain folder names (``..``, separators).
@@ -28,7 +33,7 @@ from pydantic import ValidationError
 from ..config import BenchConfig
 from ..errors import UsageError
 from .options import ServeOptions
-from .triton_config import TritonConfigError
+from .triton_config import TensorConfig, TritonConfigError
 from .triton_config import parse as parse_triton_config
 
 #: A model or version name: what a URL path segment and a folder name can both be.
@@ -39,8 +44,8 @@ NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 class RepositoryModel:
     """One model of the repository: ``name``, ``layout`` ("inferperf" or "triton"), ``versions`` (version
     -> ONNX file, the versions the policy serves), ``config`` and ``serve`` (the settings it is served
-    with), ``warnings`` (one line each: fields ignored), ``declared``: the input and output names a
-    Triton config lists (checked against the model once loaded)."""
+    with), ``warnings`` (one line each: fields ignored), ``declared``: the inputs and outputs a Triton
+    config lists (held against the model before it loads), ``folder``: the model folder."""
 
     name: str
     layout: str
@@ -48,7 +53,8 @@ class RepositoryModel:
     config: BenchConfig
     serve: ServeOptions
     warnings: list[str] = field(default_factory=list)
-    declared: tuple[list[str], list[str]] = ([], [])
+    declared: tuple[list[TensorConfig], list[TensorConfig]] = ([], [])
+    folder: Path | None = None
 
 
 def confined(root: Path, path: Path, what: str) -> Path:
@@ -74,18 +80,31 @@ def check_name(name: str, what: str = "model name") -> str:
     return name
 
 
-def scan(root: Path) -> list[RepositoryModel]:
+def scan(root: Path, failures: dict[str, str] | None = None) -> list[RepositoryModel]:
     """Every model folder of ``root`` (sorted by name; hidden folders and loose files are skipped).
 
+    Args:
+        failures: when given, a model that cannot be read is left out and its reason recorded here
+            (name -> message); otherwise the first one raises.
+
     Raises:
-        UsageError: ``root`` is not a folder, holds no model, or a model is malformed or leaves the
-            repository (the message names the folder and the fix).
+        UsageError: ``root`` is not a folder or holds no model folder; without ``failures``, a model that
+            is malformed, asks for what inferperf does not do, or leaves the repository (the message names
+            the folder and the fix).
     """
     if not root.is_dir():
         raise UsageError(f"--model-repository '{root}' is not a folder: give the repository's path")
-    models = [read_model(root, d.name) for d in sorted(root.iterdir()) if d.is_dir() and not d.name.startswith(".")]
-    if not models:
+    names = [d.name for d in sorted(root.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+    if not names:
         raise UsageError(f"--model-repository '{root}' holds no model folder (NAME/model.yaml or NAME/config.pbtxt)")
+    models = []
+    for name in names:
+        try:
+            models.append(read_model(root, name))
+        except UsageError as e:
+            if failures is None:
+                raise
+            failures[name] = str(e)
     return models
 
 
@@ -170,32 +189,37 @@ def _triton_model(root: Path, name: str, folder: Path) -> RepositoryModel:
     except ValidationError as e:
         raise UsageError(f"{where}: {e.errors()[0]['msg'].replace('Value error, ', '')}") from None
     warnings = [f"{where}: inferperf ignores {', '.join(tc.ignored)}"] if tc.ignored else []
-    return RepositoryModel(name, "triton", versions, BenchConfig(), serve, warnings, (tc.inputs, tc.outputs))
+    return RepositoryModel(name, "triton", versions, BenchConfig(), serve, warnings, (tc.inputs, tc.outputs), folder)
 
 
 def load_served(entry: RepositoryModel, observer: Any = None, clock: Any = None) -> list[Any]:
     """Load and warm up every version of ``entry`` (a ``ServedModel`` each, highest version last).
 
+    A Triton-layout model is held against its config first (:func:`inferperf.serve.triton_model.check_tensors`),
+    warmed up with the dims the config fixes, and served through
+    :class:`~inferperf.serve.triton_model.TritonServed` (the config's tensors, reshape and labels).
+
     Raises:
-        UsageError / ModelError: as ``ServedModel.load``; UsageError when a Triton config names inputs or
-            outputs the model does not have.
+        UsageError / ModelError: as ``ServedModel.load``; UsageError when a Triton config's tensors cannot
+            be the model's (names, datatypes, dims) or a label file cannot be read.
     """
     from ..clock import SYSTEM_CLOCK
     from .model import ServedModel
+    from .triton_model import TritonServed, check_tensors, read_labels
 
     served: list[Any] = []
     versions = tuple(entry.versions)
+    triton = entry.layout == "triton" and entry.folder is not None
+    labels = read_labels(entry.folder, entry.declared[1], entry.folder.parent) if triton else {}
     try:
         for version, path in entry.versions.items():
-            m = ServedModel.load(str(path), entry.config, entry.serve, name=entry.name, observer=observer,
+            config = entry.config
+            if triton:
+                shapes = check_tensors(entry.name, version, path, entry.serve.max_batch_size or 0, *entry.declared)
+                config = config.model_copy(update={"workload": config.workload.model_copy(update={"shapes": shapes})})
+            m = ServedModel.load(str(path), config, entry.serve, name=entry.name, observer=observer,
                                  clock=clock or SYSTEM_CLOCK, version=version, versions=versions)
-            served.append(m)
-            for kind, names, have in (("input", entry.declared[0], m.metadata.inputs),
-                                      ("output", entry.declared[1], m.metadata.outputs)):
-                unknown = sorted(set(names) - {t.name for t in have})
-                if unknown:
-                    raise UsageError(f"model '{entry.name}' version {version}: config.pbtxt names {kind}(s) {unknown};"
-                                     f" the model has {[t.name for t in have]}")
+            served.append(TritonServed(m, *entry.declared, labels) if triton else m)
     except BaseException:
         import asyncio
 

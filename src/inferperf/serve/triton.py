@@ -18,7 +18,7 @@ from .._version import __version__
 from .protocol import TRITON_DATA_TYPE
 
 #: Extensions listed by ``GET /v2``.
-EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics"]
+EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
 
 
 def server_metadata() -> dict[str, Any]:
@@ -42,24 +42,32 @@ def model_metadata(model: Any) -> dict[str, Any]:
     }
 
 
-def _config_tensor(t: Any, batched: bool, is_input: bool) -> dict[str, Any]:
+def _config_tensor(t: Any, batched: bool, is_input: bool, declared: Any = None) -> dict[str, Any]:
+    """One ``input`` / ``output`` entry; ``declared`` (a triton_config.TensorConfig) adds the config's
+    ``format``, ``reshape`` and ``label_filename``."""
     dims = list(t.shape[1:] if batched else t.shape)
     doc: dict[str, Any] = {"name": t.name, "data_type": TRITON_DATA_TYPE.get(t.datatype, f"TYPE_{t.datatype}")}
+    fmt = declared.format if declared is not None else "FORMAT_NONE"
     if is_input:
-        doc.update(format="FORMAT_NONE", dims=dims, is_shape_tensor=False, allow_ragged_batch=False, optional=False)
+        doc.update(format=fmt, dims=dims, is_shape_tensor=False, allow_ragged_batch=False, optional=False)
     else:
-        doc.update(dims=dims, label_filename="", is_shape_tensor=False)
+        doc.update(dims=dims, label_filename=declared.label_filename if declared is not None else "",
+                   is_shape_tensor=False)
+    if declared is not None and declared.reshape is not None:
+        doc["reshape"] = {"shape": list(declared.reshape)}
     return doc
 
 
 def model_config(model: Any) -> dict[str, Any]:
     """``GET /v2/models/{name}/config``: the JSON form of Triton's ``ModelConfig`` for this model.
 
-    ``dims`` leave out the batch dim when ``max_batch_size`` > 0 (Triton's rule); ``dynamic_batching``
+    ``dims`` leave out the batch dim when ``max_batch_size`` > 0 (Triton's rule); a repository model's
+    ``format``, ``reshape`` and ``label_filename`` are its config.pbtxt's; ``dynamic_batching``
     is present only when dynamic batching is on; ``instance_group`` is one CPU group of ``instance_count``.
     """
     opts = model.options
     batched = model.max_batch_size > 0
+    declared = getattr(model, "tensor_config", None) or {}  # a Triton repository model's config.pbtxt tensors
     platform = model.metadata.platform
     doc: dict[str, Any] = {
         "name": model.name,
@@ -68,8 +76,8 @@ def model_config(model: Any) -> dict[str, Any]:
         "version_policy": ({"latest": {"num_versions": 1}} if len(model.metadata.versions) <= 1 else
                            {"specific": {"versions": [int(v) if v.isdigit() else v for v in model.metadata.versions]}}),
         "max_batch_size": model.max_batch_size,
-        "input": [_config_tensor(t, batched, True) for t in model.metadata.inputs],
-        "output": [_config_tensor(t, batched, False) for t in model.metadata.outputs],
+        "input": [_config_tensor(t, batched, True, declared.get(t.name)) for t in model.metadata.inputs],
+        "output": [_config_tensor(t, batched, False, declared.get(t.name)) for t in model.metadata.outputs],
         "batch_input": [],
         "batch_output": [],
         "instance_group": [

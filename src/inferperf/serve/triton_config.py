@@ -1,127 +1,79 @@
-"""Triton's ``config.pbtxt``: read with protobuf's ``text_format`` into a ``ModelConfig`` message, mapped to inferperf.
+"""Triton's ``config.pbtxt``: read with protobuf's ``text_format`` into Triton's own ``ModelConfig`` message.
 
-The message types are built here at import from the field names and numbers of Triton's
-``model_config.proto`` (triton-inference-server/common, protobuf/model_config.proto): every field of
-``ModelConfig`` itself, and in full the parts inferperf maps (``input``, ``output``, ``dynamic_batching``
-with its ``default_queue_policy``, ``instance_group``, ``version_policy``). The others
-(``optimization``, ``sequence_batching``, ``model_warmup`` ...) are declared with an opaque message type
-whose contents are skipped, so any valid Triton config parses and the fields inferperf ignores can be
-named. tritonclient's generated module is not used: its package needs grpcio and pins protobuf < 4, which
-onnx cannot share. No hand-written pbtxt parsing.
+The message types come from ``model_config.descriptor.txtpb`` beside this module: protoc's
+FileDescriptorProto of Triton's ``model_config.proto`` (triton-inference-server/common; the commit, the
+licence and the command that remakes it are in its header), so every valid Triton config parses, lists of
+messages, maps, enums and comments included, and a field Triton does not know is an error as in Triton.
+tritonclient's generated module is not used: its package needs grpcio and pins protobuf < 4, which onnx
+cannot share. No hand-written pbtxt parsing.
 
-Mapped: ``max_batch_size``; ``dynamic_batching { max_queue_delay_microseconds, preferred_batch_size,
-default_queue_policy { max_queue_size, default_timeout_microseconds (with timeout_action REJECT, rounded
-up to ms) } }``; ``instance_group { count }`` (summed over CPU / AUTO groups);
-``version_policy`` (``latest { num_versions }``, default 1; ``all``; ``specific { versions }``);
-``default_model_filename`` (default ``model.onnx``); ``platform`` / ``backend`` must name ONNX Runtime
-(``onnxruntime_onnx`` / ``onnxruntime``) when given; ``input`` / ``output`` names must be the model's.
+What a config asks for falls in three groups:
+
+- mapped: ``max_batch_size``; ``dynamic_batching { max_queue_delay_microseconds, preferred_batch_size,
+  default_queue_policy { max_queue_size, default_timeout_microseconds (with timeout_action REJECT, rounded
+  up to ms) } }``; ``instance_group { count }`` (summed over CPU / AUTO groups); ``version_policy``
+  (``latest { num_versions }``, default 1; ``all``; ``specific { versions }``); ``default_model_filename``
+  (default ``model.onnx``); ``platform`` / ``backend`` (ONNX Runtime); and the wire contract of each
+  ``input`` / ``output``: ``name``, ``data_type``, ``dims``, ``reshape`` (the client sends and receives
+  ``dims``, the model sees ``reshape``), ``input.format`` (reported in the model configuration; NHWC/NCHW
+  need 3 dims), ``output.label_filename`` (labels of the classification extension).
+- refused (:class:`TritonConfigError` naming each reason; the model is UNAVAILABLE): what inferperf does not
+  do: ``sequence_batching``, ensembles (``platform: "ensemble"``, ``ensemble_scheduling``), other backends
+  (``python``, TensorRT ...), ``batch_input`` / ``batch_output``, decoupled models, shape tensors,
+  ``optional`` inputs, non-linear-format I/O, only GPU instance groups, and configs Triton itself refuses
+  (Triton's checks of ``ValidateIOShape``, core src/model_config_utils.cc).
+- ignored with a warning (they do not change what a client sends or receives): ``optimization``,
+  ``parameters``, ``model_warmup``, ``response_cache``, queue priorities, ``preserve_ordering`` ...
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from importlib.resources import files
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
-
-_PACKAGE = "inference"
-_F = descriptor_pb2.FieldDescriptorProto
-
-_DATA_TYPES = ["TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32", "TYPE_UINT64", "TYPE_INT8",
-               "TYPE_INT16", "TYPE_INT32", "TYPE_INT64", "TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_STRING",
-               "TYPE_BF16"]  # fmt: skip
-
-_SCALAR = {"string": _F.TYPE_STRING, "int32": _F.TYPE_INT32, "int64": _F.TYPE_INT64, "uint32": _F.TYPE_UINT32,
-           "uint64": _F.TYPE_UINT64, "bool": _F.TYPE_BOOL, "float": _F.TYPE_FLOAT}  # fmt: skip
-
-# (message, [(field, number, type, repeated)]): type = a scalar name, "enum:NAME" or a message name.
-_MESSAGES: list[tuple[str, list[tuple[str, int, str, bool]]]] = [
-    ("Opaque", []),
-    ("ModelTensorReshape", [("shape", 1, "int64", True)]),
-    ("ModelInput", [("name", 1, "string", False), ("data_type", 2, "enum:DataType", False),
-                    ("format", 3, "enum:Format", False), ("dims", 4, "int64", True),
-                    ("reshape", 5, "ModelTensorReshape", False), ("is_shape_tensor", 6, "bool", False),
-                    ("allow_ragged_batch", 7, "bool", False), ("optional", 8, "bool", False),
-                    ("is_non_linear_format_io", 9, "bool", False)]),
-    ("ModelOutput", [("name", 1, "string", False), ("data_type", 2, "enum:DataType", False),
-                     ("dims", 3, "int64", True), ("reshape", 5, "ModelTensorReshape", False),
-                     ("label_filename", 4, "string", False), ("is_shape_tensor", 6, "bool", False),
-                     ("is_non_linear_format_io", 7, "bool", False)]),
-    ("ModelQueuePolicy", [("timeout_action", 1, "enum:TimeoutAction", False),
-                          ("default_timeout_microseconds", 2, "uint64", False),
-                          ("allow_timeout_override", 3, "bool", False), ("max_queue_size", 4, "uint32", False)]),
-    ("ModelDynamicBatching", [("preferred_batch_size", 1, "int32", True),
-                              ("max_queue_delay_microseconds", 2, "uint64", False),
-                              ("preserve_ordering", 3, "bool", False), ("priority_levels", 4, "uint64", False),
-                              ("default_priority_level", 5, "uint64", False),
-                              ("default_queue_policy", 6, "ModelQueuePolicy", False),
-                              ("priority_queue_policy", 7, "Opaque", True)]),
-    ("ModelInstanceGroup", [("name", 1, "string", False), ("kind", 4, "enum:Kind", False), ("count", 2, "int32", False),
-                            ("rate_limiter", 6, "Opaque", False), ("gpus", 3, "int32", True),
-                            ("secondary_devices", 8, "Opaque", True), ("profile", 5, "string", True),
-                            ("passive", 7, "bool", False), ("host_policy", 9, "string", False)]),
-    ("Latest", [("num_versions", 1, "uint32", False)]),
-    ("All", []),
-    ("Specific", [("versions", 1, "int64", True)]),
-    ("ModelVersionPolicy", [("latest", 1, "Latest", False), ("all", 2, "All", False), ("specific", 3, "Specific", False)]),
-    ("StringMapEntry", [("key", 1, "string", False), ("value", 2, "string", False)]),
-    ("ParameterMapEntry", [("key", 1, "string", False), ("value", 2, "Opaque", False)]),
-    ("ModelConfig", [("name", 1, "string", False), ("platform", 2, "string", False), ("backend", 17, "string", False),
-                     ("runtime", 25, "string", False), ("version_policy", 3, "ModelVersionPolicy", False),
-                     ("max_batch_size", 4, "int32", False), ("input", 5, "ModelInput", True),
-                     ("output", 6, "ModelOutput", True), ("batch_input", 20, "Opaque", True),
-                     ("batch_output", 21, "Opaque", True), ("optimization", 12, "Opaque", False),
-                     ("dynamic_batching", 11, "ModelDynamicBatching", False),
-                     ("sequence_batching", 13, "Opaque", False), ("ensemble_scheduling", 15, "Opaque", False),
-                     ("instance_group", 7, "ModelInstanceGroup", True),
-                     ("default_model_filename", 8, "string", False),
-                     ("cc_model_filenames", 9, "StringMapEntry", True), ("metric_tags", 10, "StringMapEntry", True),
-                     ("parameters", 14, "ParameterMapEntry", True), ("model_warmup", 16, "Opaque", True),
-                     ("model_operations", 18, "Opaque", False), ("model_transaction_policy", 19, "Opaque", False),
-                     ("model_repository_agents", 23, "Opaque", False), ("response_cache", 24, "Opaque", False),
-                     ("model_metrics", 26, "Opaque", False)]),
-]
-_ENUMS = {"DataType": _DATA_TYPES, "Format": ["FORMAT_NONE", "FORMAT_NHWC", "FORMAT_NCHW"],
-          "TimeoutAction": ["REJECT", "DELAY"], "Kind": ["KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL"]}
-_MAP_ENTRIES = {"StringMapEntry", "ParameterMapEntry"}
-
-
-def _build() -> Any:
-    fdp = descriptor_pb2.FileDescriptorProto(name="inferperf_triton_model_config.proto", package=_PACKAGE,
-                                             syntax="proto3")
-    for name, values in _ENUMS.items():
-        e = fdp.enum_type.add(name=name)
-        for i, v in enumerate(values):
-            e.value.add(name=v, number=i)
-    for name, fields in _MESSAGES:
-        m = fdp.message_type.add(name=name)
-        if name in _MAP_ENTRIES:
-            m.options.map_entry = True
-        for fname, number, ftype, repeated in fields:
-            f = m.field.add(name=fname, number=number,
-                            label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
-            if ftype in _SCALAR:
-                f.type = _SCALAR[ftype]
-            elif ftype.startswith("enum:"):
-                f.type, f.type_name = _F.TYPE_ENUM, f".{_PACKAGE}.{ftype[5:]}"
-            else:
-                f.type, f.type_name = _F.TYPE_MESSAGE, f".{_PACKAGE}.{ftype}"
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.ModelConfig"))
-
-
-ModelConfig = _build()
-
-#: ModelConfig fields inferperf maps; any other field set in a config is listed as ignored.
-_MAPPED_TOP = {"name", "platform", "backend", "max_batch_size", "input", "output", "dynamic_batching",
-               "instance_group", "version_policy", "default_model_filename"}  # fmt: skip
-_MAPPED_BATCHING = {"max_queue_delay_microseconds", "preferred_batch_size", "default_queue_policy"}
+_DESCRIPTOR = "model_config.descriptor.txtpb"
+#: Triton ``data_type`` -> KServe v2 datatype.
+DATATYPE = {"TYPE_BOOL": "BOOL", "TYPE_UINT8": "UINT8", "TYPE_UINT16": "UINT16", "TYPE_UINT32": "UINT32",
+            "TYPE_UINT64": "UINT64", "TYPE_INT8": "INT8", "TYPE_INT16": "INT16", "TYPE_INT32": "INT32",
+            "TYPE_INT64": "INT64", "TYPE_FP16": "FP16", "TYPE_FP32": "FP32", "TYPE_FP64": "FP64",
+            "TYPE_STRING": "BYTES", "TYPE_BF16": "BF16"}  # fmt: skip
 _ONNX = {"onnxruntime_onnx", "onnxruntime"}
+#: ModelConfig fields that do not change the wire contract: set, they are named in a warning.
+_IGNORED_TOP = {"optimization", "parameters", "model_warmup", "cc_model_filenames", "metric_tags", "model_operations",
+                "model_repository_agents", "response_cache", "model_metrics", "runtime"}  # fmt: skip
+_MAPPED_BATCHING = {"max_queue_delay_microseconds", "preferred_batch_size", "default_queue_policy"}
 
 
 class TritonConfigError(ValueError):
     """A ``config.pbtxt`` that does not parse, or asks for what inferperf cannot serve (the message names it)."""
+
+
+@functools.cache
+def message_class() -> Any:
+    """The ``inference.ModelConfig`` message class, built once from the vendored descriptor."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+
+    fdp = text_format.Parse(files(__package__).joinpath(_DESCRIPTOR).read_text(), descriptor_pb2.FileDescriptorProto())
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("inference.ModelConfig"))
+
+
+@dataclass(frozen=True)
+class TensorConfig:
+    """One ``input`` / ``output`` entry: ``datatype`` is KServe's (``FP32``, ``BYTES`` ...); ``dims`` leave
+    out the batch dim when ``max_batch_size`` > 0 (-1 = any); ``reshape``: the dims the model sees (None =
+    ``dims``); ``format``: ``FORMAT_NONE`` / ``FORMAT_NHWC`` / ``FORMAT_NCHW``; ``label_filename``: a file of
+    the model folder, one label per line (outputs only, "" = none)."""
+
+    name: str
+    datatype: str
+    dims: tuple[int, ...]
+    reshape: tuple[int, ...] | None = None
+    format: str = "FORMAT_NONE"
+    label_filename: str = ""
 
 
 @dataclass
@@ -129,17 +81,18 @@ class TritonModelConfig:
     """What inferperf takes from one ``config.pbtxt``.
 
     ``serve``: ServeOptions fields (``max_batch_size``, ``dynamic_batching``, ``max_queue_delay_us``,
-    ``preferred_batch_size``, ``max_queue_size``, ``instance_count``); ``version_policy``: ``("latest", N)``,
-    ``("all", None)`` or ``("specific", [versions])``; ``inputs`` / ``outputs``: the names the config lists;
-    ``ignored``: dotted names of the fields set but not mapped.
+    ``preferred_batch_size``, ``max_queue_size``, ``instance_count``, ``request_timeout_ms``);
+    ``version_policy``: ``("latest", N)``, ``("all", None)`` or ``("specific", [versions])``;
+    ``inputs`` / ``outputs``: the tensors the config lists; ``ignored``: dotted names of the fields set but
+    not mapped (they do not change the wire contract).
     """
 
     name: str
     serve: dict[str, Any]
     version_policy: tuple[str, Any]
     model_filename: str
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
+    inputs: list[TensorConfig] = field(default_factory=list)
+    outputs: list[TensorConfig] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
 
 
@@ -147,64 +100,159 @@ def parse(text: str, where: str = "config.pbtxt") -> TritonModelConfig:
     """Parse a Triton ``config.pbtxt`` and map it (see the module docstring).
 
     Raises:
-        TritonConfigError: not valid text-format protobuf for ModelConfig, a platform other than ONNX
-            Runtime, negative sizes or counts, or GPU instance groups only (message names ``where``).
+        TritonConfigError: not valid text-format protobuf for Triton's ModelConfig, a config Triton refuses,
+            or one asking for what inferperf does not do (the message starts with ``where`` and names each
+            reason).
     """
-    msg = ModelConfig()
+    from google.protobuf import text_format
+
+    msg = message_class()()
     try:
-        text_format.Parse(text, msg, allow_unknown_field=True)
+        text_format.Parse(text, msg)
     except text_format.ParseError as e:
         raise TritonConfigError(f"{where}: not a Triton model configuration ({e})") from None
-    platform = msg.backend or msg.platform
-    if platform and platform not in _ONNX:
-        raise TritonConfigError(f"{where}: platform/backend '{platform}' is not ONNX Runtime: inferperf serves"
-                                " ONNX models (onnxruntime_onnx)")
-    ignored = [f.name for f, _ in msg.ListFields() if f.name not in _MAPPED_TOP]
-    serve: dict[str, Any] = {}
+    refused: list[str] = []
+    ignored = [f.name for f, _ in msg.ListFields() if f.name in _IGNORED_TOP]
+    _refusals(msg, refused)
     if msg.max_batch_size < 0:
-        raise TritonConfigError(f"{where}: max_batch_size {msg.max_batch_size} is negative")
-    serve["max_batch_size"] = msg.max_batch_size
-    if msg.HasField("dynamic_batching"):
-        db = msg.dynamic_batching
-        serve["dynamic_batching"] = True
-        serve["max_queue_delay_us"] = int(db.max_queue_delay_microseconds)
-        serve["preferred_batch_size"] = list(db.preferred_batch_size)
-        if db.HasField("default_queue_policy"):
-            qp = db.default_queue_policy
-            serve["max_queue_size"] = int(qp.max_queue_size)
-            mapped = {"max_queue_size"}
-            if qp.default_timeout_microseconds and qp.timeout_action == 0:  # REJECT: fail at the deadline
-                serve["request_timeout_ms"] = -(-int(qp.default_timeout_microseconds) // 1000)  # ceil to ms
-                mapped.add("default_timeout_microseconds")
-            ignored += [f"dynamic_batching.default_queue_policy.{f.name}" for f, _ in qp.ListFields()
-                        if f.name not in mapped]
-        ignored += [f"dynamic_batching.{f.name}" for f, _ in db.ListFields() if f.name not in _MAPPED_BATCHING]
-    if msg.instance_group:
-        cpu_groups = [g for g in msg.instance_group if g.kind in (0, 2)]  # KIND_AUTO, KIND_CPU
-        if not cpu_groups:
-            raise TritonConfigError(f"{where}: every instance_group is KIND_GPU/KIND_MODEL: give one KIND_CPU group")
-        if any(g.count < 0 for g in cpu_groups):
-            raise TritonConfigError(f"{where}: instance_group count must be >= 0")
-        serve["instance_count"] = max(1, sum(g.count or 1 for g in cpu_groups))
-        if len(cpu_groups) < len(msg.instance_group):
-            ignored.append("instance_group (KIND_GPU/KIND_MODEL groups)")
-        for g in cpu_groups:
-            ignored += [f"instance_group.{f.name}" for f, _ in g.ListFields() if f.name not in ("count", "kind", "name")]
-    policy: tuple[str, Any] = ("latest", 1)
+        refused.append(f"max_batch_size {msg.max_batch_size} is negative")
+    serve: dict[str, Any] = {"max_batch_size": max(0, msg.max_batch_size)}
+    _batching(msg, serve, ignored)
+    _instances(msg, serve, ignored, refused)
+    inputs = [_tensor(t, "input", msg.max_batch_size, refused, ignored) for t in msg.input]
+    outputs = [_tensor(t, "output", msg.max_batch_size, refused, ignored) for t in msg.output]
+    if refused:
+        raise TritonConfigError(f"{where}: inferperf cannot serve this model: {'; '.join(dict.fromkeys(refused))}")
+    return TritonModelConfig(
+        name=msg.name, serve=serve, version_policy=_version_policy(msg),
+        model_filename=msg.default_model_filename or "model.onnx", inputs=inputs, outputs=outputs,
+        ignored=sorted(set(ignored)),
+    )  # fmt: skip
+
+
+def _refusals(msg: Any, refused: list[str]) -> None:
+    """What the whole model asks for that inferperf does not do."""
+    platform = msg.backend or msg.platform
+    if platform == "ensemble" or msg.HasField("ensemble_scheduling"):
+        refused.append("an ensemble (platform 'ensemble' / ensemble_scheduling): inferperf serves single ONNX"
+                       " models; serve the ensemble's steps as models of their own")
+    elif platform == "python":
+        refused.append("the python backend (model.py): inferperf serves ONNX models through ONNX Runtime")
+    elif platform and platform not in _ONNX:
+        refused.append(f"platform/backend '{platform}' is not ONNX Runtime: inferperf serves ONNX models"
+                       " (onnxruntime_onnx)")
+    if msg.HasField("sequence_batching"):
+        refused.append("sequence_batching (stateful sequences with control inputs such as START/READY): inferperf"
+                       " batches independent requests only (dynamic_batching)")
+    if msg.batch_input or msg.batch_output:
+        refused.append("batch_input / batch_output (tensors the batcher makes or splits): not supported")
+    if msg.HasField("model_transaction_policy") and msg.model_transaction_policy.decoupled:
+        refused.append("model_transaction_policy { decoupled: true } (many responses per request): not supported")
+
+
+def _batching(msg: Any, serve: dict[str, Any], ignored: list[str]) -> None:
+    if not msg.HasField("dynamic_batching"):
+        return
+    db = msg.dynamic_batching
+    serve["dynamic_batching"] = True
+    serve["max_queue_delay_us"] = int(db.max_queue_delay_microseconds)
+    serve["preferred_batch_size"] = list(db.preferred_batch_size)
+    if db.HasField("default_queue_policy"):
+        qp = db.default_queue_policy
+        serve["max_queue_size"] = int(qp.max_queue_size)
+        mapped = {"max_queue_size"}
+        if qp.default_timeout_microseconds and qp.timeout_action == 0:  # REJECT: fail at the deadline
+            serve["request_timeout_ms"] = -(-int(qp.default_timeout_microseconds) // 1000)  # ceil to ms
+            mapped.add("default_timeout_microseconds")
+        ignored += [f"dynamic_batching.default_queue_policy.{f.name}" for f, _ in qp.ListFields() if f.name not in mapped]
+    ignored += [f"dynamic_batching.{f.name}" for f, _ in db.ListFields() if f.name not in _MAPPED_BATCHING]
+
+
+def _instances(msg: Any, serve: dict[str, Any], ignored: list[str], refused: list[str]) -> None:
+    if not msg.instance_group:
+        return
+    cpu_groups = [g for g in msg.instance_group if g.kind in (0, 2)]  # KIND_AUTO, KIND_CPU
+    if not cpu_groups:
+        refused.append("every instance_group is KIND_GPU/KIND_MODEL: give one KIND_CPU group")
+        return
+    if any(g.count < 0 for g in cpu_groups):
+        refused.append("instance_group count must be >= 0")
+        return
+    serve["instance_count"] = max(1, sum(g.count or 1 for g in cpu_groups))
+    if len(cpu_groups) < len(msg.instance_group):
+        ignored.append("instance_group (KIND_GPU/KIND_MODEL groups)")
+    for g in cpu_groups:
+        ignored += [f"instance_group.{f.name}" for f, _ in g.ListFields() if f.name not in ("count", "kind", "name")]
+
+
+def _version_policy(msg: Any) -> tuple[str, Any]:
     if msg.HasField("version_policy"):
         vp = msg.version_policy
         if vp.HasField("all"):
-            policy = ("all", None)
-        elif vp.HasField("specific"):
-            policy = ("specific", sorted(int(v) for v in vp.specific.versions))
-        elif vp.HasField("latest"):
-            policy = ("latest", max(1, int(vp.latest.num_versions)))
-    for kind, tensors in (("input", msg.input), ("output", msg.output)):
-        for t in tensors:
-            ignored += [f"{kind}.{f.name}" for f, _ in t.ListFields() if f.name not in ("name", "data_type", "dims")]
-    return TritonModelConfig(
-        name=msg.name, serve=serve, version_policy=policy,
-        model_filename=msg.default_model_filename or "model.onnx",
-        inputs=[t.name for t in msg.input], outputs=[t.name for t in msg.output],
-        ignored=sorted(set(ignored)),
-    )  # fmt: skip
+            return ("all", None)
+        if vp.HasField("specific"):
+            return ("specific", sorted(int(v) for v in vp.specific.versions))
+        if vp.HasField("latest"):
+            return ("latest", max(1, int(vp.latest.num_versions)))
+    return ("latest", 1)
+
+
+def _tensor(t: Any, kind: str, max_batch_size: int, refused: list[str], ignored: list[str]) -> TensorConfig:
+    """One input/output, checked as Triton's ValidateIOShape and ValidateModelInput do."""
+    what = f"{kind} '{t.name}'"
+    if not t.name:
+        refused.append(f"an {kind} without a name (Triton: must specify 'name')")
+    if t.data_type == 0:
+        refused.append(f"{what} must specify 'data_type'")
+    dims = tuple(int(d) for d in t.dims)
+    if not dims:
+        refused.append(f"{what} must specify 'dims'")
+    reshape = tuple(int(d) for d in t.reshape.shape) if t.HasField("reshape") else None
+    for label, shape in (("dims", dims), ("reshape", reshape or ())):
+        if any(d < 1 and d != -1 for d in shape):
+            refused.append(f"{what} {label} {list(shape)}: each dim must be >= 1, or -1 for a variable-size dim")
+    if reshape is not None:
+        if reshape == () and max_batch_size == 0:
+            refused.append(f"{what} cannot have an empty reshape for a non-batching model (scalar tensors)")
+        elif not _same_size(dims, reshape):
+            refused.append(f"{what} has different size for dims {list(dims)} and reshape {list(reshape)}")
+        elif reshape.count(-1) > 1 or dims.count(-1) > 1:
+            refused.append(f"{what} reshapes {list(dims)} <-> {list(reshape)}: inferperf reshapes tensors with at most"
+                           " one variable-size dim")
+    name = t.DESCRIPTOR.fields_by_name["data_type"].enum_type.values_by_number[t.data_type].name
+    if name not in DATATYPE and t.data_type != 0:
+        refused.append(f"{what} data_type {name} has no KServe v2 datatype")
+    if t.is_shape_tensor:
+        refused.append(f"{what} is a shape tensor (Triton: shape tensors are only supported for TensorRT)")
+    if t.is_non_linear_format_io:
+        refused.append(f"{what} is non-linear-format I/O (TensorRT only)")
+    fmt = "FORMAT_NONE"
+    if kind == "input":
+        fmt = t.DESCRIPTOR.fields_by_name["format"].enum_type.values_by_number[t.format].name
+        if fmt != "FORMAT_NONE" and len(dims) != 3:
+            refused.append(f"{what} {fmt} needs 3 dims, has {list(dims)} (Triton: model input NHWC/NCHW require 3 dims)")
+        if t.optional:
+            refused.append(f"{what} is optional (a client may leave it out): inferperf needs every input")
+        if t.allow_ragged_batch:
+            ignored.append("input.allow_ragged_batch")
+    return TensorConfig(t.name, DATATYPE.get(name, name), dims, reshape, fmt,
+                        t.label_filename if kind == "output" else "")
+
+
+def _same_size(dims: tuple[int, ...], reshape: tuple[int, ...]) -> bool:
+    """Triton's rule: equal element counts, or (with variable-size dims) equal counts of each run of fixed
+    dims between them; an empty reshape matches dims of one element."""
+    if reshape == ():
+        return all(d == 1 for d in dims)
+
+    def runs(shape: tuple[int, ...]) -> list[int]:
+        out, n = [], 1
+        for d in shape:
+            if d == -1:
+                out.append(n)
+                n = 1
+            else:
+                n *= d
+        return [*out, n]
+
+    return runs(dims) == runs(reshape)
