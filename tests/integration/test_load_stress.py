@@ -27,9 +27,14 @@ def test_stress_ramp_smoke(server, monkeypatch) -> None:
     f = rs[-1].metrics.client["stress"]
     assert f["stop_reason"] and f["knee"] is not None and len(f["steps"]) == len(rs)
     assert [r.config.concurrency for r in rs][:3] == [1, 2, 4]
-    # connections stay open between steps: the ramp opens as many as its largest step needs, not one set per step
-    assert len(opened) == max(r.config.concurrency for r in rs) < sum(r.config.concurrency for r in rs)
+    # each step's connections are closed after it (issue 23 item 3: nothing of a step is left for the next), and
+    # every step after the first is drained first, confirmed by the server's busy gauges
+    assert len(opened) == sum(r.config.concurrency for r in rs)
     assert all(r.metrics.errors.count == 0 for r in rs)
+    assert rs[0].metrics.client["drain"] is None
+    for r in rs[1:]:
+        d = r.metrics.client["drain"]
+        assert d["source"] == "metrics" and d["drained"] is True and d["server_busy_after"] == 0
 
 
 def test_find_max_rate_smoke(server) -> None:

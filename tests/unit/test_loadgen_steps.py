@@ -121,3 +121,69 @@ def test_the_cpu_figure_is_cpu_over_each_workers_own_span_and_absent_without_a_s
     r = step_result(empty, target(), LoadConfig(concurrency=[1]), [])
     assert r.metrics.client["client_cpu_percent"] is None
     assert not any("generator-bound" in x for x in r.validity.reasons)
+
+
+# ---------------------------------------------------------------- item 3: drain between steps
+
+
+def _two_steps(busy: bool) -> tuple[Any, Any, SimulatedServer]:
+    """An overloaded step (300 req/s at a 100 req/s server whose abandoned requests stay queued: the client times
+    out at 0.2 s, the server serves them anyway), then 20 req/s, on one fake-time loop as --find-max-rate runs."""
+    from inferperf.loadgen.drain import drain
+    from inferperf.loadgen.run import KeptConnections, run_one
+    from tests.fake_loop import FakeTimeLoop
+
+    clock = FakeClock()
+    server = SimulatedServer(clock, service_s=0.010, slots=1, keeps_abandoned=True)
+
+    async def gauge() -> int:
+        return server.in_system
+
+    kept = KeptConnections(transport=server, loop=FakeTimeLoop(clock), clock=clock, busy=gauge if busy else None)
+    base = {"warmup_s": 0.2, "duration_s": 2.0, "timeout_ms": 200, "measurement_interval_ms": 1000}
+    with kept:
+        r1 = run_one(LoadConfig(request_rate=[300.0], **base), target(), 300.0, [], kept)
+        r2 = run_one(LoadConfig(request_rate=[20.0], **base), target(), 20.0, [], kept)
+        kept.loop.run_until_complete(drain(gauge, max_wait_s=600, quiet_s=0, clock=clock))  # no task left behind
+    return r1, r2, server
+
+
+def test_a_step_after_an_overloaded_one_waits_for_the_servers_queue_to_empty() -> None:
+    """With the server's gauge the drain waits until it holds nothing, then 0.5 s quiet: the 20 req/s step meets
+    an idle server, so every request takes exactly its 10 ms of service."""
+    r1, r2, server = _two_steps(busy=True)
+    assert r1.metrics.client["drain"] is None  # nothing before the first step
+    d = r2.metrics.client["drain"]
+    assert d["source"] == "metrics" and d["server_busy_before"] > 100 and d["server_busy_after"] == 0
+    assert d["drained"] is True and d["waited_s"] > 1.0 and d["quiet_s"] == 0.5
+    assert r2.metrics.errors.count == 0 and r2.metrics.latency_ms.p50 == pytest.approx(10.0, abs=1e-6)
+    assert r2.metrics.latency_ms.p99 == pytest.approx(10.0, abs=1e-6)
+
+
+def test_without_a_gauge_only_the_quiet_period_runs_and_the_backlog_shows() -> None:
+    """The must-say-no case: a server that does not tell how busy it is gets only the quiet period (recorded as
+    unconfirmed), and the second step then measures the first one's backlog (what --find-max-rate did before)."""
+    _, r2, _ = _two_steps(busy=False)
+    d = r2.metrics.client["drain"]
+    assert d["source"] is None and d["drained"] is None and d["waited_s"] == pytest.approx(0.5)
+    assert r2.metrics.errors.count > 0 or r2.metrics.latency_ms.p50 > 100.0
+
+
+def test_the_busy_gauges_of_inferperf_serve_are_summed_per_model() -> None:
+    from inferperf.loadgen.drain import drain_note, parse_busy
+
+    text = ("# TYPE inferperf_queue_depth gauge\ninferperf_queue_depth{model=\"m\"} 3.0\n"
+            "inferperf_queue_depth{model=\"other\"} 7.0\n# TYPE inferperf_inflight_requests gauge\n"
+            "inferperf_inflight_requests{model=\"m\"} 2.0\n")  # fmt: skip
+    assert parse_busy(text, "m") == 5 and parse_busy(text, "other") == 7
+    assert parse_busy("# TYPE x counter\nx_total 1.0\n", "m") is None  # another server: it cannot tell
+    assert drain_note({"drained": False, "server_busy_after": 4, "waited_s": 60.0}).startswith("the server still held 4")
+    assert drain_note({"drained": True}) is None and drain_note(None) is None
+
+
+def test_the_find_max_rate_table_names_its_column_rate() -> None:
+    """--find-max-rate without --request-rate searches rates: its column is `rate/s`, never `concurrency`."""
+    from inferperf.cli.load import _table_header, load_config
+
+    cfg = load_config({"url": "http://127.0.0.1:1", "model": "m", "find_max_rate": True, "slo_p99_ms": 5})
+    assert cfg.mode == "open" and _table_header(cfg.mode).split()[0] == "rate/s"

@@ -122,6 +122,7 @@ class StepSamples:
     counted: np.ndarray | None = None  # pooled workers with ``requests``: each worker's own measured mask
     rejection: dict[str, Any] | None = None  # {status, body, in_a_row}: the step stopped on MAX_CONSECUTIVE_4XX
     client_span_s: float | None = None  # pooled: the sum of each worker's own measured span (its CPU's divisor)
+    drain: dict[str, Any] | None = None  # the drain before this step (loadgen.drain), None when none ran
 
     def cpu_percent(self) -> float | None:
         """Generator CPU as % of one core per process: CPU seconds over the span(s) they were read over

@@ -169,8 +169,9 @@ class LoadConfig(BaseModel):
 
     @property
     def mode(self) -> Literal["closed", "open"]:
-        """``open`` when ``request_rate`` or a trace arrival is given, else ``closed``."""
-        return "open" if self.request_rate or self.arrival.startswith("trace:") else "closed"
+        """``open`` when ``request_rate``, a trace arrival or ``find_max_rate`` (a search over rates) is given,
+        else ``closed``."""
+        return "open" if self.request_rate or self.find_max_rate or self.arrival.startswith("trace:") else "closed"
 
     @property
     def steps(self) -> list[float]:

@@ -33,6 +33,7 @@ from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, M
                              SessionConfig, TensorInfo, Throughput, ToolInfo, Validity, WarmupConfig, Window)  # fmt: skip
 from ..stats import PERCENTILES, latency_summary, percentile_notes
 from ..system import collect_system
+from .drain import drain_note
 from .driver import LATE_SEND_NS, StepSamples, window_figures
 from .options import LoadConfig
 from .target import TargetInfo
@@ -128,9 +129,12 @@ def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
         "connections": {"peak": s.connections_peak, "max": s.max_connections, "ran_out": s.connections_ran_out},
         "client_cpu_percent": cpu_pct, "workers": s.workers,
         "littles_law": {"concurrency_expected": expected, "measured": measured_conc, "ok": bool(little_ok)},
-        "stable": s.stable, "zero_completion_windows": zero, "target_lost": lost, "rejected": s.rejection, "schedule": s.schedule, "transport": s.transport,
+        "stable": s.stable, "zero_completion_windows": zero, "target_lost": lost, "rejected": s.rejection,
+        "drain": s.drain, "schedule": s.schedule, "transport": s.transport,
     }  # fmt: skip
     reasons, notes = _honesty(s, block, lag, sent_in)
+    if drain_note(s.drain):
+        notes.append(drain_note(s.drain))  # type: ignore[arg-type]
     if s.rejection:
         reasons.append(f"the server refused the requests: {s.rejection['in_a_row']} answers {s.rejection['status']}"
                        f" in a row, the first said {s.rejection['body']!r}")  # fmt: skip

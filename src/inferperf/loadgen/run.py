@@ -23,6 +23,7 @@ from ..clock import SYSTEM_CLOCK
 from ..errors import MeasurementError
 from ..measure.arrivals import from_arrival, strided
 from ..results.model import Result
+from .drain import DRAIN_MAX_WAIT_S, DRAIN_QUIET_S, BusyProbe, drain
 from .driver import Closed, Open, StepSamples, WindowRule, is_stable, run_step, window_figures
 from .options import LoadConfig
 from .result import RATE_SHORT_FRACTION, step_result
@@ -165,25 +166,52 @@ def _expect(conn: Any, timeout_s: float, what: str) -> Any:
 
 
 class KeptConnections:
-    """One event loop and one :class:`~inferperf.loadgen.transport.ConnectionPool` kept across sequential steps
-    (``--stress``, ``--find-max-rate``): a step's connections stay open for the next one, so a ramp does not
-    reconnect at every step (nor measure connection set-up in each warm-up). Single-process only: with
-    ``--workers`` each step runs in fresh processes. Use as a context manager; closing closes the connections.
+    """One event loop and one :class:`~inferperf.loadgen.transport.ConnectionPool` kept across the sequential
+    steps of ``--stress`` and ``--find-max-rate``, and the drain between them (:mod:`.drain`): after each step
+    its in-flight requests answer or time out (bounded by ``--timeout-ms``) and its connections are closed;
+    before every step but the first the target is drained (its busy gauge read empty when it has one, then a
+    quiet period), so no step inherits the previous one's backlog. With ``--workers`` the steps run in fresh
+    processes and only the drain applies. Use as a context manager; closing closes the connections.
+
+    Args:
+        url: the target (an :class:`HttpTransport` to it), unless ``transport`` is given.
+        transport: where requests go instead (a ``SimulatedServer`` in tests).
+        loop: the event loop to run on (default a new one; a fake-time loop in tests).
+        clock: the clock that loop runs on.
+        busy: how many requests the server still holds (:func:`.drain.metrics_busy`), None if it cannot tell.
+        quiet_s: the quiet period of each drain, s.
     """
 
-    def __init__(self, url: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.pool = ConnectionPool(HttpTransport(url), 1)
+    def __init__(self, url: str | None = None, *, transport: Any = None, loop: asyncio.AbstractEventLoop | None = None,
+                 clock: Any = SYSTEM_CLOCK, busy: BusyProbe | None = None, quiet_s: float = DRAIN_QUIET_S) -> None:  # fmt: skip
+        self.loop = loop or asyncio.new_event_loop()
+        self.pool = ConnectionPool(transport or HttpTransport(str(url)), 1)
+        self.clock, self.busy, self.quiet_s = clock, busy, quiet_s
+        self.steps = 0
 
     async def _step(self, cfg: LoadConfig, payloads: list[bytes], mode: Closed | Open) -> StepSamples:
         self.pool.peak, self.pool.ran_out = self.pool.count, 0  # per-step figures
         return await run_step(self.pool.transport, mode, payloads=payloads, warmup_s=cfg.warmup_s,
                               duration_s=cfg.duration_s, requests=cfg.requests, windows=_rule(cfg),
-                              timeout_s=cfg.timeout_ms / 1000, pool=self.pool)  # fmt: skip
+                              timeout_s=cfg.timeout_ms / 1000, pool=self.pool, clock=self.clock)  # fmt: skip
+
+    def drain(self, cfg: LoadConfig) -> dict[str, Any] | None:
+        """Before a step: drain the target (None before the first step: nothing to drain)."""
+        if self.steps == 0:
+            return None
+        wait_s = max(DRAIN_MAX_WAIT_S, cfg.timeout_ms / 1000)
+        return self.loop.run_until_complete(drain(self.busy, max_wait_s=wait_s, quiet_s=self.quiet_s, clock=self.clock))
 
     def samples(self, cfg: LoadConfig, payloads: list[bytes], value: float) -> StepSamples:
-        """One step's samples on the kept connections."""
-        return self.loop.run_until_complete(self._step(cfg, payloads, build_mode(cfg, value)))
+        """One step's samples on this loop; its connections are closed once its in-flight requests are done."""
+        try:
+            return self.loop.run_until_complete(self._step(cfg, payloads, build_mode(cfg, value)))
+        finally:
+            self.pool.close()
+
+    def stepped(self) -> None:
+        """Count one step run (in this process or in workers): the next one is drained first."""
+        self.steps += 1
 
     def __enter__(self) -> KeptConnections:
         return self
@@ -198,8 +226,10 @@ def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str
             kept: KeptConnections | None = None) -> Result:
     """One step at ``value`` (concurrency or rate): samples, then its Result with the server block.
 
-    ``kept``: run on connections kept from the previous step (single process; ignored with ``--workers``).
+    ``kept``: the run's :class:`KeptConnections`: the target is drained before the step, which runs on its
+    loop (single process) or in workers (``--workers``).
     """
+    drained = kept.drain(cfg) if kept is not None else None
     before = fetch_stats(target)
     n = workers_for(cfg, value)
     if n > 1:
@@ -208,6 +238,9 @@ def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str
         s = kept.samples(cfg, target.payloads, value)
     else:
         s = asyncio.run(_step(cfg, target.payloads, build_mode(cfg, value), cfg.duration_s, cfg.requests))
+    if kept is not None:
+        kept.stepped()
+    s.drain = drained
     after = fetch_stats(target)
     r = step_result(s, target, cfg, command, stats_before=before, stats_after=after)
     if n < cfg.workers:

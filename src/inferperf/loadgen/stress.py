@@ -217,7 +217,7 @@ def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[
 
     Raises:
         UsageError: unreachable target or unknown model (before any load)."""
-    from .run import KeptConnections, read_target, run_one
+    from .run import read_target, run_one
 
     target = target or read_target(cfg)
     if cfg.find_max_rate:
@@ -226,8 +226,16 @@ def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[
     ladder = list(cfg.concurrency or [1, 2, 4, 8]) if closed else list(cfg.request_rate or [])
     ramp = Ramp(ladder, gain_percent=cfg.stress_gain_percent, slo_p99_ms=cfg.slo_p99_ms,
                 max_error_rate=cfg.max_error_rate, integer=closed)  # fmt: skip
-    with KeptConnections(cfg.url) as kept:  # connections stay open between steps
+    with _kept(cfg, target) as kept:  # one loop; the target drained before each step
         return drive(ramp, lambda v: run_one(_at(cfg, v, closed), target, v, command, kept), "stress", on_step)
+
+
+def _kept(cfg: LoadConfig, target: Any) -> Any:
+    """The steps' :class:`~.run.KeptConnections`, reading the server's busy gauge when it is a KServe v2 one."""
+    from .drain import metrics_busy
+    from .run import KeptConnections
+
+    return KeptConnections(cfg.url, busy=metrics_busy(cfg.url, target.model) if target.kind == "kserve" else None)
 
 
 def _at(cfg: LoadConfig, value: float, closed: bool) -> LoadConfig:
@@ -239,13 +247,13 @@ def find_max_rate(cfg: LoadConfig, command: list[str] | None = None, on_step: Ca
     """``--find-max-rate``: :class:`RateSearch` over open-loop rates, each step measuring at least
     :data:`MIN_P99_REQUESTS` completed requests; the last Result's ``metrics.client.stress.goodput_rate``
     is the highest rate meeting ``cfg.slo_p99_ms``."""
-    from .run import KeptConnections, read_target, run_one
+    from .run import read_target, run_one
 
     target = target or read_target(cfg)
     assert cfg.slo_p99_ms is not None
     search = RateSearch(cfg.slo_p99_ms, start=(cfg.request_rate or [10.0])[0], resolution_percent=resolution_percent,
                         max_error_rate=cfg.max_error_rate)  # fmt: skip
     base = cfg.model_copy(update={"requests": max(cfg.requests or 0, MIN_P99_REQUESTS), "duration_s": None})
-    with KeptConnections(cfg.url) as kept:  # connections stay open between steps
+    with _kept(cfg, target) as kept:  # one loop; the target drained before each step
         return drive(search, lambda v: run_one(_at(base, v, False), target, v, command, kept), "find_max_rate",
                      on_step)

@@ -270,17 +270,23 @@ class SimulatedServer:
         die_at_s: clock time (s) after which connections are refused and open ones reset.
         status: HTTP status of every answer (or a callable ``(i) -> status`` for request i); a 4xx answer
             carries ``error_body`` ``b"simulated <status>"``.
+        keeps_abandoned: a request whose client gave up (timed out, closed) stays queued and is served all the
+            same, as by a server that does not notice disconnects (default: dropped with its client).
+
+    ``in_system``: requests queued or in service now (what a server's queue gauge would show).
     """
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK, service_s: Any = 0.001, slots: int = 1,
                  freezes: Sequence[tuple[float, float]] = (), die_at_s: float | None = None,
-                 status: Any = 200) -> None:  # fmt: skip
+                 status: Any = 200, keeps_abandoned: bool = False) -> None:  # fmt: skip
         self.clock = clock
         self.service_s = service_s
         self.slots = slots
         self.freezes = [(round(a * 1e9), round(b * 1e9)) for a, b in freezes]
         self.die_at_ns = None if die_at_s is None else round(die_at_s * 1e9)
         self.status = status
+        self.keeps_abandoned = keeps_abandoned
+        self.in_system = 0
         self.connections_opened = 0
         self.served = 0
         self._sem: asyncio.Semaphore | None = None
@@ -298,13 +304,17 @@ class SimulatedServer:
         """Serve one request: wait for a slot, for any freeze, then the service time."""
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.slots)
-        async with self._sem:
-            await self._wait_unfrozen()
-            i = self.served
-            self.served += 1
-            s = self.service_s(i) if callable(self.service_s) else self.service_s
-            await asyncio.sleep(s)
-            await self._wait_unfrozen()
+        self.in_system += 1
+        try:
+            async with self._sem:
+                await self._wait_unfrozen()
+                i = self.served
+                self.served += 1
+                s = self.service_s(i) if callable(self.service_s) else self.service_s
+                await asyncio.sleep(s)
+                await self._wait_unfrozen()
+        finally:
+            self.in_system -= 1
         if self._dead():
             return Response(0, 0, DISCONNECTED)
         status = self.status(i) if callable(self.status) else self.status
@@ -338,7 +348,10 @@ class _SimConnection:
         if self.server._dead():
             self.open = False
             return Response(0, 0, DISCONNECTED)
-        r = await self.server.serve()
+        if self.server.keeps_abandoned:  # the service goes on even if this caller is cancelled
+            r = await asyncio.shield(asyncio.ensure_future(self.server.serve()))
+        else:
+            r = await self.server.serve()
         if r.error_kind == DISCONNECTED:
             self.open = False
         return r
