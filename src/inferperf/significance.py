@@ -316,6 +316,13 @@ def mann_whitney_u(a: Values, b: Values, alternative: Alternative = "two-sided")
                           alternative, min(1.0, floor))
 
 
+def fieller_df(va: float, vb: float, r: float, n_a: int, n_b: int) -> float:
+    """Welch-Satterthwaite degrees of freedom of ``va + r² vb`` (squared standard errors of the two means, sizes
+    ``n_a``, ``n_b`` >= 2), evaluated at the ratio ``r``: the df of :func:`mean_ratio_ci` (at r = a/b), and the
+    one a test matching that interval must use (Tamhane & Logan 2004)."""
+    return (va + r * r * vb) ** 2 / (va**2 / (n_a - 1) + r**4 * vb**2 / (n_b - 1))
+
+
 def mean_ratio_ci(current: Values, baseline: Values, confidence: float = 0.95) -> Interval:
     """Fieller's interval for mean(current) / mean(baseline) of run-level values (one per run).
 
@@ -346,7 +353,7 @@ def mean_ratio_ci(current: Values, baseline: Values, confidence: float = 0.95) -
     n = (x.size, y.size)
     if va + vb == 0:
         return Interval(r, r, r, confidence, "Fieller", n, notes=("neither side varies: the interval is the point",))
-    df = (va + r * r * vb) ** 2 / (va**2 / (x.size - 1) + r**4 * vb**2 / (y.size - 1))
+    df = fieller_df(va, vb, r, x.size, y.size)
     tq = float(stdtrit(df, 0.5 + confidence / 2.0))
     denom = b * b - tq * tq * vb
     if denom <= 0:

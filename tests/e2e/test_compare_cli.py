@@ -100,3 +100,31 @@ def test_real_onnxruntime_runs_of_one_config_are_not_regressed(tmp_path: Path) -
     doc = json.loads(gate.stdout)
     assert doc["cases"][0]["runs"] == {"baseline": 4, "current": 4}
     assert not [r for r in doc["rows"] if r["verdict"] == "regressed"]
+
+
+def test_holm_correction_over_several_metrics_at_the_command_level(tmp_path: Path) -> None:
+    """Issue 24 item 12: one drop whose interval lies past the threshold (one-sided p ~0.017) regresses when
+    throughput is the only metric tested, and is inconclusive, naming Holm's correction over 4 tests, when
+    p50, p99 and cold start are tested beside it (Holm multiplies the smallest p-value by 4)."""
+    from tests.unit.test_compare import make_result, with_throughput, write
+
+    base = with_throughput(make_result(2.0, runs=2, seed=1), [112.26, 103.87])
+    cur = with_throughput(make_result(2.0, runs=2, seed=1), [71.83, 68.89])
+    a, b = write(tmp_path, "a", base), write(tmp_path, "b", cur)
+
+    def run(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "inferperf", "compare", str(a), str(b), "--format", "json",
+                               *flags], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    alone = run("--metrics", "throughput")
+    assert alone.returncode == 3, alone.stderr
+    (row,) = json.loads(alone.stdout)["rows"]
+    assert row["verdict"] == "regressed" and row["ci95_pct"][1] < -5
+    several = run()
+    assert several.returncode == 0, several.stderr
+    rows = {r["metric"]: r for r in json.loads(several.stdout)["rows"]}
+    t = rows["throughput"]
+    assert t["verdict"] == "inconclusive" and t["ci95_pct"][1] < -5
+    assert "not after Holm's correction over 4 tests" in t["why"]
+    assert t["p_regressed_adjusted"] == pytest.approx(4 * row["p_regressed_adjusted"])
+    assert {rows[m]["verdict"] for m in ("p50", "p99", "cold_start")} <= {"unchanged", "inconclusive"}

@@ -218,3 +218,75 @@ def test_every_not_comparable_difference_is_warned(tmp_path: Path) -> None:
     assert "current holds INVALID Results (unstable: window medians vary)" in text
     same = compare([write(tmp_path, "c", base)], [write(tmp_path, "d", make_result(2.0, seed=3))])
     assert same.warnings == []  # nothing differs: nothing is warned
+
+
+# --- issue 24 item 12 -------------------------------------------------------------------------------------------
+
+
+def with_throughput(r: Result, per_run: list[float]) -> Result:
+    """``r`` with these per-run throughputs (queries/s)."""
+    r = r.model_copy(deep=True)
+    r.metrics.throughput.per_run = list(per_run)
+    r.metrics.throughput.queries_per_s = float(np.mean(per_run))
+    return r
+
+
+def test_an_interval_wholly_past_the_threshold_is_a_regression_with_one_test(tmp_path: Path) -> None:
+    """The interval and the p-value came from one test each with its own df: an interval ending at -13.8 %
+    against a -5 % threshold read 'inconclusive ... not after Holm's correction over 1 tests'."""
+    base = with_throughput(make_result(2.0, runs=2, seed=1), [112.26, 103.87])
+    cur = with_throughput(make_result(2.0, runs=2, seed=1), [71.83, 68.89])
+    c = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)], Gate(metrics=("throughput",)))
+    (row,) = c.rows
+    assert row.high < -5 and row.verdict == "regressed" and c.exit_code == 3
+    # must-say-no: the same drop within the threshold's reach is not called
+    near = with_throughput(make_result(2.0, runs=2, seed=1), [106.0, 101.0])
+    c2 = compare([write(tmp_path, "a2", base)], [write(tmp_path, "b2", near)], Gate(metrics=("throughput",)))
+    assert c2.rows[0].verdict == "inconclusive" and c2.rows[0].high > -5
+
+
+@pytest.mark.parametrize("runs", [2, 3, 12])
+def test_interval_and_p_value_come_from_one_test(runs: int) -> None:
+    """For every bound: outside the 95 % interval exactly when its one-sided p-value is under 0.025
+    (Fieller for 2-9 runs, the bootstrap's normal interval from 10, the widened block bootstrap for one run)."""
+    from inferperf.analysis.compare_stats import block_change, run_change
+
+    rng = np.random.default_rng(runs)
+    for _ in range(40):
+        b = 100 * (1 + rng.uniform(0.01, 0.2) * rng.standard_normal(runs))
+        cur = 100 * rng.uniform(0.7, 1.3) * (1 + rng.uniform(0.01, 0.2) * rng.standard_normal(runs))
+        for ch in (run_change(list(b), list(cur)), block_change(list(b), list(cur), float(cur.mean() / b.mean()))):
+            if ch is None or not (np.isfinite(ch.low) and np.isfinite(ch.high)):
+                continue
+            for bound in np.linspace(0.6, 1.4, 33):
+                if abs(bound - ch.low) > 1e-6:
+                    assert (bound < ch.low) == (ch.p_above(bound) < 0.025), (ch, bound)
+                if abs(bound - ch.high) > 1e-6:
+                    assert (bound > ch.high) == (ch.p_below(bound) < 0.025), (ch, bound)
+
+
+def test_a_forced_pair_of_different_configurations_is_warned_by_name(tmp_path: Path) -> None:
+    """One configuration a side is paired whatever differs: a 2-thread baseline against a 1-thread run was
+    'matched by config' with no warning."""
+    base = make_result(2.0).model_copy(deep=True)
+    base.config.session.requested = {"intra_op_num_threads": 2}
+    cur = make_result(2.0, seed=3).model_copy(deep=True)
+    cur.config.session.requested = {"intra_op_num_threads": 1}
+    c = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)])
+    assert c.match == "config"
+    assert "configuration differs: session.intra_op_num_threads baseline 2 vs current 1" in c.warnings
+    assert "paired although the configurations differ" in c.notes[0]
+    same = compare([write(tmp_path, "c", base)], [write(tmp_path, "d", base)])
+    assert same.warnings == [] and "paired although" not in same.notes[0]
+
+
+def test_percentile_rows_name_the_mean_of_per_run_percentiles_and_show_the_pooled_one(tmp_path: Path) -> None:
+    """p99 -57.7 % beside pooled p99s of 20.07 vs 20.23 ms: the figure compared is the mean of per-run p99."""
+    base, cur = make_result(2.0, seed=1), make_result(2.4, seed=2)
+    c = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)])
+    p99 = next(r for r in c.rows if r.metric == "p99")
+    assert p99.figure == "mean of per-run p99" and p99.pooled == (base.metrics.latency_ms.p99, cur.metrics.latency_ms.p99)
+    md = to_markdown(c)
+    assert "p99 latency (ms, mean of per-run p99)" in md and "pooled p99 1 -> 1 ms" in md
+    row = next(r for r in to_dict(c)["rows"] if r["metric"] == "p99")
+    assert row["figure"] == "mean of per-run p99" and row["pooled"] == [1.0, 1.0]

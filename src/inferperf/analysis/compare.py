@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import UsageError
 from ..significance import adjust
 from .compare_checks import not_comparable
-from .compare_data import Case, MatchMode, load_side, match_cases
+from .compare_data import Case, MatchMode, config_key, load_side, match_cases
 from .compare_stats import Change, block_change, run_change
 from .points import case_label, point
 
@@ -52,12 +52,13 @@ class Metric:
     default: float
     scale: float = 1.0  # display unit per stored unit
     window: int | None = None  # column of the window rows (qps, p50, p99) for one-run blocks
+    percentile: bool = False  # a latency percentile: its per-run mean is labelled, the pooled one shown beside
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("throughput", "throughput", "queries/s", True, "max-throughput-drop", 0.05, window=0),
-    Metric("p50", "p50 latency", "ms", False, "max-p50-increase", 0.05, window=1),
-    Metric("p99", "p99 latency", "ms", False, "max-p99-increase", 0.10, window=2),
+    Metric("p50", "p50 latency", "ms", False, "max-p50-increase", 0.05, window=1, percentile=True),
+    Metric("p99", "p99 latency", "ms", False, "max-p99-increase", 0.10, window=2, percentile=True),
     Metric("cold_start", "cold start", "ms", False, "max-cold-start-increase", 0.20),
     Metric("rss_peak", "peak RSS", "MiB", False, "max-rss-increase", 0.10, scale=1 / 2**20),
 )}
@@ -98,7 +99,9 @@ class Gate:
 
 @dataclass
 class Row:
-    """One case x metric. Values in the metric's display unit; ``change``/``low``/``high`` in % (``None``
+    """One case x metric. Values in the metric's display unit; ``baseline``/``current``: the mean of the
+    per-run figures (for p50/p99 the mean of per-run percentiles, named in ``figure``; ``pooled``: the pooled
+    percentile of each side when a side is one Result, else ``None``); ``change``/``low``/``high`` in % (``None``
     when not estimable); ``p_regressed``: the corrected one-sided p-value of a regression (``None``: untested)."""
 
     case: str
@@ -117,6 +120,8 @@ class Row:
     why: str = ""
     p_regressed: float | None = None
     may_regress: bool = True
+    figure: str = ""
+    pooled: tuple[float | None, float | None] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``--format json`` (``change_pct``, ``ci95_pct`` ...)."""
@@ -124,7 +129,8 @@ class Row:
                 "threshold_pct": self.threshold_pct, "baseline": self.baseline, "current": self.current,
                 "change_pct": self.change, "ci95_pct": None if self.low is None else [self.low, self.high],
                 "verdict": self.verdict, "method": self.method, "why": self.why, "runs": list(self.n),
-                "p_regressed_adjusted": self.p_regressed}
+                "p_regressed_adjusted": self.p_regressed, "figure": self.figure,
+                "pooled": None if self.pooled is None else list(self.pooled)}
 
 
 @dataclass
@@ -187,12 +193,22 @@ def _change(base: Case, cur: Case, metric: Metric) -> tuple[Change | None, str]:
     return None, f"too few runs to tell ({len(b)} vs {len(c)}): use --repeat 5 (each run a fresh process)"
 
 
+def _pooled(case: Case, metric: Metric) -> float | None:
+    """The side's pooled percentile (ms) when the side is one Result (its own summary of all its samples)."""
+    if len(case.results) != 1:
+        return None
+    return float(getattr(case.first.metrics.latency_ms, metric.name))
+
+
 def _row(label: str, base: Case, cur: Case, metric: Metric, gate: Gate) -> tuple[Row, Change | None]:
     b, c = _values(base, metric), _values(cur, metric)
     t = gate.threshold(metric.name)
     row = Row(label, metric.name, metric.unit, "higher is better" if metric.higher_is_better else "lower is better",
               round(t * 100, 6), float(np.mean(b)) * metric.scale if b else None,
               float(np.mean(c)) * metric.scale if c else None, (len(b), len(c)))
+    row.figure = f"mean of per-run {metric.name}" if metric.percentile else f"mean of per-run {metric.label}"
+    if metric.percentile:
+        row.pooled = (_pooled(base, metric), _pooled(cur, metric))
     if not b or not c:
         row.why, row.may_regress = "not measured on both sides", False
         return row, None
@@ -225,7 +241,8 @@ def _judge(rows: list[tuple[Row, Change | None]], gate: Gate) -> None:
     adj_bad = adjust(p_bad, gate.correction, ONE_SIDED_ALPHA).pvalues if tested else ()
     adj_good = adjust(p_good, gate.correction, ONE_SIDED_ALPHA).pvalues if tested else ()
     name = "Holm" if gate.correction == "holm" else "Benjamini-Hochberg"
-    for (r, ch), pb, pg in zip(tested, adj_bad, adj_good):
+    tests = f"{len(tested)} test{'s' if len(tested) != 1 else ''}"
+    for (r, ch), pb, pg, raw_b, raw_g in zip(tested, adj_bad, adj_good, p_bad, p_good):
         m = METRICS[r.metric]
         bad, good = _bounds(m, gate.threshold(r.metric))
         lo, hi = ch.low, ch.high
@@ -239,8 +256,10 @@ def _judge(rows: list[tuple[Row, Change | None]], gate: Gate) -> None:
             r.verdict, r.why = "improved", f"the interval lies past the {r.threshold_pct:g} % threshold"
         elif min(bad, good) <= lo and hi <= max(bad, good):
             r.verdict, r.why = "unchanged", f"the interval lies inside +/-{r.threshold_pct:g} %"
-        elif past_bad or past_good:
-            r.why = f"past the threshold, but not after {name}'s correction over {len(tested)} tests"
+        elif past_bad or past_good:  # the interval inverts the same test: only the correction can hold it back
+            raw, adj = (raw_b, pb) if past_bad else (raw_g, pg)
+            r.why = (f"past the threshold (one-sided p {raw:.3g}), but not after {name}'s correction over {tests}"
+                     f" (adjusted p {adj:.3g} > {ONE_SIDED_ALPHA})")
         else:
             r.why = f"the interval straddles the {r.threshold_pct:g} % threshold"
 
@@ -295,7 +314,10 @@ def compare(baseline: Sequence[str | Path], current: Sequence[str | Path], gate:
     _judge(rows, gate)
     n_tests = sum(ch is not None for _, ch in rows)
     name = "Holm (family-wise error rate)" if gate.correction == "holm" else "Benjamini-Hochberg (false-discovery rate)"
-    notes = [f"matched by {used}; intervals are 95 % confidence intervals of the change, from the variation "
+    forced = sum(config_key(b.first) != config_key(c.first) for b, c in pairs)
+    how = used if not forced else (f"{used}: the only configuration on each side, paired although the"
+                                   " configurations differ (see the warnings)")
+    notes = [f"matched by {how}; intervals are 95 % confidence intervals of the change, from the variation "
              f"between runs; verdicts corrected by {name} over {n_tests} tests, one-sided level {ONE_SIDED_ALPHA}",
              *notes_b, *notes_c]
     if any("one run a side" in r.method for r, _ in rows):

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..results.model import Result
-from .compare_data import Case
+from .compare_data import Case, config_differences
 
+#: Configuration fields :func:`_pairs_of` already names (dotted prefixes of :func:`config_differences`).
+NAMED_APART = ("workload.shapes", "workload.batch_size", "backend", "scenario", "concurrency", "placement.cpus")
 #: Backend -> the package whose version is its runtime version.
 RUNTIME_PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "torch": "torch"}
 
@@ -61,6 +63,12 @@ def not_comparable(pairs: Sequence[tuple[Case, Case]]) -> list[str]:
             if bv != cv:
                 line = f"{what} differs: baseline {_show(bv)} vs current {_show(cv)}"
                 found[line] = found.get(line, 0) + 1
+        other = [(k, bv, cv) for k, bv, cv in config_differences(base.first, cur.first)
+                 if not k.startswith(NAMED_APART)]
+        if other:  # e.g. the one configuration of each side paired although its threads differ
+            line = "configuration differs: " + "; ".join(f"{k} baseline {_show(bv)} vs current {_show(cv)}"
+                                                         for k, bv, cv in other)
+            found[line] = found.get(line, 0) + 1
         for side, case in (("baseline", base), ("current", cur)):
             if len({_machine(r) for r in case.results}) > 1:
                 line = f"{side} mixes runs from different machines"

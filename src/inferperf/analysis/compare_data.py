@@ -137,21 +137,40 @@ def load_fast(path: Path) -> tuple[Result, dict[str, np.ndarray]]:
         raise UsageError(f"'{path}' is not a valid Result: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
-def config_key(r: Result) -> str:
-    """Key of the case's configuration without the model file's hash (``--match config``).
-
-    Covers backend, requested session settings, workload (shapes, batch, data, seed), scenario,
-    concurrency, rate, session mode, env, placement and the model variant; not how long it ran,
-    the repeat count, the percentile method or the machine (compared apart, with warnings).
-    """
+def config_doc(r: Result) -> dict[str, Any]:
+    """The configuration :func:`config_key` hashes, as plain data: backend, requested session settings,
+    workload (shapes, batch, data, seed), scenario, concurrency, rate, session mode, env, placement and the
+    model variant; not how long it ran, the repeat count, the percentile method or the machine."""
     doc = r.config.model_dump(mode="json", exclude={"warmup", "stop", "percentile_method", "repeat"})
     doc["session"] = doc["session"]["requested"]
     doc["workload"].pop("batching", None)
     doc["workload"]["data_source"] = str(doc["workload"].get("data_source", "")).split(":", 1)[0]
     doc["placement"].pop("memory_bound", None)
     doc["variant"] = r.model.variant
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return doc
+
+
+def config_key(r: Result) -> str:
+    """Key of the case's configuration without the model file's hash (``--match config``): a hash of
+    :func:`config_doc` (the machine is compared apart, with warnings)."""
+    blob = json.dumps(config_doc(r), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def config_differences(b: Result, c: Result) -> list[tuple[str, Any, Any]]:
+    """``(dotted field, baseline value, current value)`` for each field of :func:`config_doc` that differs
+    (``session.intra_op_num_threads``, 2, 1), in sorted order; a field missing on a side is ``None``."""
+    def flat(d: Any, prefix: str = "") -> dict[str, Any]:
+        if not isinstance(d, dict) or not d:
+            return {prefix: d}
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}.{k}" if prefix else str(k)) if isinstance(v, dict) and v
+                       else {f"{prefix}.{k}" if prefix else str(k): v})
+        return out
+
+    fb, fc = flat(config_doc(b)), flat(config_doc(c))
+    return [(k, fb.get(k), fc.get(k)) for k in sorted(set(fb) | set(fc)) if fb.get(k) != fc.get(k)]
 
 
 def _cold_ms(c: dict[str, float]) -> float | None:

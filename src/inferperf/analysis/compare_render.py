@@ -64,8 +64,13 @@ def to_markdown(c: Comparison) -> str:
                 "| metric | baseline | current | change | 95 % CI of change | verdict | why |",
                 "|---|---:|---:|---:|---|---|---|"]
         for r in rows:
-            out.append(f"| {METRICS[r.metric].label} ({r.unit}) | {_num(r.baseline)} | {_num(r.current)} | "
-                       f"{_pct(r.change)} | {_ci(r)} | {_MARK[r.verdict]} | {r.why or r.method} |")
+            m_ = METRICS[r.metric]
+            label = f"{m_.label} ({r.unit}, {r.figure})" if m_.percentile else f"{m_.label} ({r.unit})"
+            why = r.why or r.method
+            if r.pooled and None not in r.pooled:
+                why += f"; pooled {r.metric} {_num(r.pooled[0])} -> {_num(r.pooled[1])} {r.unit}"
+            out.append(f"| {label} | {_num(r.baseline)} | {_num(r.current)} | "
+                       f"{_pct(r.change)} | {_ci(r)} | {_MARK[r.verdict]} | {why} |")
         methods = sorted({r.method for r in rows if r.method})
         if methods:
             out += ["", "Intervals: " + "; ".join(methods) + "."]
