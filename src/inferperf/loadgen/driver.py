@@ -25,7 +25,18 @@ Requests still unanswered at the end are cancelled and stay in the samples
 with ``done_ns == -1``: counted as incomplete, never dropped. Errors are
 samples with an error code (see :mod:`.transport`); after a failed connect a
 closed-loop stream waits ``RECONNECT_BACKOFF_S`` before trying again, so a
-dead target costs no CPU and the step still ends on time.
+dead target costs no CPU.
+
+**Target lost**: when the target stops answering, the step ends at once (the
+measured span ends there) and ``StepSamples.lost`` says why: no answer for
+``LOST_AFTER_NS`` (1 s) while at least ``LOST_MIN_FAILURES`` requests failed
+and none succeeded (connection refused, reset, timed out or answered 5xx; a
+4xx answer is the server answering, so it counts as alive).
+
+One interval convention: a request is *due* in the span ``(start, end]`` when
+its scheduled time is in it, and *completed* in it when its answer time is;
+an event exactly at ``start`` belongs to the span before, one exactly at
+``end`` to this one.
 """
 
 from __future__ import annotations
@@ -49,6 +60,10 @@ RECONNECT_BACKOFF_S = 0.010
 #: of them measure nothing. 408 and 429 are load signals, not malformed requests: they neither count nor reset.
 MAX_CONSECUTIVE_4XX = 10
 _LOAD_4XX = (408, 429)
+#: no answer for this long (ns), with only failures meanwhile: the target is lost and the step ends.
+LOST_AFTER_NS = 1_000_000_000
+#: ... and at least this many failed requests in that time (one stray reset is not a dead target).
+LOST_MIN_FAILURES = 3
 #: a send this much after its scheduled time is "late" (ns).
 LATE_SEND_NS = 1_000_000
 
@@ -94,7 +109,8 @@ class StepSamples:
     span; ``windows_ns``: ``[(start, end), ...]`` of the windows run; ``stable``: the window rule's
     verdict (None when fewer windows than it needs); ``client_cpu_s``: this process's CPU seconds
     over the measured span; ``connections_peak``, ``connections_ran_out`` (requests that waited for a
-    connection at the cap), ``max_connections``.
+    connection at the cap), ``max_connections``; ``lost``: why the step ended early because the target
+    stopped answering (None: it did not).
     """
 
     mode: str
@@ -129,6 +145,7 @@ class StepSamples:
         (pooled workers: summed CPU over summed own spans, so their mean); None when no time was measured."""
         span = self.duration_s if self.client_span_s is None else self.client_span_s
         return 100.0 * self.client_cpu_s / span if span > 0 else None
+    lost: str | None = None
 
     def measured(self) -> np.ndarray:
         """Boolean mask of requests that completed (with or without error) in the measured span (start, end];
@@ -140,12 +157,22 @@ class StepSamples:
             return (self.sent_ns >= self.measure_start_ns) & (d >= 0) & (d <= self.measure_end_ns)
         return (d > self.measure_start_ns) & (d <= self.measure_end_ns)
 
+    def due_mask(self) -> np.ndarray:
+        """Requests due in the measured span: scheduled in ``(start, end]`` (the convention completions use);
+        with ``by_send`` (``requests`` N) the measured sends."""
+        if self.by_send:
+            return self.sent_ns >= self.measure_start_ns
+        return (self.scheduled_ns > self.measure_start_ns) & (self.scheduled_ns <= self.measure_end_ns)
+
     def incomplete_mask(self) -> np.ndarray:
-        """Requests due inside the measured span (or sent in it) with no answer by its end."""
+        """Requests due in the measured span (:meth:`due_mask`) with no answer by its end."""
         d = self.done_ns
-        due = (self.scheduled_ns <= self.measure_end_ns) & ((self.sent_ns >= self.measure_start_ns) |
-                                                            (self.scheduled_ns >= self.measure_start_ns))
-        return due & ((d < 0) | (d > self.measure_end_ns))
+        return self.due_mask() & ((d < 0) | (d > self.measure_end_ns))
+
+    def in_system(self, t_ns: int) -> int:
+        """Requests scheduled by ``t_ns`` and not answered by it (the backlog at ``t_ns``)."""
+        d = self.done_ns
+        return int(((self.scheduled_ns <= t_ns) & ((d < 0) | (d > t_ns))).sum())
 
     @property
     def duration_s(self) -> float:
@@ -189,7 +216,10 @@ class _StepRun:
         self.rejection: dict[str, Any] | None = None  # the first 4xx answer, once MAX_CONSECUTIVE_4XX came in a row
         self._first_4xx: dict[str, Any] | None = None
         self.outstanding = 0
-        self.finished = asyncio.Event()  # no more sends and nothing outstanding
+        self.finished = asyncio.Event()  # no more sends and nothing outstanding (or the target is lost)
+        self.last_answer_ns = clock.now_ns()  # last success or 4xx (the target answering); reset at time zero
+        self.failing: dict[str, int] = {}  # failures by kind since then
+        self.lost: str | None = None
 
     def new(self, sched_ns: int) -> int:
         self.sched.append(sched_ns)
@@ -210,7 +240,7 @@ class _StepRun:
         return True
 
     def finish(self, i: int, r: Response) -> None:
-        self.done[i] = self.clock.now_ns()
+        now = self.done[i] = self.clock.now_ns()
         self.status[i] = r.status
         if r.error_kind is not None:
             self.err[i] = self.kinds.setdefault(r.error_kind, len(self.kinds))
@@ -224,6 +254,26 @@ class _StepRun:
                 self.stopping = True  # no more sends; the step ends when the outstanding ones answer
         elif r.status not in _LOAD_4XX:
             self.rejected_in_a_row = 0
+        if r.error_kind is None or 400 <= r.status < 500:
+            self.last_answer_ns = now
+            if self.failing:
+                self.failing.clear()
+            return
+        self.failing[r.error_kind] = self.failing.get(r.error_kind, 0) + 1
+        silent_ns = now - self.last_answer_ns
+        if self.lost is None and silent_ns >= LOST_AFTER_NS and sum(self.failing.values()) >= LOST_MIN_FAILURES:
+            self._lose(silent_ns / 1e9)
+
+    def _lose(self, silent_s: float) -> None:
+        """The target stopped answering: stop sending and end the step now."""
+        kinds = self.failing
+        if set(kinds) == {CONNECT}:
+            self.lost = f"could not connect for {silent_s:.1f} s ({kinds[CONNECT]} attempts refused or unreachable)"
+        else:
+            parts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items(), key=lambda x: -x[1]))
+            self.lost = f"every request failed for {silent_s:.1f} s ({parts})"
+        self.stopping = True
+        self.finished.set()
 
     async def exchange(self, conn: Connection, i: int) -> None:
         """Send request ``i`` on ``conn`` now and record the answer (timeout closes the connection)."""
@@ -327,7 +377,7 @@ async def _control(run: _StepRun, rule: WindowRule, start_ns: int, duration_ns: 
         return start_ns, end, _equal(start_ns, end, n), None
     if duration_ns is not None:
         ended = await run.until(start_ns + duration_ns)
-        end = run.clock.now_ns() if ended else start_ns + duration_ns
+        end = max(start_ns, run.clock.now_ns()) if ended else start_ns + duration_ns
         n = max(1, (end - start_ns) // interval)
         wins = _equal(start_ns, end, n)
         return start_ns, end, wins, _stability(run, wins, rule)
@@ -336,7 +386,7 @@ async def _control(run: _StepRun, rule: WindowRule, start_ns: int, duration_ns: 
         a, b = start_ns + k * interval, start_ns + (k + 1) * interval
         ended = await run.until(b)
         if ended:
-            b = min(b, run.clock.now_ns())
+            b = max(a, min(b, run.clock.now_ns()))
         wins.append((a, b))
         stable = _stability(run, wins, rule)
         if stable or ended:
@@ -401,6 +451,7 @@ async def run_step(
     if start_at_ns is not None and start_at_ns > clock.now_ns():
         await asyncio.sleep((start_at_ns - clock.now_ns()) / 1e9)
     t0 = clock.now_ns()
+    run.last_answer_ns = t0
     tasks: set[asyncio.Task[None]] = set()
     if closed:
         senders = [asyncio.ensure_future(run.closed_stream()) for _ in range(mode.concurrency)]
@@ -441,9 +492,9 @@ async def run_step(
         t0_ns=t0, measure_start_ns=span[0], measure_end_ns=span[1], windows_ns=span[2], stable=span[3],
         client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,
         max_connections=cap, transport=transport.describe(), by_send=requests is not None,
-        rejection=run.rejection,
+        rejection=run.rejection, lost=run.lost,
     )  # fmt: skip
 
 
-__all__ = ["Closed", "LATE_SEND_NS", "MAX_CONSECUTIVE_4XX", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",
+__all__ = ["Closed", "LATE_SEND_NS", "LOST_AFTER_NS", "MAX_CONSECUTIVE_4XX", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",
            "window_figures", "cpu_seconds"]

@@ -3,8 +3,10 @@
 Latency (``metrics.latency_ms``, ``samples.latency_ns``) is the *corrected*
 latency of successful requests completed in the measured span: answer time
 minus scheduled send time (closed loop: the actual send). Failures never enter
-it; they are counted by kind with their timestamps in ``metrics.client.errors``,
-and ``error_adjusted_latency_ms`` counts failures and incomplete requests as
+it; they are counted by kind with their timestamps in ``metrics.client.errors``.
+``error_adjusted_latency_ms`` is the figure the console shows: every request
+of the span, successes at their latency, unanswered (incomplete) ones at their
+age at the span's end (a lower bound, named in ``lower_bounds``), failures as
 infinitely slow (a percentile that falls on them is ``null``). Throughput
 divides completions by the measured wall time. ``metrics.server`` differences
 the target's Triton statistics (``GET /v2/models/{m}/stats``) over the step
@@ -15,7 +17,8 @@ and splits the client's mean latency into server queue, compute and the rest
 Honest client: the Result is INVALID when the generator, not the server, is
 the bottleneck: its CPU near one core (>= ``CLIENT_CPU_LIMIT_PERCENT``), or,
 with connections to spare, the send rate short of the target or the send lag
-growing over the step.
+growing over the step. The target's side of the verdict (lost, error rate,
+OVERLOADED) is :mod:`.verdict`.
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ from .drain import drain_note
 from .driver import LATE_SEND_NS, StepSamples, window_figures
 from .options import LoadConfig
 from .target import TargetInfo
+from .verdict import RATE_SHORT_FRACTION, invalid_reasons, overload_reasons, rules
 
 CLIENT_CPU_LIMIT_PERCENT = 90.0
-RATE_SHORT_FRACTION = 0.95
 LAG_GROWTH_MS = 10.0
 LITTLE_TOLERANCE = 0.10
 MAX_ERRORS_LISTED = 1000
@@ -50,15 +53,36 @@ def _summary(ns: np.ndarray) -> dict[str, Any]:
     return latency_summary(ns) if ns.size else dict(_EMPTY)
 
 
-def error_adjusted(ok_ns: np.ndarray, failures: int) -> dict[str, Any]:
-    """Percentiles (ms, linear) with ``failures`` counted as infinitely slow; ``null`` where one lands on them."""
-    vals = np.sort(ok_ns) / 1e6
+def error_adjusted(ok_ns: np.ndarray, failures: int, incomplete_age_ns: np.ndarray | None = None) -> dict[str, Any]:
+    """Percentiles (ms, linear interpolation as in ``latency_ms``) over every request of a span.
+
+    Args:
+        ok_ns: latencies of the successes (ns).
+        failures: failed requests, counted as infinitely slow.
+        incomplete_age_ns: ages (ns) at the span's end of the requests still unanswered, counted at that age:
+            a lower bound of their latency.
+
+    Returns:
+        ``{count, failures, incomplete, p50, p90, p95, p99, p999, lower_bounds}``: a percentile is ``null`` where
+        it falls on the failures; ``lower_bounds`` names the percentiles an unanswered request sits at or below
+        (its real latency can only be larger, which can only raise them); the others are exact.
+    """
+    inc = np.asarray(incomplete_age_ns if incomplete_age_ns is not None else [], np.int64)
+    both = np.concatenate([np.asarray(ok_ns, np.int64), inc])
+    order = np.argsort(both, kind="stable")
+    vals = both[order] / 1e6
+    unanswered = np.flatnonzero(order >= len(ok_ns))
+    first_unanswered = int(unanswered[0]) if unanswered.size else vals.size
     n = vals.size + failures
-    out: dict[str, Any] = {"count": int(n), "failures": int(failures)}
+    out: dict[str, Any] = {"count": int(n), "failures": int(failures), "incomplete": int(inc.size)}
+    lower = []
     for name, q in PERCENTILES.items():
         h = (n - 1) * q / 100.0
         lo, hi = int(np.floor(h)), int(np.ceil(h))
         out[name] = None if n == 0 or hi >= vals.size else float(vals[lo] + (h - lo) * (vals[hi] - vals[lo]))
+        if out[name] is not None and first_unanswered <= hi:
+            lower.append(name)
+    out["lower_bounds"] = lower
     return out
 
 
@@ -99,9 +123,6 @@ def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
     lag = (s.sent_ns - s.scheduled_ns)[sent_in]
     inc = s.incomplete_mask()
     incomplete = int(inc.sum())
-    # an unanswered request older than every success is surely slower: counted as a failure; younger: censored
-    slowest = corrected.max() if corrected.size else 0
-    overdue = int((s.measure_end_ns - s.scheduled_ns[inc] > slowest).sum())
     failed = m & (s.error > 0)
     errs = [{"t_s": (int(d) - s.measure_start_ns) / 1e9, "kind": s.error_kinds[int(e)]}
             for d, e in zip(s.done_ns[failed][:MAX_ERRORS_LISTED], s.error[failed][:MAX_ERRORS_LISTED], strict=True)]  # fmt: skip
@@ -114,23 +135,27 @@ def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
     cpu_pct = s.cpu_percent()
     wins = [window_figures(s, a, b) for a, b in s.windows_ns]
     zero = [i for i, w in enumerate(wins) if w["count"] == 0]
-    lost = bool(zero and zero[-1] == len(wins) - 1 and
-                any(s.error_kinds[int(e)] in ("connect", "disconnected") for e in np.unique(s.error[failed])))
+    silent = bool(zero and zero[-1] == len(wins) - 1 and
+                  any(s.error_kinds[int(e)] in ("connect", "disconnected") for e in np.unique(s.error[failed])))
+    lost_reason = s.lost or ("its last window completed no request and connections failed" if silent else None)
     block: dict[str, Any] = {
         "mode": s.mode, "target_rate": target, "achieved_rate": achieved,
         "send_rate": float(sent_in.sum() / dur),
         "scheduled_rate": float(((s.scheduled_ns > s.measure_start_ns) & (s.scheduled_ns <= s.measure_end_ns)).sum()
                                 / dur),
         "send_lag_ms": _lag_ms(lag), "late_sends": int((lag > LATE_SEND_NS).sum()), "late_send_ms": LATE_SEND_NS / 1e6,
-        "incomplete": incomplete,
+        "requests_sent": int(sent_in.sum()), "requests_due": int(s.due_mask().sum()), "incomplete": incomplete,
+        "backlog": {"start": s.in_system(s.measure_start_ns), "end": s.in_system(s.measure_end_ns)},
         "uncorrected_latency_ms": _summary(uncorrected),
-        "error_adjusted_latency_ms": error_adjusted(corrected, int(failed.sum()) + overdue),
+        "error_adjusted_latency_ms": error_adjusted(corrected, int(failed.sum()),
+                                                    s.measure_end_ns - s.scheduled_ns[inc]),
         "errors": errs, "errors_listed": len(errs),
         "connections": {"peak": s.connections_peak, "max": s.max_connections, "ran_out": s.connections_ran_out},
         "client_cpu_percent": cpu_pct, "workers": s.workers,
         "littles_law": {"concurrency_expected": expected, "measured": measured_conc, "ok": bool(little_ok)},
-        "stable": s.stable, "zero_completion_windows": zero, "target_lost": lost, "rejected": s.rejection,
-        "drain": s.drain, "schedule": s.schedule, "transport": s.transport,
+        "stable": s.stable, "zero_completion_windows": zero, "target_lost": lost_reason is not None,
+        "lost_reason": lost_reason, "rejected": s.rejection, "drain": s.drain, "schedule": s.schedule,
+        "transport": s.transport,
     }  # fmt: skip
     reasons, notes = _honesty(s, block, lag, sent_in)
     if drain_note(s.drain):
@@ -254,6 +279,8 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
     by_kind: dict[str, int] = {}
     for e in s.error[m & (s.error > 0)]:
         by_kind[s.error_kinds[int(e)]] = by_kind.get(s.error_kinds[int(e)], 0) + 1
+    reasons = invalid_reasons(client, sum(by_kind.values()), cfg.max_error_rate) + reasons  # target side first
+    overloaded = overload_reasons(client) if not reasons else []  # an untrusted step says nothing of the server
     return Result(
         kind="load", tool=ToolInfo(version=__version__),
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -269,7 +296,7 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
         ),
         samples=Samples(latency_ns=lat.tolist(), start_offsets_ns=(s.scheduled_ns[ok] - s.measure_start_ns).tolist(),
                         stream_ids=s.worker[ok].tolist()),
-        validity=Validity(valid=not reasons, reasons=reasons),
+        validity=Validity(valid=not reasons, reasons=reasons, rules=rules(cfg.max_error_rate), overloaded=overloaded),
         notes=notes + percentile_notes(int(lat.size)),
     )  # fmt: skip
 

@@ -99,6 +99,7 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         max_connections=sum(p.max_connections for p in parts), workers=len(parts), transport=first.transport,
         by_send=by_send, counted=cat_mask(parts) if by_send else None,
         rejection=next((p.rejection for p in parts if p.rejection), None),
+        lost=next((p.lost for p in parts if p.lost), None),
     )  # fmt: skip
     pooled.stable = is_stable([window_figures(pooled, x, y) for x, y in pooled.windows_ns],
                               rule.stability_percentage, rule.consecutive)  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -18,6 +18,9 @@ Scenario = Literal["single-stream", "concurrent", "offline", "server"]
 #: What made a Result: the command (``server`` is a scenario, open-loop load; a server-side Result is ``serve``).
 ResultKind = Literal["bench", "sweep", "optimize", "runtimes", "serve", "load", "profile", "pipeline", "tune"]
 PercentileMethod = Literal["linear", "nearest-rank"]
+#: A Result's verdict: VALID, INVALID (the measurement cannot be trusted), OVERLOADED (a trustworthy measurement
+#: of a target that fell behind the load offered to it: open-loop ``load`` only).
+Verdict = Literal["VALID", "INVALID", "OVERLOADED"]
 
 
 class _Model(BaseModel):
@@ -288,12 +291,29 @@ class Samples(_Model):
 class Validity(_Model):
     """MLPerf-style verdict: ``valid``, the reasons when not, and the rules it was judged by.
 
-    ``rules``: ``max_window_cv_percent``, ``min_windows``, ``n_windows`` (see ``ValidityOptions``).
+    ``rules``: ``max_window_cv_percent``, ``min_windows``, ``n_windows`` (see ``ValidityOptions``); a load step's
+    own thresholds (``max_error_rate``, ...). ``overloaded``: why a *valid* open-loop load step found the target
+    behind the offered load (empty otherwise). ``verdict`` is derived, never set (written to JSON, ignored on
+    read), so older documents, which lack both fields, load with the verdict their ``valid`` implies.
     """
 
     valid: bool
     reasons: list[str] = Field(default_factory=list)
     rules: dict[str, float | int] = Field(default_factory=dict)
+    overloaded: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_stored_verdict(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "verdict" in data:  # derived on every read, never trusted from a file
+            data = {k: v for k, v in data.items() if k != "verdict"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> Verdict:
+        """``INVALID`` when not ``valid``, else ``OVERLOADED`` when ``overloaded`` lists a reason, else ``VALID``."""
+        return "INVALID" if not self.valid else "OVERLOADED" if self.overloaded else "VALID"
 
 
 class Result(_Model):
