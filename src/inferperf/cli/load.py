@@ -72,22 +72,48 @@ def _runner(cfg: Any) -> Callable[..., list[Any]]:
     return load
 
 
+#: the one latency convention of the table, printed above it.
+LATENCY_LEGEND = ("latency: p50/p99 ms over every request of the step (metrics.client.error_adjusted_latency_ms): failed"
+                  " ones count as infinitely slow (inf), unanswered ones at their age at the end (>: a lower bound);"
+                  " 'p99 ok': answered requests only (metrics.latency_ms)")  # fmt: skip
+
+
 def _table_header(mode: str) -> str:
     step = "concurrency" if mode == "closed" else "rate/s"
-    return (f"{step:>11} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'p99 unc.':>9} {'lag p99':>8} "
-            f"{'errors':>7} {'incompl.':>8}  verdict")  # fmt: skip
+    return (f"{LATENCY_LEGEND}\n{step:>11} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'p99 ok':>9} {'p99 unc.':>9}"
+            f" {'lag p99':>8} {'errors':>7} {'incompl.':>8}  verdict")  # fmt: skip
+
+
+def _all_requests(c: dict[str, Any], name: str, answered: float) -> str:
+    """One error-adjusted percentile as the table writes it: ``inf`` on failures, ``>x`` for a lower bound."""
+    block = c.get("error_adjusted_latency_ms")
+    if not block:
+        return f"{answered:.2f}"
+    v = block.get(name)
+    if v is None:
+        return "inf"
+    lower = name in block.get("lower_bounds", [])
+    return f"{'>' if lower else ''}{v:.2f}"
+
+
+def verdict_text(r: Any) -> str:
+    """``VALID``, ``INVALID: reasons`` or ``OVERLOADED: reasons``."""
+    v = r.validity
+    if not v.valid:
+        return "INVALID: " + "; ".join(v.reasons)
+    return "OVERLOADED: " + "; ".join(v.overloaded) if v.overloaded else "VALID"
 
 
 def table_row(r: Any) -> str:
-    """One console line of a load step."""
+    """One console line of a load step (columns: :func:`_table_header`)."""
     c = r.metrics.client or {}
     step = r.config.concurrency if r.config.scenario == "concurrent" else (c.get("target_rate") or 0.0)
     lat = r.metrics.latency_ms
     unc = (c.get("uncorrected_latency_ms") or {}).get("p99", 0.0)
-    verdict = "VALID" if r.validity.valid else "INVALID: " + "; ".join(r.validity.reasons)
-    return (f"{step:>11g} {r.metrics.throughput.queries_per_s:>9.1f} {lat.p50:>9.2f} {lat.p99:>9.2f} {unc:>9.2f} "
-            f"{c.get('send_lag_ms', {}).get('p99', 0.0):>8.2f} {r.metrics.errors.count:>7d} "
-            f"{c.get('incomplete', 0):>8d}  {verdict}")  # fmt: skip
+    return (f"{step:>11g} {r.metrics.throughput.queries_per_s:>9.1f} {_all_requests(c, 'p50', lat.p50):>9}"
+            f" {_all_requests(c, 'p99', lat.p99):>9} {lat.p99:>9.2f} {unc:>9.2f}"
+            f" {c.get('send_lag_ms', {}).get('p99', 0.0):>8.2f} {r.metrics.errors.count:>7d}"
+            f" {c.get('incomplete', 0):>8d}  {verdict_text(r)}")  # fmt: skip
 
 
 FINDINGS = {"knee": "knee", "max_load_meeting_slo": "max load meeting the SLO", "errors_began_at": "errors began at",
@@ -127,6 +153,8 @@ def load_command(
     timeout_ms: Annotated[Optional[int], Opt(help="per-request deadline, ms (default 30000)")] = None,
     strict_rate: Annotated[bool, Opt("--strict-rate", help="exit 3 when an achieved rate is under 95 % of"
                                                            " its target")] = False,
+    fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when a step is INVALID, after every step"
+                                         " ran (an OVERLOADED step is a valid measurement and does not count)")] = False,
     seed: Annotated[Optional[int], Opt(help="seed of inputs and Poisson arrivals (default 0)")] = None,
     input_pool_size: Annotated[Optional[int], Opt(help="distinct payloads (default 16)")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="folder (or .json for one step) for the Results")] = None,
@@ -150,8 +178,10 @@ def load_command(
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
     """Drive load at a served model and write one Result (kind load) per step: closed loop (--concurrency) or
-    open loop (--request-rate, latency from the scheduled send time). Exit 1 if the target died, 3 with
-    --strict-rate when a rate fell short."""
+    open loop (--request-rate, latency from the scheduled send time). Each step is VALID, INVALID (the measurement
+    cannot be trusted) or OVERLOADED (open loop: the server fell behind the offered rate). Exit 1 if the target
+    stopped answering (the step ends then, later steps are skipped), 3 with --strict-rate when a rate fell short
+    or with --fail-on-invalid when a step is INVALID."""
     flags: dict[str, Any] = {
         "model": model, "concurrency": _numbers(concurrency, "--concurrency", int) or None,
         "request_rate": _numbers(request_rate, "--request-rate", float) or None, "arrival": arrival,
@@ -160,7 +190,8 @@ def load_command(
         "warmup_s": warmup_s, "duration_s": duration_s, "requests": requests,
         "measurement_interval_ms": measurement_interval_ms, "stability_percentage": stability_percentage,
         "max_trials": max_trials, "max_connections": max_connections, "workers": workers, "timeout_ms": timeout_ms,
-        "strict_rate": strict_rate or None, "seed": seed, "input_pool_size": input_pool_size,
+        "strict_rate": strict_rate or None, "fail_on_invalid": fail_on_invalid or None, "seed": seed,
+        "input_pool_size": input_pool_size,
         "soak_s": soak_s, "soak_interval_s": soak_interval_s, "server_pid": server_pid,
         "fail_on_leak": fail_on_leak or None,
         "stress": stress or None, "find_max_rate": find_max_rate or None, "slo_p99_ms": slo_p99_ms,
@@ -229,6 +260,21 @@ def _zoo_shapes(model_arg: str, cfg: Any) -> list[str]:
     return [f"{k}:{'x'.join(map(str, dims))}" for k, dims in default_shapes(model_arg).items()]
 
 
+def _step_label(r: Any) -> str:
+    c = r.metrics.client or {}
+    if r.config.scenario == "concurrent":
+        return f"concurrency {r.config.concurrency}"
+    return f"{plain(c.get('target_rate'))} req/s" if c.get("target_rate") else "the trace"
+
+
+def lost_line(r: Any, results: list[Any], cfg: Any) -> str:
+    """The one line ``load`` exits 1 with when the target stopped answering during step ``r``."""
+    kept = f"{len(results)} step Result(s) kept, no later step run"
+    reason = (r.metrics.client or {}).get("lost_reason") or "it stopped answering"
+    return (f"the target stopped answering during the step at {_step_label(r)}: {reason}; {kept}; check that the"
+            f" server at {cfg.url} is up")
+
+
 def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | None,
          placement: dict | None, after: Callable[[], Any] | None = None) -> int:  # fmt: skip
     from ..loadgen.target import read_target
@@ -271,9 +317,12 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
                          " --input-data, --protocol or --model")  # fmt: skip
     lost = [r for r in results if (r.metrics.client or {}).get("target_lost")]
     if lost:
-        by_kind = lost[0].metrics.errors.by_kind
-        raise MeasurementError(f"the target stopped answering during the step ({plain(by_kind)}): results kept,"
-                               " check the server")
+        raise MeasurementError(lost_line(lost[0], results, cfg))
+    if cfg.fail_on_invalid:
+        bad = [r for r in results if not r.validity.valid]
+        if bad:
+            raise GateFailed(f"--fail-on-invalid: {len(bad)} of {len(results)} step(s) INVALID (first, at"
+                             f" {_step_label(bad[0])}: {'; '.join(bad[0].validity.reasons)})")
     if cfg.strict_rate:
         from ..loadgen.run import rate_short
 

@@ -55,7 +55,8 @@ class LoadConfig(BaseModel):
 
     Client: ``max_connections`` (open loop grows connections up to this),
     ``workers`` (processes; one global schedule), ``timeout_ms`` per request,
-    ``strict_rate`` (achieved rate short of target -> exit 3), ``seed``.
+    ``strict_rate`` (achieved rate short of target -> exit 3), ``fail_on_invalid`` (an INVALID step -> exit 3
+    after every step ran; OVERLOADED does not count), ``seed``.
 
     Stress/capacity (L2): ``stress``, ``slo_p99_ms``, ``max_error_rate``
     (fraction 0..1), ``find_max_rate``, ``stress_gain_percent``.
@@ -95,6 +96,7 @@ class LoadConfig(BaseModel):
     workers: int = Field(default=1, ge=1)
     timeout_ms: int = Field(default=DEFAULT_TIMEOUT_MS, ge=1)
     strict_rate: bool = False
+    fail_on_invalid: bool = False
     seed: int = 0
 
     # stress and capacity (L2 fills the semantics)

@@ -64,15 +64,15 @@ def error_adjusted(ok_ns: np.ndarray, failures: int, incomplete_age_ns: np.ndarr
 
     Returns:
         ``{count, failures, incomplete, p50, p90, p95, p99, p999, lower_bounds}``: a percentile is ``null`` where
-        it falls on the failures; ``lower_bounds`` names the percentiles an unanswered request sits at or below
-        (its real latency can only be larger, which can only raise them); the others are exact.
+        it falls on the failures; ``lower_bounds`` names those that rest on an unanswered request's age (a lower
+        bound: its latency is longer). The others interpolate answered latencies (each unanswered request can
+        still move them up by at most one rank once it answers).
     """
     inc = np.asarray(incomplete_age_ns if incomplete_age_ns is not None else [], np.int64)
     both = np.concatenate([np.asarray(ok_ns, np.int64), inc])
     order = np.argsort(both, kind="stable")
     vals = both[order] / 1e6
-    unanswered = np.flatnonzero(order >= len(ok_ns))
-    first_unanswered = int(unanswered[0]) if unanswered.size else vals.size
+    unanswered = order >= len(ok_ns)
     n = vals.size + failures
     out: dict[str, Any] = {"count": int(n), "failures": int(failures), "incomplete": int(inc.size)}
     lower = []
@@ -80,7 +80,7 @@ def error_adjusted(ok_ns: np.ndarray, failures: int, incomplete_age_ns: np.ndarr
         h = (n - 1) * q / 100.0
         lo, hi = int(np.floor(h)), int(np.ceil(h))
         out[name] = None if n == 0 or hi >= vals.size else float(vals[lo] + (h - lo) * (vals[hi] - vals[lo]))
-        if out[name] is not None and first_unanswered <= hi:
+        if out[name] is not None and (unanswered[lo] or unanswered[hi]):
             lower.append(name)
     out["lower_bounds"] = lower
     return out
@@ -271,9 +271,6 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
                "concurrency": s.concurrency, "request_rate": rate, "arrival": cfg.arrival, "protocol": cfg.protocol,
                "shapes": target.shapes, "workers": cfg.workers}  # fmt: skip
     wins = [Window(t_s=(a - s.measure_start_ns) / 1e9, **window_figures(s, a, b)) for a, b in s.windows_ns]
-    if s.stable is False:
-        reasons.append(f"unstable: throughput or p99 of the last 3 windows not within {cfg.stability_percentage:g} %"
-                       f" after {len(s.windows_ns)} windows: raise --max-trials or quiet the machine")  # fmt: skip
     if not lat.size:
         reasons.append("no request succeeded in the measured span")
     by_kind: dict[str, int] = {}
@@ -281,6 +278,11 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
         by_kind[s.error_kinds[int(e)]] = by_kind.get(s.error_kinds[int(e)], 0) + 1
     reasons = invalid_reasons(client, sum(by_kind.values()), cfg.max_error_rate) + reasons  # target side first
     overloaded = overload_reasons(client) if not reasons else []  # an untrusted step says nothing of the server
+    if s.stable is False and overloaded:  # a growing backlog raises latency window after window: that is the finding
+        notes.append("the windows never settled: latency rose with the backlog (OVERLOADED)")
+    elif s.stable is False:
+        reasons.append(f"unstable: throughput or p99 of the last 3 windows not within {cfg.stability_percentage:g} %"
+                       f" after {len(s.windows_ns)} windows: raise --max-trials or quiet the machine")  # fmt: skip
     return Result(
         kind="load", tool=ToolInfo(version=__version__),
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

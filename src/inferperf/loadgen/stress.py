@@ -11,6 +11,11 @@ so they are tested with scripted outcomes:
   then bisection until the bracket is narrower than ``resolution_percent`` of its lower end. The highest
   rate meeting the SLO is the goodput.
 
+An OVERLOADED step (the server fell behind the offered rate, :mod:`.verdict`) does not meet the SLO,
+whatever its p99: it is an answer of the search, not a failure of the run. The p99 judged is the
+table's (``metrics.client.error_adjusted_latency_ms``: unanswered requests at their age, failed ones
+infinitely slow; ``None`` when it falls on failures, which misses any SLO).
+
 Step length rule for the capacity search: each step measures at least :data:`MIN_P99_REQUESTS` (1,000)
 completed requests, so its p99 has at least 10 samples above it.
 
@@ -33,17 +38,24 @@ MIN_P99_REQUESTS = 1000
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What one step measured: ``value`` (concurrency or req/s), ``queries_per_s``, ``p99_ms``,
-    ``error_rate`` (errors / sent, 0..1)."""
+    """What one step measured: ``value`` (concurrency or req/s), ``queries_per_s``, ``p99_ms`` (over every
+    request, see the module docstring; None: it falls on failed requests), ``error_rate`` (errors / sent, 0..1),
+    ``overloaded`` (the step's verdict is OVERLOADED)."""
 
     value: float
     queries_per_s: float
-    p99_ms: float
+    p99_ms: float | None
     error_rate: float
+    overloaded: bool = False
+
+
+def _p99_over(o: Outcome, slo_p99_ms: float | None) -> bool:
+    return slo_p99_ms is not None and (o.p99_ms is None or o.p99_ms > slo_p99_ms)
 
 
 def _meets(o: Outcome, slo_p99_ms: float | None, max_error_rate: float | None) -> bool:
-    return (slo_p99_ms is None or o.p99_ms <= slo_p99_ms) and (max_error_rate is None or o.error_rate <= max_error_rate)
+    return (not o.overloaded and not _p99_over(o, slo_p99_ms)
+            and (max_error_rate is None or o.error_rate <= max_error_rate))  # fmt: skip
 
 
 class Ramp:
@@ -83,8 +95,11 @@ class Ramp:
         self.outcomes.append(o)
         if self.max_error_rate is not None and o.error_rate > self.max_error_rate:
             self.stop_reason = f"error rate {o.error_rate:.3f} > {self.max_error_rate:g}"
-        elif self.slo_p99_ms is not None and o.p99_ms > self.slo_p99_ms:
-            self.stop_reason = f"p99 {o.p99_ms:.2f} ms > SLO {self.slo_p99_ms:g} ms"
+        elif o.overloaded:
+            self.stop_reason = f"overloaded at {o.value:g}: the server fell behind the offered rate"
+        elif _p99_over(o, self.slo_p99_ms):
+            p99 = "inf (failed requests)" if o.p99_ms is None else f"{o.p99_ms:.2f} ms"
+            self.stop_reason = f"p99 {p99} > SLO {self.slo_p99_ms:g} ms"
         elif prev is not None:
             gain = 100.0 * (o.queries_per_s - prev.queries_per_s) / max(prev.queries_per_s, 1e-12)
             self._flat = self._flat + 1 if gain < self.gain_percent else 0
@@ -177,11 +192,14 @@ class RateSearch:
 
 
 def outcome(r: Result, value: float) -> Outcome:
-    """A step Result -> :class:`Outcome` (error rate = errors / (completed + errors))."""
+    """A step Result -> :class:`Outcome` (error rate = errors / (completed + errors); p99 over every request,
+    ``latency_ms.p99`` for a Result without the error-adjusted block)."""
     done = r.metrics.latency_ms.count
     errs = r.metrics.errors.count
-    return Outcome(float(value), r.metrics.throughput.queries_per_s, r.metrics.latency_ms.p99,
-                   errs / max(done + errs, 1))  # fmt: skip
+    adjusted = (r.metrics.client or {}).get("error_adjusted_latency_ms")
+    p99 = adjusted.get("p99") if adjusted else r.metrics.latency_ms.p99
+    return Outcome(float(value), r.metrics.throughput.queries_per_s, p99, errs / max(done + errs, 1),
+                   overloaded=r.validity.verdict == "OVERLOADED")  # fmt: skip
 
 
 def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: str,

@@ -89,6 +89,9 @@ def _caption(rs: list[Any]) -> str:
     bad = [f"{load_value(r):g} ({'; '.join(r.validity.reasons)})" for r in rs if not r.validity.valid]
     if bad:
         parts.append("INVALID steps: " + ", ".join(bad) + ".")
+    over = [f"{load_value(r):g} ({'; '.join(r.validity.overloaded)})" for r in rs if r.validity.verdict == "OVERLOADED"]
+    if over:
+        parts.append("OVERLOADED steps (the server fell behind the offered rate): " + ", ".join(over) + ".")
     if any(_imported(r) for r in rs):
         parts.append("Imported from Locust: summary-only (no raw samples); percentiles as Locust computed them.")
     return " ".join(parts)
@@ -267,7 +270,7 @@ def load_findings(load_entries: list[Any], slo_p99_ms: float | None = None) -> l
             parts.append(f"{n} step{'' if n == 1 else 's'}" + (f": no knee from fewer than {MIN_KNEE_STEPS}"
                          if scen == "concurrent" else ""))
         if slo_p99_ms is not None:
-            ok = [r for r in rs if r.validity.valid and r.metrics.latency_ms.p99 <= slo_p99_ms]
+            ok = [r for r in rs if r.validity.verdict == "VALID" and r.metrics.latency_ms.p99 <= slo_p99_ms]
             parts.append(f"highest load meeting p99 <= {slo_p99_ms:g} ms: {load_value(ok[-1]):g} "
                          f"({ok[-1].metrics.throughput.queries_per_s:.1f} req/s)" if ok
                          else f"no step meets p99 <= {slo_p99_ms:g} ms")  # fmt: skip
