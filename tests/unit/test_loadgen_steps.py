@@ -60,8 +60,7 @@ def test_an_open_loop_step_stops_sending_on_refusals_too() -> None:
 @pytest.mark.parametrize("status", [
     lambda i: 400 if i % 2 else 200,  # refusals between successes: a flaky input, measured, not stopped
     lambda i: 429,  # too many requests: the server is overloaded, which is what load measures
-    lambda i: 503,  # a 5xx is the server's failure, counted as errors
-])  # fmt: skip
+])  # (every request answered 503 is a lost target, not a refusal: tests/unit/test_loadgen_verdicts.py)  # fmt: skip
 def test_refusals_that_are_not_ten_in_a_row_or_are_load_signals_do_not_stop_the_step(status) -> None:  # noqa: ANN001
     clock = FakeClock()
     s = step(clock, SimulatedServer(clock, service_s=0.010, status=status), Closed(1), duration_s=2.0)

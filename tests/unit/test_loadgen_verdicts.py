@@ -111,6 +111,7 @@ def test_every_request_answered_503_is_a_lost_target_but_4xx_answers_are_not() -
     clock = FakeClock()
     s = step(clock, SimulatedServer(clock, service_s=0.002, status=503), Closed(1), duration_s=5.0)
     assert s.lost is not None and "http 503" in s.lost and clock.now_ns() < 3 * S
+    assert s.rejection is None  # a 5xx is the server failing, not refusing the request
     clock = FakeClock()
     s = step(clock, SimulatedServer(clock, service_s=0.002, status=404), Closed(1), duration_s=2.0)
     assert s.lost is None  # the server answers: a request problem, not a dead target
