@@ -1,4 +1,4 @@
-"""Triton's own clients drive `inferperf serve` unchanged (issue 12, item 3).
+"""Triton's own clients drive `inferperf serve` unchanged (issue 12, item 3; issue 24, item 6).
 
 tritonclient 2.40.0 and perf_analyzer live in their own venv (their pins clash with ours), made by
 ``scripts/install_triton_clients.sh`` (``.ci/run`` calls it). Without that venv these tests skip with a
@@ -11,6 +11,10 @@ run: ``INFERPERF_TRITON_MODEL=zoo:ppocr-det INFERPERF_TRITON_SHAPE=3x640x640 pyt
 tests/e2e/test_triton_clients.py --timeout 3000`` (with ``INFERPERF_TRITON_MEASUREMENT_MS=20000``: perf_analyzer's window
 must hold several 25 MB JSON requests) runs the same checks on it (``INFERPERF_TRITON_SHAPE``: the input's
 dims after the batch dim, which fix the model's free dims for the server's warm-up and perf_analyzer).
+
+Triton's example HTTP clients (tests/fixtures/third_party/triton_clients, unchanged copies) run against a second
+server: ``inferperf serve --model-repository`` over Triton's example repository (its configs, generated models:
+tests/triton_repository.py), where they use the ``simple`` model and expect Triton's wording for an unknown model.
 """
 
 from __future__ import annotations
@@ -88,12 +92,17 @@ class _Server:
 
 
 def _start(model_path: Path, log: Path) -> _Server:
-    """Start the server on a free port and wait for /v2/health/ready (deadline READY_DEADLINE_S)."""
+    """Serve ``model_path`` with the done-when flags (see :func:`_launch`)."""
+    return _launch([str(model_path), "--model-name", MODEL, "--max-batch-size", "4", "--max-queue-delay-us", "2000",
+                    "--instance-count", "2",  # done-when flags
+                    "--shape", f"{_io(model_path)[0][0]}:1x{'x'.join(map(str, ROW_SHAPE))}",
+                    "--json-nonfinite", "literal"], log)  # perf_analyzer's random FP32 bits give NaN outputs; Triton writes NaN tokens
+
+
+def _launch(args: list[str], log: Path) -> _Server:
+    """Start ``inferperf serve ARGS`` on a free port and wait for /v2/health/ready (deadline READY_DEADLINE_S)."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "inferperf", "serve", str(model_path), "--model-name", MODEL,
-           "--port", str(port), "--max-batch-size", "4", "--max-queue-delay-us", "2000", "--instance-count", "2",  # done-when flags
-           "--shape", f"{_io(model_path)[0][0]}:1x{'x'.join(map(str, ROW_SHAPE))}",
-           "--json-nonfinite", "literal"]  # perf_analyzer's random FP32 bits give NaN outputs; Triton writes NaN tokens
+    cmd = [sys.executable, "-m", "inferperf", "serve", *args, "--port", str(port)]
     out = log.open("w")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     server = _Server(proc, port, log)
@@ -264,3 +273,33 @@ def test_metrics_scrape_after_the_clients(server: _Server, model_path: Path) -> 
     inf = [v for (n, labels), v in samples.items()
            if n == "inferperf_request_duration_seconds_bucket" and ("le", "+Inf") in labels]
     assert count and sum(count) >= 1 and sum(inf) == sum(count)
+
+
+EXAMPLE_CLIENTS = ROOT / "tests" / "fixtures" / "third_party" / "triton_clients"
+
+
+@pytest.fixture(scope="module")
+def example_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Server]:
+    """``inferperf serve --model-repository`` over Triton's example repository (models it cannot serve are
+    UNAVAILABLE; ``simple`` is what the example clients use)."""
+    from tests.triton_repository import make_repository
+
+    repo = make_repository(tmp_path_factory.mktemp("triton-examples") / "model_repository")
+    srv = _launch(["--model-repository", str(repo)], tmp_path_factory.mktemp("serve-repo") / "serve.log")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("client", ["simple_http_infer_client.py", "simple_http_aio_infer_client.py",
+                                    "simple_http_async_infer_client.py"])
+def test_tritons_example_clients_pass_unchanged(example_server: _Server, client: str) -> None:
+    """Each example client checks sums and differences, statistics, and (infer, aio) that an unknown model's
+    error starts with "Request for unknown model"; it exits 1 on any mismatch."""
+    proc = subprocess.run([str(PYTHON), str(EXAMPLE_CLIENTS / client), "-u", example_server.url],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    if client != "simple_http_async_infer_client.py":
+        assert "Request for unknown model: 'wrong_model_name' is not found" in proc.stdout
+    assert example_server.proc.poll() is None

@@ -20,9 +20,9 @@ from inferperf.errors import UsageError
 from inferperf.serve.server import prepare_repository, start
 from tests.triton_repository import make_repository
 
-SERVED = ["densenet_onnx", "inception_onnx", "simple", "simple_int8"]
+SERVED = ["densenet_onnx", "inception_onnx", "simple", "simple_int8", "simple_string"]
 UNAVAILABLE = {"simple_dyna_sequence": "sequence_batching", "simple_identity": "the python backend",
-               "simple_sequence": "sequence_batching", "simple_string": "string tensor"}
+               "simple_sequence": "sequence_batching"}
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +77,29 @@ def test_simple_adds_and_subtracts(server) -> None:
     assert out == {"OUTPUT0": (a + b).ravel().tolist(), "OUTPUT1": (a - b).ravel().tolist()}
 
 
+@pytest.mark.parametrize("binary", [False, True])
+def test_simple_string_is_served_without_warm_up(server, binary: bool) -> None:
+    """BYTES in and out (decimal strings): served, not warmed up (no data for strings), said in its notes."""
+    handle, _ = server
+    a, b = [str(i) for i in range(16)], ["-1"] * 16
+    if binary:
+        blobs = [b"".join(len(x).to_bytes(4, "little") + x.encode() for x in v) for v in (a, b)]
+        head = orjson.dumps({"inputs": [{"name": n, "datatype": "BYTES", "shape": [1, 16],
+                                         "parameters": {"binary_data_size": len(blob)}}
+                                        for n, blob in zip(("INPUT0", "INPUT1"), blobs, strict=True)]})
+        r = httpx.post(f"{handle.url}/v2/models/simple_string/infer", content=head + b"".join(blobs),
+                       headers={"Inference-Header-Content-Length": str(len(head))}, timeout=30)
+    else:
+        body = {"inputs": [{"name": n, "datatype": "BYTES", "shape": [1, 16], "data": v}
+                           for n, v in (("INPUT0", a), ("INPUT1", b))]}
+        r = httpx.post(f"{handle.url}/v2/models/simple_string/infer", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    out = {o["name"]: o["data"] for o in r.json()["outputs"]}
+    assert out == {"OUTPUT0": [str(i - 1) for i in range(16)], "OUTPUT1": [str(i + 1) for i in range(16)]}
+    notes = handle.app.models["simple_string"].notes
+    assert any("served without warm-up" in n for n in notes) and not any("--warmup 0" in n for n in notes)
+
+
 def test_reshape_the_client_sends_and_receives_the_configs_dims(server, repo: Path) -> None:
     handle, _ = server
     meta = httpx.get(f"{handle.url}/v2/models/densenet_onnx", timeout=10).json()
@@ -94,6 +117,9 @@ def test_reshape_the_client_sends_and_receives_the_configs_dims(server, repo: Pa
     (out,) = r.json()["outputs"]
     assert out["shape"] == [1000]
     np.testing.assert_allclose(np.array(out["data"], np.float32), want, rtol=1e-5, atol=1e-6)
+    # warmed up through the app with the client's dims (a model-side [1, 3, 224, 224] request would be a 400)
+    model = handle.app.models["densenet_onnx"]
+    assert [f["data_0"].shape for f in model.warmup_feeds] == [(3, 224, 224)] and model.notes == []
     # the model's own dims are refused: the client's contract is the config's
     bad = {"inputs": [{**body["inputs"][0], "shape": [1, 3, 224, 224]}]}
     r = httpx.post(f"{handle.url}/v2/models/densenet_onnx/infer", json=bad, timeout=60)

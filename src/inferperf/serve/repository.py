@@ -213,12 +213,18 @@ def load_served(entry: RepositoryModel, observer: Any = None, clock: Any = None)
     labels = read_labels(entry.folder, entry.declared[1], entry.folder.parent) if triton else {}
     try:
         for version, path in entry.versions.items():
-            config = entry.config
+            config, strings = entry.config, []
             if triton:
-                shapes = check_tensors(entry.name, version, path, entry.serve.max_batch_size or 0, *entry.declared)
+                shapes, strings = check_tensors(entry.name, version, path, entry.serve.max_batch_size or 0,
+                                                *entry.declared)
                 config = config.model_copy(update={"workload": config.workload.model_copy(update={"shapes": shapes})})
+            warm = not (strings and config.workload.input_data is None)  # Triton warms up only with model_warmup
             m = ServedModel.load(str(path), config, entry.serve, name=entry.name, observer=observer,
-                                 clock=clock or SYSTEM_CLOCK, version=version, versions=versions)
+                                 clock=clock or SYSTEM_CLOCK, version=version, versions=versions, warmup=warm)
+            if not warm:  # say why in the repository's words (ServedModel's note names --warmup 0, not given here)
+                m.notes[:] = [n for n in m.notes if "--warmup 0" not in n]
+                m.notes.append(f"string input(s) {strings}: served without warm-up (synthetic strings are not"
+                               " generated; Triton warms a model up only with model_warmup)")
             served.append(TritonServed(m, *entry.declared, labels) if triton else m)
     except BaseException:
         import asyncio

@@ -61,12 +61,13 @@ def _fits(model_shape: Sequence[int], want: Sequence[int]) -> bool:
 
 
 def check_tensors(name: str, version: str, path: Path, max_batch_size: int, inputs: Sequence[TensorConfig],
-                  outputs: Sequence[TensorConfig]) -> dict[str, list[int]]:  # fmt: skip
+                  outputs: Sequence[TensorConfig]) -> tuple[dict[str, list[int]], list[str]]:  # fmt: skip
     """Hold the config's tensors against the ONNX file; return warm-up shapes for the inputs the config fixes.
 
     Returns:
-        input name -> full shape (batch dim 1 first when ``max_batch_size`` > 0) for each declared input whose
-        model-side dims (``reshape`` or ``dims``) are all fixed: ``--shape`` values for the warm-up.
+        (shapes, strings): input name -> full shape (batch dim 1 first when ``max_batch_size`` > 0) for each
+        declared input whose model-side dims (``reshape`` or ``dims``) are all fixed, the ``--shape`` values
+        for the warm-up; and the model's string (BYTES) inputs.
 
     Raises:
         UsageError: a name the model does not have, another datatype, or dims that cannot be the model's
@@ -92,7 +93,7 @@ def check_tensors(name: str, version: str, path: Path, max_batch_size: int, inpu
                                  f" fix {what} or max_batch_size")
             if kind == "input" and -1 not in inner:
                 shapes[t.name] = [1, *inner] if lead else list(inner)
-    return shapes
+    return shapes, [t.name for t in have_in if t.datatype == "BYTES"]
 
 
 def read_labels(folder: Path, outputs: Sequence[TensorConfig], root: Path) -> dict[str, tuple[str, ...]]:
@@ -145,6 +146,24 @@ class TritonServed:
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._inner, attr)
+
+    @property
+    def _observer(self) -> Any:  # the wrapped model's: muting the wrapper (serve.warmup.muted) mutes the model
+        return self._inner._observer
+
+    @_observer.setter
+    def _observer(self, value: Any) -> None:
+        self._inner._observer = value
+
+    @property
+    def warmup_feeds(self) -> list[dict[str, Any]]:
+        """The model's warm-up feeds as a client sends them: declared inputs shaped to the config's dims."""
+        dims = {n: self.tensor_config[n].dims for n in self._in_shape}
+        out = []
+        for feed in self._inner.warmup_feeds:
+            rows = next(iter(feed.values())).shape[0] if self._lead else 1
+            out.append(self._reshape({n: np.asarray(a) for n, a in feed.items()}, dims, rows))
+        return out
 
     def _reshape(self, arrays: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], rows: int) -> dict[str, np.ndarray]:
         lead = (rows,) if self._lead else ()
