@@ -53,9 +53,8 @@ def _num(t: str) -> float:
     return float(t.replace(",", "").replace("\u2212", "-"))
 
 
-def test_report_renders_in_headless_chromium(tmp_path):
-    page = write(build([FIX / "sweep", FIX / "opt", FIX / "rt"]), tmp_path / "report.html")
-    proc = _dump(page)
+def _drawn_without_errors(proc: subprocess.CompletedProcess) -> dict[str, str]:
+    """The page's #report-status says every chart was drawn and no error happened; no console error either."""
     m = re.search(r'<div id="report-status"[^>]*>', proc.stdout)
     assert m, "no status element in the dumped DOM"
     attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', m.group(0)))
@@ -66,6 +65,28 @@ def test_report_renders_in_headless_chromium(tmp_path):
     console_errors = [ln for ln in proc.stderr.splitlines() if "CONSOLE" in ln and ("Error" in ln or "Uncaught" in ln)]
     assert not console_errors, console_errors[:5]
     assert proc.stdout.count('class="main-svg"') >= int(attrs["charts-expected"])
+    return attrs
+
+
+def test_report_renders_in_headless_chromium(tmp_path):
+    page = write(build([FIX / "sweep", FIX / "opt", FIX / "rt"]), tmp_path / "report.html")
+    attrs = _drawn_without_errors(_dump(page))
+    assert int(attrs["charts-expected"]) >= 5
+
+
+def test_a_report_over_every_kind_of_result_draws_in_chromium(tmp_path):
+    """Issue 24: bench, sweep, load (closed, open, stress, soak, find-max-rate), serve, tune, profile and pipeline
+    Results of the current code (tests/fixtures/report/all, make.sh) in one report: every chart drawn, no error;
+    the log-axis labels of the latency and roofline charts read in order."""
+    rep = build([FIX / "all"], ReportOptions(target_qps=1000, slo_p99_ms=50))
+    dom = _dump(write(rep, tmp_path / "report.html"))
+    attrs = _drawn_without_errors(dom)
+    assert int(attrs["charts-expected"]) == len(rep.charts) >= 20
+    charts = _charts(dom.stdout)
+    for cid in [c for c in charts if c == "chart-latency-dist" or "roofline" in c]:
+        for axis in ("xtick", "ytick") if "roofline" in cid else ("ytick",):
+            vals = [_num(t) for t in _ticks(charts[cid], axis)]
+            assert len(vals) >= 2 and vals == sorted(set(vals)), (cid, axis, vals)
 
 
 def test_drawn_charts_read_right_on_a_two_size_sweep(tmp_path):

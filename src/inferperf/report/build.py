@@ -167,6 +167,11 @@ def analyse_case(label: str, e: Entry) -> CaseAnalysis:
     seq = warm + [s.latency_ns[i] for i in first]
     if len(seq) >= 10:
         c.steady = steady_state(seq, len(warm))
+        st = c.steady
+        if e.kind == "load" and st.settled and st.measured_unsettled > 0 and starts is not None:
+            # load warms up by seconds (--warmup-s): where in the measured window the steady part began
+            k = min(len(first) - 1, max(0, st.end_index - len(warm)))
+            c.extra["settle_s"] = float(np.asarray(starts)[first[k]]) / 1e9
     tl = s.timeline or {}
     tl = next((x for x in tl.get("runs", []) if x), None) if "runs" in tl else tl
     if tl and tl.get("rss_bytes"):
@@ -282,7 +287,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     rep = Report(
         title=opts.title, generated_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tool_version=__version__, inputs=given, notes=coll.notes, summary=summ,
-        environment=environment(entries), method=method(coll.sources("sweep", "bench", "optimize", "runtimes")),
+        environment=environment(entries), method=method(coll.sources(*dict.fromkeys(e.kind for e in entries))),
         columns=COLUMNS, rows=rows, csv=csv_text(rows), charts=charts, bottlenecks=issues, recommendations=recs,
         capacity=capacity, precision=prec, runtimes=rts, rebuild=rebuild_command(given, opts),
         pipelines=pipeline_tables(coll.of_kind("pipeline")),

@@ -74,29 +74,42 @@ def _count(data: list[dict[str, Any]]) -> int:
     return sum(len(t.get("x") or t.get("y") or t.get("z") or []) for t in data)
 
 
+#: How a Result's latency was timed, by kind: boxes of different kinds never share an axis unnamed.
+TIMED_BY = {"load": "HTTP, client side (end to end)", "serve": "server side (request in the server)"}
+IN_PROCESS = "in-process (runtime call)"
+
+
 def latency_boxes(labels: list[str], results: list[Result]) -> Chart | None:
-    """Latency distribution per configuration: boxes from p25/p50/p75, whiskers at p1 and p99, log axis."""
-    q: dict[str, list[float]] = {k: [] for k in ("lowerfence", "q1", "median", "q3", "upperfence", "mean")}
-    names = []
+    """Latency distribution per configuration: boxes from p25/p50/p75, whiskers at p1 and p99, log axis; one
+    trace (legend entry) per way of timing (:data:`TIMED_BY`), so in-process and HTTP latencies on one axis
+    say which is which."""
+    traces: dict[str, dict[str, list[Any]]] = {}
     for lab, r in zip(labels, results):
         if not r.samples.latency_ns:
             continue
         ms = np.asarray(r.samples.latency_ns, dtype=np.float64) / 1e6
         p = np.percentile(ms, [1, 25, 50, 75, 99])
+        q = traces.setdefault(TIMED_BY.get(r.kind, IN_PROCESS), {k: [] for k in
+                              ("x", "lowerfence", "q1", "median", "q3", "upperfence", "mean")})
         for k, v in zip(("lowerfence", "q1", "median", "q3", "upperfence"), p):
             q[k].append(float(v))
         q["mean"].append(float(ms.mean()))
-        names.append(lab)
-    if not names:
+        q["x"].append(lab)
+    if not traces:
         return None
-    trace = {"type": "box", "x": names, **q, "name": "latency", "boxpoints": False,
-             "marker": {"color": PALETTE[0]}, "boxmean": True}
+    data = [{"type": "box", **q, "name": how, "boxpoints": False, "marker": {"color": PALETTE[k % len(PALETTE)]},
+             "boxmean": True} for k, (how, q) in enumerate(traces.items())]
+    names = [n for q in traces.values() for n in q["x"]]
     height = 420 + 4 * max((len(n) for n in names), default=0)
-    yaxis = log_axis(min(q["lowerfence"]), max(q["upperfence"]), "latency (ms, log)")
-    fig = {"data": [trace], "layout": _layout("Latency per configuration (whiskers p1..p99)",
-                                              {"tickangle": -35}, yaxis, height=min(height, 700), showlegend=False)}
-    return Chart("chart-latency-dist", "distribution", "Latency distribution", fig,
-                 "Box: p25..p75 with the median; whiskers p1 and p99; dashed: mean.", len(names))
+    yaxis = log_axis(min(v for q in traces.values() for v in q["lowerfence"]),
+                     max(v for q in traces.values() for v in q["upperfence"]), "latency (ms, log)")
+    fig = {"data": data, "layout": _layout("Latency per configuration (whiskers p1..p99)",
+                                           {"tickangle": -35}, yaxis, height=min(height, 700),
+                                           showlegend=len(data) > 1)}
+    caption = "Box: p25..p75 with the median; whiskers p1 and p99; dashed: mean."
+    if len(data) > 1:
+        caption += " Colours say how each latency was timed: " + "; ".join(traces) + " (not the same quantity)."
+    return Chart("chart-latency-dist", "distribution", "Latency distribution", fig, caption, len(names))
 
 
 def latency_timeline(idx: int, label: str, r: Result, sp: Spikes | None) -> Chart | None:

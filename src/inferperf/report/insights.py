@@ -106,10 +106,17 @@ def bottlenecks(cases: list[CaseAnalysis], scaling: list[Finding]) -> list[dict[
     late = [c for c in cases if c.steady and c.steady.settled and c.steady.measured_unsettled > 0]
     for c in sorted(late, key=lambda c: -c.steady.measured_unsettled)[:3]:
         st = c.steady
+        medians = f"first block median {_ms(st.first_median_ms)} vs steady {_ms(st.steady_median_ms)}"
+        if c.kind == "load":  # load warms up by seconds, never by a query count
+            at = f"{c.extra['settle_s']:.2g} s into the measured window" if "settle_s" in c.extra else \
+                "after the measured window began"
+            out.append(item("warm-up", f"{c.label}: latency settled only {at} ({_warm_s(c):g} s warm-up given by"
+                            f" --warmup-s; {medians}): {st.measured_unsettled} measured requests were still warming"
+                            " up", end_index=st.end_index, warmup_s=_warm_s(c)))
+            continue
         out.append(item("warm-up", f"{c.label}: latency settled only after query {st.end_index} ({st.warmup_given}"
-                        f" warm-up queries given; first block median {_ms(st.first_median_ms)} vs steady"
-                        f" {_ms(st.steady_median_ms)}): {st.measured_unsettled} measured queries were still warming up",
-                        end_index=st.end_index, warmup_given=st.warmup_given))
+                        f" warm-up queries given; {medians}): {st.measured_unsettled} measured queries were still"
+                        " warming up", end_index=st.end_index, warmup_given=st.warmup_given))
     tails = [c for c in cases if c.result.metrics.latency_ms.p50 > 0
              and c.result.metrics.latency_ms.p99 / c.result.metrics.latency_ms.p50 >= 3.0]
     if tails:
@@ -119,6 +126,11 @@ def bottlenecks(cases: list[CaseAnalysis], scaling: list[Finding]) -> list[dict[
                         f" {lat.p99 / lat.p50:.1f}x its p50 {_ms(lat.p50)} (queueing behind other streams or"
                         " interference).", ratio=lat.p99 / lat.p50))
     return out
+
+
+def _warm_s(c: CaseAnalysis) -> float:
+    """Seconds of warm-up a load step was given (``config.warmup.duration_s``, from ``--warmup-s``)."""
+    return float(c.result.config.warmup.duration_s or 0.0)
 
 
 def oversubscription(cases: list[CaseAnalysis]) -> list[dict[str, Any]]:
@@ -244,11 +256,17 @@ def recommendations(cases: list[CaseAnalysis], plans: list[tuple[str, CapacityPl
         out.append(item("precision", p["recommendation"]))
     for r in runtimes:
         out.append(item("runtime", r["recommendation"]))
-    advice = [c.steady.advice_warmup_queries for c in cases if c.steady and c.steady.measured_unsettled > 0
-              and c.steady.advice_warmup_queries]
+    unsettled = [c for c in cases if c.steady and c.steady.measured_unsettled > 0]
+    advice = [c.steady.advice_warmup_queries for c in unsettled if c.kind != "load" and c.steady.advice_warmup_queries]
     if advice:
         out.append(item("warm-up", f"Warm up with at least {max(advice)} queries (--warmup {max(advice)}): shorter"
                         " warm-ups let slow first queries into the measurement.", warmup=max(advice)))
+    secs = [_warm_s(c) + c.extra["settle_s"] for c in unsettled if c.kind == "load" and "settle_s" in c.extra]
+    if secs:
+        s = math.ceil(max(secs) * 10) / 10
+        out.append(item("warm-up", f"Warm load steps up for at least {s:g} s (--warmup-s {s:g}; load warms up by"
+                        " seconds, not by a query count): shorter warm-ups let slow first requests into the"
+                        " measurement.", warmup_s=s))
     if target_qps is None:
         out.append(item("capacity", "No capacity plan: none was asked for. Pass --target-qps RATE (queries/s to"
                         " serve) and, if you have one, --slo-p99-ms MS to plan instances and cores per workload."))

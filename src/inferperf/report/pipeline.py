@@ -58,6 +58,7 @@ def pipeline_charts(entries: list[Any]) -> list[Chart]:
             data.append({"type": "bar", "orientation": "h", "name": st, "marker": {"color": PALETTE[k % len(PALETTE)]},
                          "base": [s[2] * 1e3 for s in spans], "x": [(s[3] - s[2]) * 1e3 for s in spans],
                          "y": [f"{st} #{s[1]}" for s in spans], "text": [f"item {s[0]}" for s in spans],
+                         "textposition": "none",  # item numbers only on hover: drawn, they overlap on short bars
                          "hovertemplate": "%{text}: %{base:.1f} ms + %{x:.2f} ms<extra>%{y}</extra>"})
         if data:
             lanes = sum(f["workers"] for f in stages.values())

@@ -132,9 +132,10 @@ def _threads(r: Result) -> int:
 
 
 def reproduce(r: Result) -> str:
-    """An ``inferperf bench`` command line that measures this one case again (a pipeline: its own command)."""
-    if r.kind == "pipeline":
-        return " ".join(r.command) or f"inferperf pipeline {r.model.path}"
+    """An ``inferperf bench`` command line that measures this one case again (a pipeline, a profile, a load
+    step or a server: the command that made it)."""
+    if r.kind in ("pipeline", "profile", *HTTP_KINDS):  # measured by their own command, not by bench
+        return " ".join(r.command) or f"inferperf {r.kind} {r.model.path}"
     model = f"zoo:{r.model.zoo_name}" if r.model.zoo_name and r.model.variant == "fp32" else r.model.path
     c = r.config
     argv = ["inferperf", "bench", model, "--backend", c.backend]
@@ -174,34 +175,79 @@ def inputs_text(r: Result) -> str:
     return text
 
 
+def _uniq(vals: list[Any]) -> str:
+    return ", ".join(dict.fromkeys(str(v) for v in vals))
+
+
+def _bench_rows(rs: list[Result]) -> list[tuple[str, str]]:
+    """How an in-process Result (bench, sweep, optimize, runtimes, tune, profile, pipeline) was measured."""
+    shuffle = _uniq([run.get("shuffle_seed") for r in rs for run in r.run.get("runs", []) if "shuffle_seed" in run])
+    unit = "items" if rs[0].kind == "pipeline" else "queries"
+    return [
+        ("scenarios", _uniq([r.config.scenario + (f" x{r.config.concurrency} ({r.config.session_mode})"
+                                                   if r.config.concurrency > 1 else "") for r in rs])),
+        ("backends", _uniq([r.config.backend for r in rs])),
+        ("warm-up", _uniq([f"{r.config.warmup.iterations} {unit} and {r.config.warmup.duration_s:g} s, not counted"
+                           for r in rs])),
+        ("stop rule", _uniq([f">= {r.config.stop.min_iterations} {unit} and >= {r.config.stop.min_duration_s:g} s,"
+                             f" at most {r.config.stop.max_duration_s:g} s" for r in rs])),
+        ("repeats", _uniq([f"{r.config.repeat} run(s), each in a fresh process" for r in rs])
+         + ("; interleaved shuffled rounds" if any(r.config.repeat > 1 for r in rs) else "")),
+        ("percentiles", _uniq([r.metrics.latency_ms.percentile_method for r in rs]) + " (pooled samples of all runs)"),
+        ("inputs", _uniq([inputs_text(r) for r in rs])),
+        ("round-order seed", shuffle or "-"),
+        ("validity rule", _uniq([f"window-median CV <= {r.validity.rules.get('max_window_cv_percent', '?')} % over"
+                                 f" >= {r.validity.rules.get('min_windows', '?')} windows" for r in rs])),
+    ]  # fmt: skip
+
+
+def _load_rows(rs: list[Result]) -> list[tuple[str, str]]:
+    """How HTTP load steps were driven and timed (load warms up and stops by seconds, per step)."""
+    from .http import load_text, mode
+
+    def stop(r: Result) -> str:
+        st = r.config.stop
+        if st.min_iterations:
+            return f">= {st.min_iterations} requests, at most {st.max_duration_s:g} s"
+        if st.min_duration_s and st.min_duration_s == st.max_duration_s:
+            return f"{st.min_duration_s:g} s measured"
+        return f"windows until stable, at most {st.max_duration_s:g} s"
+
+    open_loop = [r for r in rs if r.config.scenario == "server"]
+    return [
+        ("mode", _uniq([mode(r) for r in rs])),
+        ("steps", ", ".join(load_text(r) for r in sorted(rs, key=lambda r: (r.config.request_rate or 0,
+                                                                             r.config.concurrency)))),
+        ("target", _uniq([r.run.get("target", r.model.path) for r in rs])),
+        ("protocol", _uniq([getattr(r.config.workload, "protocol", None) or "json" for r in rs])),
+        ("warm-up", _uniq([f"{r.config.warmup.duration_s:g} s per step (--warmup-s), not counted" for r in rs])),
+        ("stop rule", _uniq([stop(r) for r in rs])),
+        ("latency", "from each request's scheduled send time (open loop: coordinated omission corrected)"
+         if open_loop else "from each request's send to its last response byte, client side"),
+        ("percentiles", _uniq([r.metrics.latency_ms.percentile_method for r in rs]) + " (client-side samples)"),
+        ("inputs", _uniq([inputs_text(r) for r in rs])),
+    ]  # fmt: skip
+
+
+def _serve_rows(rs: list[Result]) -> list[tuple[str, str]]:
+    from .http import server_text
+
+    return [
+        ("server", _uniq([server_text(r) for r in rs])),
+        ("warm-up", _uniq([f"{r.config.warmup.iterations} warm-up queries before ready, not counted" for r in rs])),
+        ("window", _uniq([f"{(r.metrics.server or {}).get('window_s', 0):.1f} s served" for r in rs])),
+        ("percentiles", "server side, per request (queue, compute) and per model call"),
+    ]
+
+
 def method(sources: dict[str, list[Entry]]) -> list[dict[str, Any]]:
-    """One block per command invocation: what ran and how it was measured."""
+    """One block per command invocation (every kind of Result): what ran and how it was measured."""
     out = []
     for src, es in sources.items():
         rs = [e.result for e in es]
-
-        def uniq(vals: list[Any]) -> str:
-            return ", ".join(dict.fromkeys(str(v) for v in vals))
-
-        shuffle = uniq([run.get("shuffle_seed") for r in rs for run in r.run.get("runs", []) if "shuffle_seed" in run])
-        rows = [
-            ("kind", es[0].kind),
-            ("cases", str(len(rs))),
-            ("scenarios", uniq([r.config.scenario + (f" x{r.config.concurrency} ({r.config.session_mode})"
-                                                     if r.config.concurrency > 1 else "") for r in rs])),
-            ("backends", uniq([r.config.backend for r in rs])),
-            ("warm-up", uniq([f"{r.config.warmup.iterations} queries and {r.config.warmup.duration_s:g} s, not counted"
-                              for r in rs])),
-            ("stop rule", uniq([f">= {r.config.stop.min_iterations} queries and >= {r.config.stop.min_duration_s:g} s,"
-                                f" at most {r.config.stop.max_duration_s:g} s" for r in rs])),
-            ("repeats", uniq([f"{r.config.repeat} run(s), each in a fresh process" for r in rs])
-             + ("; interleaved shuffled rounds" if any(r.config.repeat > 1 for r in rs) else "")),
-            ("percentiles", uniq([r.metrics.latency_ms.percentile_method for r in rs]) + " (pooled samples of all runs)"),
-            ("inputs", uniq([inputs_text(r) for r in rs])),
-            ("round-order seed", shuffle or "-"),
-            ("validity rule", uniq([f"window-median CV <= {r.validity.rules.get('max_window_cv_percent', '?')} % over"
-                                    f" >= {r.validity.rules.get('min_windows', '?')} windows" for r in rs])),
-        ]  # fmt: skip
+        kind = es[0].kind
+        rows = [("kind", kind), ("cases" if kind not in HTTP_KINDS else "Results", str(len(rs)))]
+        rows += _load_rows(rs) if kind == "load" else _serve_rows(rs) if kind == "serve" else _bench_rows(rs)
         out.append({"command": src, "rows": rows})
     return out
 
