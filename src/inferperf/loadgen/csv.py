@@ -21,7 +21,8 @@ from ..results.model import Result
 PA_COLUMNS = ["Inferences/Second", "Server Queue", "Server Compute Input", "Server Compute Infer",
               "Server Compute Output", "p50 latency", "p90 latency", "p95 latency", "p99 latency", "Avg latency"]  # fmt: skip
 OWN_COLUMNS = ["target_rate_per_s", "achieved_rate_per_s", "uncorrected_p99_us", "error_adjusted_p99_us",
-               "send_lag_p99_us", "late_sends", "incomplete", "errors", "client_cpu_percent", "valid"]  # fmt: skip
+               "send_lag_p99_us", "late_sends", "incomplete", "errors", "client_cpu_percent", "valid",
+               "verdict"]  # fmt: skip
 
 
 def _us(ms: Any) -> Any:
@@ -45,6 +46,7 @@ def row(r: Result) -> dict[str, Any]:
         "send_lag_p99_us": _us((c.get("send_lag_ms") or {}).get("p99")), "late_sends": c.get("late_sends", ""),
         "incomplete": c.get("incomplete", ""), "errors": r.metrics.errors.count,
         "client_cpu_percent": "" if c.get("client_cpu_percent") is None else round(c["client_cpu_percent"], 1), "valid": r.validity.valid,
+        "verdict": r.validity.verdict,
     }  # fmt: skip
 
 
