@@ -116,3 +116,14 @@ def test_separate_runs_are_separate_series_and_no_knee_from_one_step(tmp_path: P
     one = next(t for t in lines if "1 step" in t)
     assert "knee" not in one.replace("no knee from fewer than 3", ""), one
     assert sum("knee at" in t for t in lines) == 2, lines
+
+
+def test_a_copy_of_a_result_is_read_once(tmp_path: Path) -> None:
+    """tune's best.json repeats its validation winner (plus the summary): the report keeps one of them."""
+    r = load(next((FIX / "sweep" / "cases").glob("*.json")))
+    save(r, tmp_path / "validation" / "trial-2.json")
+    r.run["tune_summary"] = {"goal": "throughput"}
+    save(r, tmp_path / "best.json")
+    rep = build([tmp_path])
+    assert len(rep.rows) == 1 and rep.rows[0]["file"].endswith("best.json")
+    assert any("copies of another Result" in n for n in rep.notes)

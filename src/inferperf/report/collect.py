@@ -97,6 +97,21 @@ def is_pooled_elsewhere(r: Result, pooled: set[tuple]) -> bool:
     return (r.case_key, r.created_at, pid) in pooled or (r.case_key, None, pid) in pooled
 
 
+def drop_copies(loaded: list[tuple[Path, Result]]) -> tuple[list[tuple[Path, Result]], int]:
+    """``loaded`` without Results that copy another (same kind, ``case_key``, ``created_at``, command, sample
+    count, throughput and p99),
+    keeping the copy that carries more in ``run`` (tune's ``best.json``, with its summary, over the validation
+    Result it repeats), and how many were dropped: a sample is never counted twice."""
+    best: dict[tuple, tuple[Path, Result]] = {}
+    for f, r in loaded:
+        k = (r.kind, r.case_key, r.created_at, tuple(r.command), r.metrics.latency_ms.count,
+             r.metrics.throughput.queries_per_s, r.metrics.latency_ms.p99)
+        if k not in best or len(r.run) > len(best[k][1].run):
+            best[k] = (f, r)
+    keep = {id(x[1]) for x in best.values()}
+    return [(f, r) for f, r in loaded if id(r) in keep], len(loaded) - len(best)
+
+
 def _files(paths: Iterable[str | Path]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
@@ -143,13 +158,20 @@ def collect(paths: Iterable[str | Path]) -> Collection:
             out.notes.append(f"skipped {f}: {e}")
     pooled = pooled_run_ids(r for _, r in loaded)
     dropped = 0
+    kept: list[tuple[Path, Result]] = []
     for f, r in loaded:
         if is_pooled_elsewhere(r, pooled):
             dropped += 1
             continue
+        kept.append((f, r))
+    kept, copies = drop_copies(kept)
+    for f, r in kept:
         out.entries.append(Entry(r, f, r.kind, " ".join(r.command) or str(f.parent)))
     if dropped:
         out.notes.append(f"{dropped} single-run Result(s) left out: their runs are pooled in another Result")
+    if copies:
+        out.notes.append(f"{copies} Result(s) left out: copies of another Result read (same case, run time and"
+                         " samples; e.g. tune's best.json repeats its validation winner)")
     if not out.entries:
         raise UsageError("no inferperf Results found in " + ", ".join(map(str, given))
                          + ": pass the output of bench, sweep or optimize")
