@@ -6,6 +6,14 @@
   ``scripts/install_locust.sh`` (``.ci/run`` calls it) against ``inferperf serve zoo:tiny-cnn`` on a free
   127.0.0.1 port, always stopped in teardown. Locust runs only as a subprocess: gevent's monkey-patching
   never loads into pytest. Without the venv it skips with a reason (a failure under ``CI=true``).
+- Locust's master/worker mode (issue 23, item 10): a headless master and two workers on 127.0.0.1 against
+  ``inferperf serve zoo:squeezenet`` (JSON payloads: the pool a worker builds is seconds of encoding, which
+  once blocked gevent's loop in the first user's ``on_start`` until the master dropped the worker as missing
+  and no request was made); the master's CSV imports with ``load --from-locust-csv`` into a Result with
+  requests and no failure. Every process is stopped in teardown.
+
+The locustfile is this checkout's ``src/inferperf/loadgen/locust.py`` and ``PYTHONPATH`` is this checkout's
+``src`` (the venv's ``.pth`` points at the checkout that made it, which may be another worktree).
 """
 
 from __future__ import annotations
@@ -68,6 +76,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _locust_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
 def _ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
@@ -76,16 +88,25 @@ def _ready(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``inferperf serve zoo:tiny-cnn`` on a free 127.0.0.1 port; SIGTERM then SIGKILL in teardown."""
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL after 20 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _serve(model: str, tmp_path_factory: pytest.TempPathFactory, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``inferperf serve MODEL`` on a free 127.0.0.1 port until the generator is closed (then stopped)."""
     if not LOCUST.exists():
         pytest.skip(f"no Locust venv at {VENV}: run `bash scripts/install_locust.sh`")
     port = _free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "INFERPERF_CACHE_DIR": str(tmp_path_factory.mktemp("zoo"))}
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "inferperf", "serve", "zoo:tiny-cnn", "--port", str(port)],
+        proc = subprocess.Popen([sys.executable, "-m", "inferperf", "serve", model, "--port", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env)  # fmt: skip
     try:
         deadline = time.monotonic() + READY_DEADLINE_S
@@ -95,20 +116,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.2)
         yield f"http://127.0.0.1:{port}"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``inferperf serve zoo:tiny-cnn`` on a free 127.0.0.1 port; SIGTERM then SIGKILL in teardown."""
+    yield from _serve("zoo:tiny-cnn", tmp_path_factory, {**os.environ,
+                                                         "INFERPERF_CACHE_DIR": str(tmp_path_factory.mktemp("zoo"))})
+
+
+@pytest.fixture(scope="module")
+def squeezenet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``inferperf serve zoo:squeezenet`` on a free 127.0.0.1 port; SIGTERM then SIGKILL in teardown."""
+    yield from _serve("zoo:squeezenet", tmp_path_factory)
 
 
 def test_headless_locust_run_imports_with_its_request_count(server: str, tmp_path: Path) -> None:
     prefix = tmp_path / "run"
     p = subprocess.run([str(LOCUST), "-f", "src/inferperf/loadgen/locust.py", "--headless", "-u", "2", "-r", "2",
                         "-t", "4s", "--host", server, "--csv", str(prefix), "--only-summary"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)  # fmt: skip
+                       capture_output=True, text=True, cwd=ROOT, timeout=120, env=_locust_env())  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     from inferperf.loadgen.locust_import import locust_results, read_locust_csv
 
@@ -120,3 +148,43 @@ def test_headless_locust_run_imports_with_its_request_count(server: str, tmp_pat
     assert result.metrics.latency_ms.count == agg[0].count
     assert result.metrics.errors.count == 0 and result.validity.valid
     assert "locust" not in sys.modules
+
+
+def test_master_with_two_workers_makes_requests_that_import_as_a_result(squeezenet_server: str,
+                                                                       tmp_path: Path) -> None:  # fmt: skip
+    """The master's CSV counts requests from both workers; ``load --from-locust-csv`` makes a Result of them."""
+    port, prefix = _free_port(), tmp_path / "run"
+    base = [str(LOCUST), "-f", "src/inferperf/loadgen/locust.py"]
+    # 32 JSON bodies of 1x3x224x224: seconds of encoding per worker, well past the master's 3 missed heartbeats
+    # when built in one go on gevent's loop; the run is long enough for the yielding build to finish first.
+    settings = ["--host", squeezenet_server, "--model-name", "squeezenet", "--pool-size", "32"]
+    logs = [tmp_path / f"{n}.log" for n in ("master", "worker1", "worker2")]
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        with logs[0].open("w") as out:
+            procs.append(subprocess.Popen([*base, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                                           str(port), "--expect-workers", "2", "--headless", "-u", "4", "-r", "4",
+                                           "-t", "30s", *settings, "--csv", str(prefix), "--only-summary"],
+                                          stdout=out, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                                          env=_locust_env()))  # fmt: skip
+        for log in logs[1:]:
+            with log.open("w") as out:
+                procs.append(subprocess.Popen([*base, "--worker", "--master-host", "127.0.0.1", "--master-port",
+                                               str(port), *settings], stdout=out, stderr=subprocess.STDOUT,
+                                              text=True, cwd=ROOT, env=_locust_env()))  # fmt: skip
+        rc = procs[0].wait(timeout=240)
+        text = "\n".join(f"--- {log.name}\n{log.read_text()[-2500:]}" for log in logs)
+        assert rc == 0, text
+        assert "failed to send heartbeat" not in text and "missing" not in logs[0].read_text(), text
+    finally:
+        for proc in procs:
+            _stop(proc)
+    out = tmp_path / "res"
+    p = _cli("load", "--from-locust-csv", str(prefix), "-o", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    (file,) = out.glob("*.json")
+    doc = json.loads(file.read_text())
+    assert doc["kind"] == "load" and doc["run"]["imported"] == "locust"
+    assert doc["metrics"]["latency_ms"]["count"] > 0 and doc["metrics"]["errors"]["count"] == 0
+    workers = [log.read_text() for log in logs[1:]]
+    assert all("payload pool" in w for w in workers), workers  # each worker built its own pool

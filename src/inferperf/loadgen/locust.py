@@ -22,12 +22,24 @@ argument                    environment variable          meaning
 ``--pool-size N``           ``INFERPERF_LOCUST_POOL``     distinct payloads built up front (default 16)
 ==========================  ============================  =====================================================
 
-Each Locust process fetches the model metadata once (``GET /v2/models/{name}``, outside Locust's stats)
-and builds the pool of distinct seeded request bodies before its first request, so payload building never
-enters a timed request; user *k* starts at pool entry *k* and walks the pool in order. A user waits 0 s
-between requests: each user is one closed-loop stream (perf_analyzer's concurrency). A non-2xx answer is a
-Locust failure. Requests are named ``/v2/models/{name}/infer`` in Locust's stats, which
-:mod:`inferperf.loadgen.locust_import` reads back.
+Each Locust process (a worker, or the single process without ``--master``; never the master) fetches the
+model metadata once (``GET /v2/models/{name}``, outside Locust's stats) and builds the pool of distinct
+seeded request bodies before its first request, so payload building never enters a timed request; user *k*
+starts at pool entry *k* and walks the pool in order.
+
+The pool is built in a greenlet without blocking gevent's loop: the fetches cooperate through gevent's
+monkey-patched sockets, and the bodies are encoded one at a time with a turn of the loop after each. The
+build starts on Locust's ``init`` event when the process was given ``--host`` (start workers with the
+test's ``--host`` and settings and they build while the master gathers them), else on ``test_start`` (a
+worker learns ``--host`` and the custom arguments from the master's first spawn message, which fires it).
+Users wait for it in ``on_start``, cooperatively; a pool that cannot be built (server down, wrong model) is
+logged and fails every user's start. (Built in one go inside the first user's ``on_start``, as before
+issue 23, JSON payloads held the loop for seconds: a worker missed its heartbeats, the master dropped it
+as missing and no request was made.)
+
+A user waits 0 s between requests: each user is one closed-loop stream (perf_analyzer's concurrency). A
+non-2xx answer is a Locust failure. Requests are named ``/v2/models/{name}/infer`` in Locust's stats,
+which :mod:`inferperf.loadgen.locust_import` reads back.
 
 This module imports ``locust`` (and so gevent's monkey-patching) at import time: ``import inferperf``
 never imports it, and the test suite only runs it as a subprocess from Locust's venv.
@@ -36,13 +48,21 @@ never imports it, and the test suite only runs it as a subprocess from Locust's 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
+import gevent
 import numpy as np
+from gevent.event import Event
 from locust import FastHttpUser, constant, events, task
+from locust.runners import MasterRunner
+
+log = logging.getLogger("inferperf.locust")
 
 #: argument -> (environment variable, default)
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -140,7 +160,7 @@ def encode_request(inputs: list[tuple[str, str, np.ndarray]], binary: bool) -> t
 
 
 def build_pool(metadata: dict[str, Any], shapes: dict[str, list[int]], seed: int, size: int,
-               protocol: str) -> list[tuple[bytes, dict[str, str]]]:  # fmt: skip
+               protocol: str, pause: Callable[[], Any] | None = None) -> list[tuple[bytes, dict[str, str]]]:  # fmt: skip
     """``size`` distinct seeded request bodies for a model, from its KServe v2 metadata.
 
     Args:
@@ -149,6 +169,7 @@ def build_pool(metadata: dict[str, Any], shapes: dict[str, list[int]], seed: int
         seed: seed of the values (entry ``i`` of one seed is the same on every process and machine).
         size: number of distinct payloads (>= 1).
         protocol: ``json`` or ``binary``.
+        pause: called after each payload (a yield to gevent's loop in a Locust process).
 
     Raises:
         ValueError: unknown protocol, BYTES or unknown datatypes, a free dim without ``--shape``.
@@ -165,6 +186,8 @@ def build_pool(metadata: dict[str, Any], shapes: dict[str, list[int]], seed: int
     for _ in range(max(1, size)):
         tensors = [(s["name"], s["datatype"], _tensor(rng, DTYPES[s["datatype"]], dims[s["name"]])) for s in specs]
         pool.append(encode_request(tensors, protocol == "binary"))
+        if pause is not None:
+            pause()
     return pool
 
 
@@ -191,28 +214,85 @@ def only_model(host: str) -> str:
     return names[0]
 
 
+def _yield_to_loop() -> None:
+    """Let gevent's loop run a full turn (timers and sockets: heartbeats, the master's messages)."""
+    gevent.sleep(0.001)
+
+
+def _settings(host: str, options: Any) -> tuple[str, ...]:
+    """(host, model_name, protocol, shape, seed, pool_size): Locust's parsed options, else the environment."""
+
+    def opt(name: str) -> str:
+        return str(getattr(options, name, None) or os.environ.get(SETTINGS[name][0], SETTINGS[name][1]))
+
+    return (host.rstrip("/"), *(opt(name) for name in SETTINGS))
+
+
 class _Pool:
-    """The payloads of this Locust process, built once on the first user's start."""
+    """The payloads of this Locust process, built once per settings in a greenlet (see the module docstring)."""
 
     model: str = ""
     path: str = ""
     items: list[tuple[bytes, dict[str, str]]] = []
+    key: tuple[str, ...] | None = None  # the settings the pool is (being) built for
+    ready: Event | None = None
+    error: str | None = None
 
     @classmethod
-    def ensure(cls, host: str, options: Any) -> None:
-        """Resolve the model name and build the pool (once per process)."""
-        if cls.items:
-            return
-        host = host.rstrip("/")
+    def start(cls, host: str, options: Any) -> Event:
+        """Start building the pool in a greenlet unless it is built or building for these settings.
 
-        def opt(name: str) -> str:
-            return str(getattr(options, name, None) or os.environ.get(SETTINGS[name][0], SETTINGS[name][1]))
+        Returns:
+            The event set when the build has ended (``items`` filled, or ``error`` set).
+        """
+        key = _settings(host, options)
+        if cls.ready is None or cls.key != key:
+            cls.key, cls.ready, cls.error, cls.items = key, Event(), None, []
+            gevent.spawn(cls._build, key, cls.ready)
+        return cls.ready
 
-        model = opt("model_name") or only_model(host)
-        meta = fetch_json(f"{host}/v2/models/{model}")
-        items = build_pool(meta, parse_shapes(opt("shape")), int(opt("seed")), int(opt("pool_size")),
-                           opt("protocol"))  # fmt: skip
-        cls.model, cls.path, cls.items = model, f"/v2/models/{model}/infer", items
+    @classmethod
+    def _build(cls, key: tuple[str, ...], ready: Event) -> None:
+        host, model, protocol, shape, seed, size = key
+        t0 = time.perf_counter()
+        try:
+            model = model or only_model(host)
+            meta = fetch_json(f"{host}/v2/models/{model}")
+            items = build_pool(meta, parse_shapes(shape), int(seed), int(size), protocol, pause=_yield_to_loop)
+        except (RuntimeError, ValueError) as e:
+            if ready is cls.ready:
+                cls.error = str(e)
+            log.error("inferperf: no payload pool: %s", e)
+        else:
+            if ready is cls.ready:  # not superseded by a build for other settings
+                cls.model, cls.path, cls.items = model, f"/v2/models/{model}/infer", items
+                log.info("inferperf: payload pool of %d %s bodies for model %r built in %.2f s", len(items),
+                         protocol, model, time.perf_counter() - t0)  # fmt: skip
+        finally:
+            ready.set()
+
+    @classmethod
+    def wait(cls, host: str, options: Any) -> None:
+        """Start the build if needed and wait for it without blocking gevent's loop.
+
+        Raises:
+            RuntimeError: the pool could not be built (the reason names the fix).
+        """
+        ready = cls.start(host, options)
+        while not ready.wait() or ready is not cls.ready:  # superseded meanwhile: wait for the newer build
+            ready = cls.ready  # type: ignore[assignment]
+        if cls.error:
+            raise RuntimeError(cls.error)
+
+
+@events.init.add_listener
+@events.test_start.add_listener
+def _build_pool_early(environment: Any, **_: Any) -> None:
+    """Start the pool's build on every process that runs users (not the master): at start-up when it was given
+    ``--host`` (a worker started with the test's settings builds while the master gathers workers), else when
+    the test starts (a worker gets ``--host`` and the settings from the master's first spawn message)."""
+    if not isinstance(environment.runner, MasterRunner) and environment.host:
+        _Pool.start(environment.host, environment.parsed_options)
 
 
 class KServeUser(FastHttpUser):
@@ -225,8 +305,8 @@ class KServeUser(FastHttpUser):
     _count = 0
 
     def on_start(self) -> None:
-        """Build the process's payload pool (first user only) and pick this user's starting entry."""
-        _Pool.ensure(self.host or "", self.environment.parsed_options)
+        """Wait for the process's payload pool (built once, see the module docstring); pick this user's entry."""
+        _Pool.wait(self.host or "", self.environment.parsed_options)
         self._next = KServeUser._count % len(_Pool.items)
         KServeUser._count += 1
 
