@@ -9,7 +9,8 @@
 #
 # What it does (issue 12): apt-get installs Debian's libb64-0d (perf_analyzer links libb64.so.0d), creates
 # the venv, pip installs 'tritonclient[http]==2.40.0' (the wheel's data bin/ folder ships perf_analyzer) and
-# nvidia-cuda-runtime-cu12 (perf_analyzer needs libcudart.so.12 even on a CPU-only machine), writes
+# nvidia-cuda-runtime-cu12 (perf_analyzer needs libcudart.so.12 even on a CPU-only machine), the grpc extra
+# pillow and attrdict (Triton's example image_client.py imports them), writes
 # <venv>/bin/perf_analyzer-env (perf_analyzer with the right LD_LIBRARY_PATH) and <venv>/bin/triton-env,
 # then checks that `perf_analyzer --help` runs.
 set -euo pipefail
@@ -27,10 +28,13 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import tritonclient.http" 2>/dev/null || [ ! -x "$VENV/bin/perf_analyzer" ] \
+if ! "$VENV/bin/python" -c "import importlib.util as u, tritonclient.http, tritonclient.grpc, PIL; assert u.find_spec('attrdict')" 2>/dev/null || [ ! -x "$VENV/bin/perf_analyzer" ] \
         || ! "$VENV/bin/python" -c "import nvidia.cuda_runtime" 2>/dev/null; then
     # PIP_CONSTRAINT is emptied so the machine-wide constraints (torch caps) do not leak into this venv.
-    PIP_CONSTRAINT="" "$VENV/bin/python" -m pip install --quiet 'tritonclient[http]==2.40.0' nvidia-cuda-runtime-cu12
+    # grpc, pillow, attrdict: Triton's example image_client.py imports tritonclient.grpc's model_config_pb2,
+    # PIL, and attrdict for HTTP metadata.
+    PIP_CONSTRAINT="" "$VENV/bin/python" -m pip install --quiet 'tritonclient[http,grpc]==2.40.0' pillow attrdict \
+        nvidia-cuda-runtime-cu12
 fi
 
 CUDART_DIR="$("$VENV/bin/python" - <<'EOF'

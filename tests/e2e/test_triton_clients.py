@@ -303,3 +303,30 @@ def test_tritons_example_clients_pass_unchanged(example_server: _Server, client:
     if client != "simple_http_async_infer_client.py":
         assert "Request for unknown model: 'wrong_model_name' is not found" in proc.stdout
     assert example_server.proc.poll() is None
+
+
+@pytest.mark.parametrize(("model", "labels"), [("densenet_onnx", "densenet_labels.txt"),
+                                               ("inception_onnx", "inception_labels.txt")])
+def test_tritons_image_client_classifies_through_reshape_and_labels(example_server: _Server, tmp_path: Path,
+                                                                     model: str, labels: str) -> None:
+    """Triton's image_client.py, unchanged: it reads the input's format (NCHW / NHWC) and dims from the model
+    configuration, sends the config's dims (the model sees the reshape) and asks the top 3 classes, which
+    come back as "value:index:label" from the output's label_filename."""
+    # attrdict is found, not imported: on Python >= 3.10 it imports only after image_client's collections patch
+    deps = subprocess.run([str(PYTHON), "-c", "import importlib.util as u, PIL, tritonclient.grpc;"
+                           " assert u.find_spec('attrdict')"], capture_output=True)
+    if deps.returncode != 0:
+        pytest.skip(f"image_client.py needs pillow, attrdict and tritonclient[grpc] in {VENV}: run bash"
+                    " scripts/install_triton_clients.sh")
+    image = tmp_path / "image.png"
+    subprocess.run([str(PYTHON), "-c", "import sys, numpy as np; from PIL import Image; Image.fromarray("
+                    "(np.random.default_rng(1).random((240, 320, 3)) * 255).astype('uint8')).save(sys.argv[1])",
+                    str(image)], check=True, timeout=60)
+    proc = subprocess.run([str(PYTHON), str(EXAMPLE_CLIENTS / "image_client.py"), "-m", model, "-c", "3", "-s",
+                           "INCEPTION", "-u", example_server.url, str(image)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "PASS" in proc.stdout, (proc.stdout[-3000:], proc.stderr[-3000:])
+    rows = re.findall(r"^    ([\d.]+) \((\d+)\) = (.*)$", proc.stdout, re.MULTILINE)
+    names = (ROOT / "tests" / "fixtures" / "triton_model_repository" / model / labels).read_text().splitlines()
+    assert len(rows) == 3 and all(names[int(i)] == label for _, i, label in rows), proc.stdout
+    values = [float(v) for v, _, _ in rows]
+    assert values == sorted(values, reverse=True)
