@@ -85,3 +85,16 @@ def test_two_workers_over_concurrency_1_then_2(server) -> None:
     for r in (r1, r2):
         _measured_something(r)
     assert sorted(set(r2.samples.stream_ids)) == [0, 1]
+
+
+def test_stress_and_find_max_rate_print_their_plan_and_progress_on_stderr(server, capsys) -> None:
+    for flags, step1, column in [(["--stress"], "step 1 of at most 12: concurrency 1, about", "concurrency"),
+                                 (["--find-max-rate", "--request-rate", "1000"],
+                                  "step 1 bracketing: 1000 req/s, about", "rate/s")]:  # fmt: skip
+        assert main(["load", server.url, "--model", "mlp", *flags, "--slo-p99-ms", "0.001", "--warmup-s", "0.2",
+                     "--duration-s", "0.5"]) == 0  # fmt: skip
+        out, err = capsys.readouterr()
+        lines = err.splitlines()
+        assert lines[0].startswith("plan: ") and lines[1].startswith(step1) and "so far" in lines[1]
+        assert any(x.startswith("done: 1 step in ") for x in lines)
+        assert any(x.split()[:1] == [column] for x in out.splitlines())  # the table's header row

@@ -186,3 +186,67 @@ def test_the_find_max_rate_table_names_its_column_rate() -> None:
 
     cfg = load_config({"url": "http://127.0.0.1:1", "model": "m", "find_max_rate": True, "slo_p99_ms": 5})
     assert cfg.mode == "open" and _table_header(cfg.mode).splitlines()[-1].split()[0] == "rate/s"  # under the latency legend
+
+
+def _fake_result(qps: float, p99: float) -> Any:
+    from types import SimpleNamespace as NS
+
+    return NS(metrics=NS(latency_ms=NS(count=1000, p99=p99), errors=NS(count=0), throughput=NS(queries_per_s=qps),
+                         client={}), validity=NS(verdict="VALID"))  # fmt: skip
+
+
+def test_find_max_rate_prints_its_plan_and_a_bounded_progress_line_before_each_step() -> None:
+    """A 137 req/s capacity searched from 10 req/s on the fake clock, each step lasting exactly its announced
+    'about' time: the plan comes first, every step gets a line, and once bracketed each line's 'at most N
+    step(s) left ... about T' bounds the steps and the time that really follow (bisection never exceeds it)."""
+    import re
+
+    from inferperf.loadgen.progress import duration_text, step_time_s
+    from inferperf.loadgen.stress import RateSearch, drive
+
+    clock = FakeClock()
+    cfg = LoadConfig(find_max_rate=True, slo_p99_ms=50, warmup_s=2.0, timeout_ms=30_000)
+    lines: list[str] = []
+    started: list[tuple[int, float]] = []  # (clock ns, rate) at each step's start
+
+    def run(rate: float) -> Any:
+        started.append((clock.now_ns(), rate))
+        clock.advance_ns(round(step_time_s(cfg, rate, search=True, requests=1000)[0] * 1e9))
+        return _fake_result(min(rate, 137.0), 5.0 if rate <= 137 else 500.0)
+
+    search = RateSearch(50, start=10.0)
+    out = drive(search, run, "find_max_rate", on_progress=lines.append, cfg=cfg, requests=1000, clock=clock)
+    assert lines[0].startswith("plan: 10, 20, 40, ... req/s (doubling) until a step misses p99 <= 50 ms or any error,"
+                               " then bisection until the bracket is within 5 %; at most 20 steps of >= 1000 requests")
+    assert f"at 10 req/s {duration_text(102.5)}" in lines[0]
+    steps = lines[1:-1]
+    assert len(steps) == len(out) == len(started) and lines[-1].startswith(f"done: {len(out)} steps in ")
+    assert steps[0] == "step 1 bracketing: 10 req/s, about 1m42s; 0 s so far"
+    assert steps[5].startswith("step 6 bisecting [80, 160]: 120 req/s, about ")
+    end = clock.now_ns()
+    for i, line in enumerate(steps):
+        m = re.search(r"at most (\d+) step\(s\) left with this one, about ([^;]+)", line)
+        if m is None:
+            assert "bracketing" in line
+            continue
+        left, each = int(m.group(1)), step_time_s(cfg, _lo_before(search, i), search=True, requests=1000)[0]
+        assert len(steps) - i <= left  # the steps that really came, this one included
+        assert m.group(2) == duration_text(left * each)
+        assert (end - started[i][0]) / 1e9 <= left * each + 1e-6  # and the time they really took
+
+
+def _lo_before(search: Any, i: int) -> float:
+    """The highest passing rate among the first ``i`` outcomes (the bracket's lower end before step i + 1)."""
+    return max(o.value for o in search.outcomes[:i] if o.p99_ms <= search.slo_p99_ms)
+
+
+def test_stress_prints_its_plan_with_the_stop_rules_and_the_total_bound() -> None:
+    from inferperf.loadgen.progress import plan_line, progress_line
+    from inferperf.loadgen.stress import Ramp
+
+    cfg = LoadConfig(stress=True, slo_p99_ms=50, warmup_s=2.0, duration_s=8.0, timeout_ms=30_000)
+    ramp = Ramp([1, 2, 4, 8], slo_p99_ms=50)
+    assert plan_line(cfg, ramp) == ("plan: concurrency 1, 2, 4, 8, then doubling, until throughput gains < 5 % over two"
+                                    " steps or p99 > 50 ms; at most 12 steps of about 10 s (at most 1m40s with late"
+                                    " answers and the drain); all 12 steps about 2m06s, at most 20m06s")  # fmt: skip
+    assert progress_line(cfg, ramp, 1, 0.0) == "step 1 of at most 12: concurrency 1, about 10 s; 0 s so far"

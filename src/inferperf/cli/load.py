@@ -297,7 +297,10 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         if output is not None:
             print(f"  result written to {save(r, output_path(output, r))}", file=sys.stderr)
 
-    results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target)
+    extra: dict[str, Any] = {}
+    if cfg.stress or cfg.find_max_rate:  # the plan, then a line before each step (stderr: the table stays clean)
+        extra["on_progress"] = lambda line: print(line, file=sys.stderr, flush=True)
+    results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target, **extra)
     found = (results[-1].metrics.client or {}).get("stress") if results else None
     if found:
         print(findings_line(found), flush=True)

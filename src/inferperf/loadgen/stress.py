@@ -29,8 +29,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from ..clock import SYSTEM_CLOCK, Clock
 from ..results.model import Result
 from .options import LoadConfig
+from .progress import done_line, plan_line, progress_line
 
 MIN_P99_REQUESTS = 1000
 """Completed requests per capacity-search step (p99 then rests on >= 10 samples above it)."""
@@ -203,11 +205,21 @@ def outcome(r: Result, value: float) -> Outcome:
 
 
 def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: str,
-          on_step: Callable[[Result], None] | None = None) -> list[Result]:  # fmt: skip
+          on_step: Callable[[Result], None] | None = None, on_progress: Callable[[str], None] | None = None,
+          cfg: LoadConfig | None = None, requests: int | None = None, clock: Clock = SYSTEM_CLOCK) -> list[Result]:  # fmt: skip
     """Run ``strategy`` with ``step(value) -> Result``; stamps ``metrics.client.stress`` on every Result
-    (the findings so far; the last Result holds the final ones) and calls ``on_step`` after each."""
+    (the findings so far; the last Result holds the final ones) and calls ``on_step`` after each.
+
+    ``on_progress`` (with ``cfg``): gets the plan line first, a progress line before each step and a last line
+    (:mod:`.progress`); ``requests``: each step's measured requests (the search's), for the time figures."""
     out: list[Result] = []
+    t0 = clock.now_ns()
+    say = on_progress if on_progress is not None and cfg is not None else None
+    if say is not None:
+        say(plan_line(cfg, strategy, requests))  # type: ignore[arg-type]
     while (value := strategy.ask()) is not None:
+        if say is not None:
+            say(progress_line(cfg, strategy, value, (clock.now_ns() - t0) / 1e9, requests))  # type: ignore[arg-type]
         r = step(value)
         strategy.tell(outcome(r, value))
         out.append(r)
@@ -222,6 +234,8 @@ def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: st
             on_step(r)
         if strategy.stop_reason is not None:
             break
+    if say is not None:
+        say(done_line(strategy, (clock.now_ns() - t0) / 1e9))
     final = {"mode": mode, **strategy.findings()}
     for i, r in enumerate(out):
         if r.metrics.client is not None:
@@ -230,8 +244,9 @@ def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: st
 
 
 def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[Result], None] | None = None,
-           target: Any = None) -> list[Result]:  # fmt: skip
+           target: Any = None, on_progress: Callable[[str], None] | None = None) -> list[Result]:  # fmt: skip
     """``--stress`` (or ``--find-max-rate``): ramp or search against the target; one Result per step.
+    ``on_progress`` gets the plan, a line before each step and a last line (:mod:`.progress`).
 
     Raises:
         UsageError: unreachable target or unknown model (before any load)."""
@@ -239,13 +254,14 @@ def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[
 
     target = target or read_target(cfg)
     if cfg.find_max_rate:
-        return find_max_rate(cfg, command, on_step, target)
+        return find_max_rate(cfg, command, on_step, target, on_progress=on_progress)
     closed = cfg.mode == "closed"
     ladder = list(cfg.concurrency or [1, 2, 4, 8]) if closed else list(cfg.request_rate or [])
     ramp = Ramp(ladder, gain_percent=cfg.stress_gain_percent, slo_p99_ms=cfg.slo_p99_ms,
                 max_error_rate=cfg.max_error_rate, integer=closed)  # fmt: skip
     with _kept(cfg, target) as kept:  # one loop; the target drained before each step
-        return drive(ramp, lambda v: run_one(_at(cfg, v, closed), target, v, command, kept), "stress", on_step)
+        return drive(ramp, lambda v: run_one(_at(cfg, v, closed), target, v, command, kept), "stress", on_step,
+                     on_progress, cfg)  # fmt: skip
 
 
 def _kept(cfg: LoadConfig, target: Any) -> Any:
@@ -261,7 +277,8 @@ def _at(cfg: LoadConfig, value: float, closed: bool) -> LoadConfig:
 
 
 def find_max_rate(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[Result], None] | None = None,
-                  target: Any = None, resolution_percent: float = 5.0) -> list[Result]:  # fmt: skip
+                  target: Any = None, resolution_percent: float = 5.0,
+                  on_progress: Callable[[str], None] | None = None) -> list[Result]:  # fmt: skip
     """``--find-max-rate``: :class:`RateSearch` over open-loop rates, each step measuring at least
     :data:`MIN_P99_REQUESTS` completed requests; the last Result's ``metrics.client.stress.goodput_rate``
     is the highest rate meeting ``cfg.slo_p99_ms``."""
@@ -274,4 +291,4 @@ def find_max_rate(cfg: LoadConfig, command: list[str] | None = None, on_step: Ca
     base = cfg.model_copy(update={"requests": max(cfg.requests or 0, MIN_P99_REQUESTS), "duration_s": None})
     with _kept(cfg, target) as kept:  # one loop; the target drained before each step
         return drive(search, lambda v: run_one(_at(base, v, False), target, v, command, kept), "find_max_rate",
-                     on_step)
+                     on_step, on_progress, base, base.requests)  # fmt: skip
