@@ -283,3 +283,16 @@ def test_the_table_names_its_latency_convention_and_marks_lower_bounds_and_verdi
     line = lost_line(r, [r], LoadConfig(concurrency=[2]))
     assert line.startswith("the target stopped answering during the step at concurrency 2: every request failed")
     assert "{" not in line and "\n" not in line
+
+
+def test_a_requests_n_step_that_waits_for_its_backlog_is_still_overloaded() -> None:
+    # --find-max-rate's steps send N requests and wait for every answer: the span stretches until the backlog
+    # drained, so the rates match and nothing is left unanswered; the backlog at the last send still shows
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=0.010, slots=1), Open(arrivals.constant(200)), requests=1000)
+    r = result(s)
+    assert r.metrics.client["incomplete"] == 0 and r.validity.verdict == "OVERLOADED", r.validity
+    assert any(x.startswith("backlog grew by") for x in r.validity.overloaded)
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=0.005, slots=1), Open(arrivals.constant(100)), requests=1000)
+    assert result(s).validity.verdict == "VALID"

@@ -113,6 +113,15 @@ def _in_flight_mean(s: StepSamples) -> float:
     return float(np.clip(end - start, 0, None).sum() / max(b - a, 1))
 
 
+def _offer_end(s: StepSamples) -> int:
+    """When the load offered in the span ended: the span's end, or with ``requests`` N (a span that waits for
+    every answer) the last measured request's scheduled time, so a backlog left to drain still shows."""
+    if not s.by_send:
+        return s.measure_end_ns
+    due = s.scheduled_ns[s.due_mask()]
+    return int(due.max()) if due.size else s.measure_end_ns
+
+
 def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
     """The ``metrics.client`` block of one step, the INVALID reasons and the notes it implies."""
     m = s.measured()
@@ -145,7 +154,7 @@ def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
                                 / dur),
         "send_lag_ms": _lag_ms(lag), "late_sends": int((lag > LATE_SEND_NS).sum()), "late_send_ms": LATE_SEND_NS / 1e6,
         "requests_sent": int(sent_in.sum()), "requests_due": int(s.due_mask().sum()), "incomplete": incomplete,
-        "backlog": {"start": s.in_system(s.measure_start_ns), "end": s.in_system(s.measure_end_ns)},
+        "backlog": {"start": s.in_system(s.measure_start_ns), "end": s.in_system(_offer_end(s))},
         "uncorrected_latency_ms": _summary(uncorrected),
         "error_adjusted_latency_ms": error_adjusted(corrected, int(failed.sum()),
                                                     s.measure_end_ns - s.scheduled_ns[inc]),
