@@ -83,8 +83,8 @@ def plan_line(cfg: LoadConfig, strategy: Any, requests: int | None = None) -> st
                 f" at most {duration_text(most)} with late answers and the drain); all {s.max_steps} steps at most"
                 f" {duration_text(most * s.max_steps)}")  # fmt: skip
     r = strategy
-    unit = "concurrency" if r.integer else "req/s"
     ladder = ", ".join(f"{v:g}" for v in r.ladder)
+    ladder = f"concurrency {ladder}" if r.integer else f"rates {ladder} req/s"
     stops = [f"throughput gains < {r.gain_percent:g} % over two steps"]
     if r.slo_p99_ms is not None:
         stops.append(f"p99 > {r.slo_p99_ms:g} ms")
@@ -93,7 +93,7 @@ def plan_line(cfg: LoadConfig, strategy: Any, requests: int | None = None) -> st
     about, most = step_time_s(cfg, r.ladder[0], search=False)
     total = "" if most is None else (f"; all {r.max_steps} steps about {duration_text(about * r.max_steps)}, at most"
                                      f" {duration_text(most * r.max_steps)}")  # fmt: skip
-    return (f"plan: {unit} {ladder}, then doubling, until {' or '.join(stops)}; at most {r.max_steps} steps of about"
+    return (f"plan: {ladder}, then doubling, until {' or '.join(stops)}; at most {r.max_steps} steps of about"
             f" {duration_text(about)} (at most {duration_text(most)} with late answers and the drain){total}")  # fmt: skip
 
 
