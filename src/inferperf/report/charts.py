@@ -105,7 +105,10 @@ def latency_boxes(labels: list[str], results: list[Result]) -> Chart | None:
                      max(v for q in traces.values() for v in q["upperfence"]), "latency (ms, log)")
     fig = {"data": data, "layout": _layout("Latency per configuration (whiskers p1..p99)",
                                            {"tickangle": -35}, yaxis, height=min(height, 700),
-                                           showlegend=len(data) > 1)}
+                                           showlegend=len(data) > 1,
+                                           legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+                                           margin={"l": 60, "r": 20, "t": 70, "b": 50})}  # legend above: below, the
+    # rotated case names would run into it
     caption = "Box: p25..p75 with the median; whiskers p1 and p99; dashed: mean."
     if len(data) > 1:
         caption += " Colours say how each latency was timed: " + "; ".join(traces) + " (not the same quantity)."

@@ -99,8 +99,9 @@ def _caption(rs: list[Any]) -> str:
 
 def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
     scen = key[-1]
-    xname = "concurrency" if scen == "concurrent" else "target rate (req/s)"
+    xname = "concurrency (connections)" if scen == "concurrent" else "target rate (req/s)"
     xs = [load_value(r) for r in rs]
+    xa = {"title": {"text": xname}, **({"tickvals": sorted(set(xs))} if scen == "concurrent" else {})}
     cap = _caption(rs)
     out: list[Chart] = []
     tput = [r.metrics.throughput.queries_per_s for r in rs]
@@ -109,13 +110,13 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
         data.append({"type": "scatter", "mode": "lines", "x": xs, "y": xs, "name": "target = achieved",
                      "line": {"dash": "dot"}})
     fig = {"data": data + _invalid_trace(rs, tput),
-           "layout": _layout(f"{label}: throughput", {"title": {"text": xname}}, {"title": {"text": "req/s"}})}
+           "layout": _layout(f"{label}: throughput", xa, {"title": {"text": "req/s"}})}
     title = "throughput vs concurrency" if scen == "concurrent" else "achieved vs target rate"
     out.append(Chart(f"load-tput-{i}", "load", f"{label}: {title}", fig, cap, len(xs)))
     lat = [{"type": "scatter", "mode": "lines+markers", "x": xs, "y": [getattr(r.metrics.latency_ms, p) for r in rs],
             "name": p} for p in PCTS]  # fmt: skip
     fig = {"data": lat + _invalid_trace(rs, lat[-1]["y"]),
-           "layout": _layout(f"{label}: latency", {"title": {"text": xname}}, {"title": {"text": "ms"}})}
+           "layout": _layout(f"{label}: latency", xa, {"title": {"text": "ms"}})}
     out.append(Chart(f"load-lat-{i}", "load", f"{label}: latency percentiles vs load", fig, cap, 3 * len(xs)))
     raw = [r for r in rs if not _imported(r) and (r.metrics.client or {}).get("uncorrected_latency_ms")]
     if scen == "server" and raw:
@@ -126,7 +127,7 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
             {"type": "scatter", "mode": "lines+markers", "x": rx,
              "y": [r.metrics.client["uncorrected_latency_ms"]["p99"] for r in raw],
              "name": "uncorrected p99 (from actual send)"}],
-            "layout": _layout(f"{label}: corrected vs uncorrected p99", {"title": {"text": xname}},
+            "layout": _layout(f"{label}: corrected vs uncorrected p99", xa,
                               {"title": {"text": "ms"}})}  # fmt: skip
         out.append(Chart(f"load-tail-{i}", "load", f"{label}: corrected vs uncorrected tail", fig,
                          "Uncorrected latency hides coordinated omission: the gap is time spent waiting to send.",
@@ -134,7 +135,7 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
     errs = [_err_rate(r) * 100 for r in rs]
     if any(errs):  # an all-zero error chart is an empty plot on a -1..1 axis: the latency caption says it instead
         fig = {"data": [{"type": "bar", "x": xs, "y": errs, "name": "error rate %"}],
-               "layout": _layout(f"{label}: errors", {"title": {"text": xname}},
+               "layout": _layout(f"{label}: errors", xa,
                                  {"title": {"text": "% failed"}, "rangemode": "tozero"})}
         out.append(Chart(f"load-err-{i}", "load", f"{label}: error rate vs load", fig, cap, len(xs)))
     else:
@@ -146,7 +147,7 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
     if split:
         fig = {"data": [{"type": "bar", "x": [x for x, _ in split], "y": [s[k] for _, s in split], "name": k[:-3]}
                         for k in ("queue_ms", "compute_ms", "rest_ms")],
-               "layout": _layout(f"{label}: server split", {"title": {"text": xname}},
+               "layout": _layout(f"{label}: server split", xa,
                                  {"title": {"text": "mean ms per request"}}, barmode="stack")}  # fmt: skip
         out.append(Chart(f"load-split-{i}", "load", f"{label}: client latency split (server queue, compute, rest)",
                          fig, "From the target's Triton statistics over each step (every client of the server).",

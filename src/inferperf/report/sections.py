@@ -270,7 +270,8 @@ def case_row(label: str, e: Entry) -> dict[str, Any]:
     return {
         "label": label, "kind": e.kind, "variant": r.model.variant, "backend": r.config.backend,
         "shapes": " ".join(f"{k}:{'x'.join(map(str, v))}" for k, v in r.config.workload.shapes.items()),
-        "batch": r.config.workload.batch_size, "threads": _threads(r), "concurrency": r.config.concurrency,
+        "batch": r.config.workload.batch_size, "threads": None if r.kind == "load" else _threads(r),
+        "concurrency": r.config.concurrency,  # a load step: connections (its client has no runtime threads)
         "queries_per_s": tp.queries_per_s,
         "queries_per_s_ci95": (f"{tp.queries_per_s_ci95[0]:.1f}..{tp.queries_per_s_ci95[1]:.1f}"
                                if tp.queries_per_s_ci95 else ""),
