@@ -296,3 +296,30 @@ def test_a_requests_n_step_that_waits_for_its_backlog_is_still_overloaded() -> N
     clock = FakeClock()
     s = step(clock, SimulatedServer(clock, service_s=0.005, slots=1), Open(arrivals.constant(100)), requests=1000)
     assert result(s).validity.verdict == "VALID"
+
+
+def test_fail_on_invalid_counts_invalid_steps_only_after_every_step_ran(monkeypatch, capsys) -> None:  # noqa: ANN001
+    import inferperf.cli.load as cli
+    import inferperf.loadgen.target as tgt
+    from inferperf.errors import GateFailed
+
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=0.010, slots=1), Open(arrivals.constant(200)), duration_s=3.0)
+    overloaded, invalid = result(s), result(_manual(1000, 20))
+    assert (overloaded.validity.verdict, invalid.validity.verdict) == ("OVERLOADED", "INVALID")
+    monkeypatch.setattr(tgt, "read_target", lambda cfg: target())
+
+    def run_with(steps: list[Any], **flags: Any) -> int:
+        def runner(cfg: Any, command: Any = None, on_step: Any = None, **kw: Any) -> list[Any]:
+            for r in steps:
+                on_step(r)
+            return steps
+
+        monkeypatch.setattr(cli, "_runner", lambda cfg: runner)
+        return cli._run(LoadConfig(request_rate=[200, 100], **flags), [], None, None, placement=None)
+
+    assert run_with([overloaded], fail_on_invalid=True) == 0  # OVERLOADED is a valid measurement
+    with pytest.raises(GateFailed, match=r"--fail-on-invalid: 1 of 2 step\(s\) INVALID \(first, at 100 req/s: errors"):
+        run_with([overloaded, invalid], fail_on_invalid=True)
+    assert capsys.readouterr().out.count("OVERLOADED: achieved") == 2  # both steps ran and printed first
+    assert run_with([overloaded, invalid]) == 0  # without the flag an INVALID step still exits 0
