@@ -76,10 +76,13 @@ def test_bench_ab_writes_both_sides_then_compare(tmp_path: Path) -> None:
     sides = [json.loads(next((tmp_path / "ab" / s).glob("*.json")).read_text()) for s in ("base", "current")]
     assert [d["run"]["runs"][0]["ab_side"] for d in sides] == ["base", "current"]
     assert [r["round_order"] for r in sides[0]["run"]["runs"]] == [[0, 1], [1, 0]]
-    gate = sh(f"{CLI} compare ab/base ab/current --format json", tmp_path, {})
-    assert gate.returncode in (0, 3), gate.stderr[-2000:]
+    # both sides replay the same scripted 1 ms null latency: their p50 (the figure the script fixes; throughput
+    # from 2 runs of 0.3 s on a shared machine is the harness's noise) may not be called regressed
+    gate = sh(f"{CLI} compare ab/base ab/current --metrics p50 --format json", tmp_path, {})
+    assert gate.returncode == 0, gate.stdout[-3000:] + gate.stderr[-2000:]
     doc = json.loads(gate.stdout)
     assert doc["match"] == "config" and doc["cases"][0]["runs"] == {"baseline": 2, "current": 2}
+    assert doc["passed"] and not [r for r in doc["rows"] if r["verdict"] == "regressed"]
 
 
 def test_real_onnxruntime_runs_of_one_config_are_not_regressed(tmp_path: Path) -> None:

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -30,20 +30,22 @@ def server():
         handle.stop()
 
 
-def _trickle(port: int, at_once: bytes, data: bytes, out: dict) -> None:
-    """Send ``at_once``, then ``data`` one byte per 100 ms (bounded by its length); record the reply and
-    the seconds from the first trickled byte to the end of the reply."""
+def _trickle(port: int, at_once: bytes, data: bytes, out: dict, replied: threading.Event) -> None:
+    """Send ``at_once``, then ``data`` one byte per 100 ms until the server answers (bounded by its length);
+    record the reply and how many of the trickled bytes were sent before it came."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sent = 0
     try:
         if at_once:
             s.sendall(at_once)
-        t0 = time.monotonic()
         for b in data:
+            if select.select([s], [], [], 0.1)[0]:  # a reply (or the close) came: stop sending
+                break
             try:
                 s.sendall(bytes([b]))
             except OSError:
                 break  # the server closed the connection
-            time.sleep(0.1)
+            sent += 1
         s.settimeout(5)
         chunks = []
         try:
@@ -51,29 +53,36 @@ def _trickle(port: int, at_once: bytes, data: bytes, out: dict) -> None:
                 chunks.append(chunk)
         except OSError:
             pass
-        out["reply"], out["s"] = b"".join(chunks), time.monotonic() - t0
+        out["reply"], out["sent"] = b"".join(chunks), sent
     finally:
+        replied.set()
         s.close()
 
 
 @pytest.mark.parametrize("part", ["headers", "body"])
 def test_trickling_client_gets_408_at_the_deadline_and_delays_nobody(server, part: str) -> None:
+    """Order and counts, no wall-clock threshold: other clients are answered while the trickling request is
+    still arriving (before its 408), and the 408 comes before the trickled bytes run out (at the receipt
+    deadline, not at the end of the request); the exact deadline is checked on fake time in
+    tests/unit/test_serve_http_protocol.py."""
     head = (f"POST /v2/models/scale/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(BODY)}\r\n\r\n").encode()
     at_once, data = (head, BODY) if part == "body" else (b"", head + BODY)  # body: headers at once, then a byte at a time
     out: dict = {}
-    t = threading.Thread(target=_trickle, args=(server.port, at_once, data, out))
+    replied = threading.Event()
+    t = threading.Thread(target=_trickle, args=(server.port, at_once, data, out, replied))
     t.start()
-    latencies = []
+    answered_before_408 = 0
     with httpx.Client(timeout=10) as c:
-        end = time.monotonic() + DEADLINE_S
-        while time.monotonic() < end:  # other clients, meanwhile: answered at their usual speed
-            t0 = time.monotonic()
+        for _ in range(2000):  # other clients, meanwhile (bounded; ends once the trickler got its reply)
+            if replied.is_set():
+                break
             r = c.post(f"{server.url}/v2/models/scale/infer", content=BODY, headers={"Content-Type": "application/json"})
-            latencies.append(time.monotonic() - t0)
             assert r.status_code == 200
-    t.join(timeout=20)
-    assert latencies and max(latencies) < 0.5, max(latencies)
+            answered_before_408 += not replied.is_set()
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert answered_before_408 >= 1  # served while the trickling request was still arriving
     assert out["reply"].startswith(b"HTTP/1.1 408"), out["reply"][:200]
     assert b"request not received within 1 s" in out["reply"]
-    assert DEADLINE_S * 0.9 <= out["s"] < 5.0  # answered at the deadline, not when the bytes ran out (~8 s)
+    assert out["sent"] < len(data)  # answered at the deadline, before the bytes ran out (~8-15 s of them)

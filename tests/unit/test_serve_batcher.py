@@ -352,62 +352,47 @@ def test_an_execute_that_raises_answers_its_requests_and_the_batcher_keeps_going
 
 
 def test_a_request_queued_past_its_deadline_gets_504_at_the_deadline_and_never_runs() -> None:
-    """One instance busy with A (held until released); B and C queue with a 60 ms deadline. B and C fail
-    with QueueTimeout about 60 ms after arrival, while A still runs (not when the instance frees up); the
-    model never sees them; the rejected counter (reason timeout) counts both."""
-    from inferperf.clock import SYSTEM_CLOCK
+    """One instance busy with A (held until released); B and C queue at 10 ms with a 60 ms deadline. B and C
+    fail with QueueTimeout at exactly 70 ms, while A still runs (not when the instance frees up); the model
+    never sees them; the rejected counter (reason timeout) counts both."""
     from inferperf.serve.errors import QueueTimeout
 
-    rejected: list[str] = []
+    clock = FakeClock(0)
+    obs = CountingObserver()
 
-    class Obs:
-        """Observer: records rejections, ignores the other callbacks."""
-
-        def rejected(self, model: str, reason: str) -> None:
-            rejected.append(reason)
-
-        def __getattr__(self, name: str) -> Any:
-            return lambda *a, **k: None
-
-    async def main() -> tuple[list[list[int]], list[float], float]:
+    async def main() -> tuple[list[list[int]], list[int], int]:
         release = asyncio.Event()
         ran: list[list[int]] = []
 
         async def execute(batch: list[Request]) -> None:
-            ran.append([r.inputs["i"] for r in batch])
+            ran.append([r.inputs["id"] for r in batch])
             await release.wait()
             for r in batch:
-                r.future.set_result(r.inputs["i"])
+                r.future.set_result(r.inputs["id"])
 
-        b = DynamicBatcher("m", BatchPolicy(), execute, slots=1, clock=SYSTEM_CLOCK, observer=Obs(), timeout_ms=60)
-
-        def req(i: int) -> Request:
-            return Request(inputs={"i": i}, rows=1, key=(), arrival_ns=SYSTEM_CLOCK.now_ns())
-
-        t0 = SYSTEM_CLOCK.now_ns()
-        a = asyncio.ensure_future(b.submit(req(0)))
-        await asyncio.sleep(0.01)  # A is running
-        failed_at: list[float] = []
+        b = DynamicBatcher("m", BatchPolicy(), execute, slots=1, clock=clock, observer=obs, timeout_ms=60)
+        a = asyncio.ensure_future(b.submit(req(clock, 0)))
+        await asyncio.sleep(0.010)  # A is running
+        failed_at: list[int] = []
 
         async def queued(i: int) -> None:
             with pytest.raises(QueueTimeout) as e:
-                await b.submit(req(i))
+                await b.submit(req(clock, i))
             assert e.value.status == 504
-            failed_at.append((SYSTEM_CLOCK.now_ns() - t0) / 1e6)
+            failed_at.append(clock.now_ns())
 
-        waiting = [asyncio.ensure_future(queued(i)) for i in (1, 2)]
-        await asyncio.wait_for(asyncio.gather(*waiting), 5)
-        released_at = (SYSTEM_CLOCK.now_ns() - t0) / 1e6
+        await asyncio.gather(*(queued(i) for i in (1, 2)))
+        released_at = clock.now_ns()
         release.set()
-        assert await asyncio.wait_for(a, 5) == 0
+        assert await a == 0
         await b.close()
         return ran, failed_at, released_at
 
-    ran, failed_at, released_at = asyncio.run(main())
+    ran, failed_at, released_at = run_fake(clock, main)
     assert ran == [[0]]  # B and C never reached the model
-    assert all(60 <= t < 1000 for t in failed_at), failed_at  # at their deadline (arrival ~10 ms + 60 ms), bounded
-    assert max(failed_at) <= released_at  # before the instance freed up
-    assert rejected == ["timeout", "timeout"]
+    assert failed_at == [70 * MS, 70 * MS]  # at their deadline: arrival (10 ms) + 60 ms
+    assert released_at == 70 * MS  # A was still running then: the instance had not freed up
+    assert obs.rejected_reasons == ["timeout", "timeout"] and obs.depth == 0
 
 
 def _slow_check(clock: FakeClock, took_ns: int, away: bool) -> Callable[[], Awaitable[bool]]:
