@@ -37,6 +37,8 @@ def test_every_kind_is_read_with_distinct_labels_and_its_own_method_block() -> N
     labels = [row["label"] for row in rep.rows]
     assert len(set(labels)) == len(labels), [x for x in labels if labels.count(x) > 1]
     assert {dict(m["rows"])["kind"] for m in rep.method} == KINDS  # was: bench commands only
+    pipe = next(dict(m["rows"]) for m in rep.method if dict(m["rows"])["kind"] == "pipeline")
+    assert pipe["scenarios"].endswith("items in flight"), pipe  # not "x6 (shared)": no session is shared
     modes = {dict(m["rows"]).get("mode") for m in rep.method}
     assert {"closed loop", "open loop", "closed loop, stress", "closed loop, soak", "open loop, find-max-rate"} <= modes
     assert any("unbounded: no claim" in s["text"] or "95 % CI [" in s["text"] for s in rep.summary if s["kind"] == "tune")

@@ -182,11 +182,19 @@ def _uniq(vals: list[Any]) -> str:
 def _bench_rows(rs: list[Result]) -> list[tuple[str, str]]:
     """How an in-process Result (bench, sweep, optimize, runtimes, tune, profile, pipeline) was measured."""
     shuffle = _uniq([run.get("shuffle_seed") for r in rs for run in r.run.get("runs", []) if "shuffle_seed" in run])
-    unit = "items" if rs[0].kind == "pipeline" else "queries"
+    pipe = rs[0].kind == "pipeline"
+    unit = "items" if pipe else "queries"
+
+    def scenario(r: Result) -> str:
+        if pipe:  # items in flight through the stages, not streams of one session
+            return (f"open loop, {r.config.request_rate:g} items/s" if r.config.scenario == "server"
+                    else f"closed loop, {r.config.concurrency} items in flight")
+        return r.config.scenario + (f" x{r.config.concurrency} ({r.config.session_mode})"
+                                    if r.config.concurrency > 1 else "")
+
     return [
-        ("scenarios", _uniq([r.config.scenario + (f" x{r.config.concurrency} ({r.config.session_mode})"
-                                                   if r.config.concurrency > 1 else "") for r in rs])),
-        ("backends", _uniq([r.config.backend for r in rs])),
+        ("scenarios", _uniq([scenario(r) for r in rs])),
+        ("backends", "-" if pipe else _uniq([r.config.backend for r in rs])),
         ("warm-up", _uniq([f"{r.config.warmup.iterations} {unit} and {r.config.warmup.duration_s:g} s, not counted"
                            for r in rs])),
         ("stop rule", _uniq([f">= {r.config.stop.min_iterations} {unit} and >= {r.config.stop.min_duration_s:g} s,"
