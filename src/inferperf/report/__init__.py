@@ -2,7 +2,7 @@
 
 ``report(paths, output, fmt)`` is what ``inferperf report`` calls. The parts:
 :mod:`.collect` (find and load Results), :mod:`.sections` (environment, method, raw data),
-:mod:`.comparisons` (precision and runtimes), :mod:`.insights` (bottlenecks, recommendations,
+:mod:`.comparisons` (precision and runtimes), :mod:`.http` (labels and test setup of load and serve Results), :mod:`.insights` (bottlenecks, recommendations,
 summary), :mod:`.charts` (Plotly figure specs, downsampled), :mod:`.build` (the Report),
 :mod:`.render` (HTML and Markdown). jinja2 and plotly are imported only when rendering.
 """
