@@ -86,3 +86,12 @@ def test_pipeline_span_bars_carry_no_drawn_labels() -> None:
     rep = build([FIX / "all" / "pipeline"])
     (tl,) = [c for c in rep.charts if c.id.endswith("-timeline")]
     assert all(t.get("textposition") == "none" for t in tl.figure["data"])
+
+
+def test_warm_up_text_counts_warm_up_that_ran_but_was_not_recorded() -> None:
+    """A pipeline runs its --warmup items without keeping their latencies: the text must not say none were given."""
+    r = load(next((FIX / "sweep" / "cases").glob("*.json")))
+    r.config.warmup.iterations = 4
+    c = _late(r, "pipeline")
+    issue = next(i["text"] for i in bottlenecks([c], []) if i["kind"] == "warm-up")
+    assert "4 warm-up items ran before them" in issue and "0 warm-up" not in issue, issue

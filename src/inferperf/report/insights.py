@@ -114,9 +114,13 @@ def bottlenecks(cases: list[CaseAnalysis], scaling: list[Finding]) -> list[dict[
                             f" --warmup-s; {medians}): {st.measured_unsettled} measured requests were still warming"
                             " up", end_index=st.end_index, warmup_s=_warm_s(c)))
             continue
-        out.append(item("warm-up", f"{c.label}: latency settled only after query {st.end_index} ({st.warmup_given}"
-                        f" warm-up queries given; {medians}): {st.measured_unsettled} measured queries were still"
-                        " warming up", end_index=st.end_index, warmup_given=st.warmup_given))
+        unit = "items" if c.kind == "pipeline" else "queries"
+        ran = c.result.config.warmup.iterations
+        given = (f"{ran} warm-up {unit} ran before them, their latencies not recorded" if not st.warmup_given and ran
+                 else f"{st.warmup_given} warm-up {unit} given")
+        out.append(item("warm-up", f"{c.label}: latency settled only after {unit[:-1] if unit == 'items' else 'query'}"
+                        f" {st.end_index} ({given}; {medians}): {st.measured_unsettled} measured {unit} were still"
+                        " warming up", end_index=st.end_index, warmup_given=st.warmup_given or ran))
     tails = [c for c in cases if c.result.metrics.latency_ms.p50 > 0
              and c.result.metrics.latency_ms.p99 / c.result.metrics.latency_ms.p50 >= 3.0]
     if tails:
