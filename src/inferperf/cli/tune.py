@@ -131,7 +131,7 @@ def tune_command(
     process, the winner re-measured against the runtime's defaults. Exit 3 when no configuration meets the SLO."""
     from ..system import collect_system
     from ..tune.objective import Goal, samples_for_percentile
-    from ..tune.run import SAMPLERS, TuneSpec, tune
+    from ..tune.run import SAMPLERS, TuneSpec, check_budget, tune
     from ..tune.trial import IsolatedEvaluator, TrialPlan
     from .options import build_config
 
@@ -201,6 +201,7 @@ def tune_command(
         evaluator = IsolatedEvaluator(command=command)
     from .tune_view import TuneView, params_text
 
+    check_budget(spec)  # before the header: a budget error is the only line
     view = TuneView(spec, the_space, info)
     view.header()
     try:

@@ -39,6 +39,11 @@ class TuneView:
               f" {s.validation_runs} validation ({s.validate_top} candidates + defaults x {s.validation_rounds} rounds);"
               f" each trial >= {s.plan.min_samples} samples and >= {s.plan.duration_s:g} s in up to"
               f" {s.plan.max_stages} fresh processes")
+        from ..system import machine_fingerprint
+        from ..tune.lock import lock_path
+
+        print(f"  measurements: one at a time on this machine (lock {lock_path(machine_fingerprint(self.info))}):"
+              " tune workers sharing it take turns, so none measures another's load")
         print(f"  results: {s.output}/ (study, trials.csv, best.yaml, tune.json)", flush=True)
 
     def _left(self) -> str:
@@ -83,6 +88,9 @@ class TuneView:
         p = s["this_pass"]
         print(f"search: {p['measured']} measured, {p['pruned']} pruned early, {p['cached']} answered from the cache,"
               f" {p['infeasible']} pruned as infeasible, {p['failed']} failed; {p['stop_reason'] or 'done'}")
+        lock = s.get("measurement_lock") or {}
+        if lock.get("waited_s"):
+            print(f"machine lock: waited {lock['waited_s']:.1f} s in all for other workers' measurements on this machine")
         if s.get("other_machines"):
             print(f"note: {len(s['other_machines'])} other machine(s) tune this study in the same storage; their trials"
                   f" are kept apart (fingerprint {s['machine_fingerprint']} here) and never compared with these")

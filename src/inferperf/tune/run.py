@@ -26,6 +26,7 @@ from typing import Any, Callable
 from ..config import BenchConfig
 from ..errors import BackendUnavailable, UsageError
 from ..results.model import SystemInfo
+from .lock import LockedEvaluator, held, lock_path
 from .objective import Goal
 from .search import SearchPass, SearchSettings, search
 from .space import TuneSpace, apply
@@ -149,6 +150,23 @@ def _check_same_goal(study: Any, spec: TuneSpec, name: str) -> None:
                          " give another --study-name / --output")
 
 
+def check_budget(spec: TuneSpec) -> int:
+    """The search budget: ``n_trials`` less the validation runs.
+
+    Raises:
+        UsageError: ``n_trials`` < 1, or no search trial left after the validation (one line naming the fixes).
+    """
+    if spec.n_trials < 1:
+        raise UsageError("--n-trials must be >= 1")
+    search_budget = spec.n_trials - spec.validation_runs
+    if search_budget < 1:
+        raise UsageError(f"--n-trials {spec.n_trials} leaves no search trial after {spec.validation_runs} validation runs"
+                         f" (({spec.validate_top} candidates + defaults) x {spec.validation_rounds} rounds): raise"
+                         f" --n-trials to at least {spec.validation_runs + 1}, lower --validate-top /"
+                         " --validation-rounds, or pass --no-validate")
+    return search_budget
+
+
 def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
          on_trial: Callable[[dict[str, Any]], None] | None = None,
          on_validation: Callable[[str, int, Any, str | None], None] | None = None) -> TuneOutcome:
@@ -171,13 +189,9 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
     quiet_optuna()
     info = info or collect_system()
     fp = machine_fingerprint(info)
-    if spec.n_trials < 1:
-        raise UsageError("--n-trials must be >= 1")
-    search_budget = spec.n_trials - spec.validation_runs
-    if search_budget < 1:
-        raise UsageError(f"--n-trials {spec.n_trials} leaves no search trial after {spec.validation_runs} validation runs"
-                         f" (({spec.validate_top} candidates + defaults) x {spec.validation_rounds} rounds): raise"
-                         " --n-trials, lower --validate-top / --validation-rounds, or pass --no-validate")
+    search_budget = check_budget(spec)
+    if not isinstance(evaluator, LockedEvaluator):
+        evaluator = LockedEvaluator(evaluator, fp)
     if not spec.space.axes():
         raise UsageError("the search space is empty: give at least one axis (e.g. --intra-op-num-threads 1,2) or --space FILE")
     if not spec.space.grid(info, spec.base.concurrency):
@@ -217,11 +231,16 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
         _wait_for_others(study, settings.deadline)
         validation = study.user_attrs.get("validation")
         if validation is None and (sp.validator or sp.stop_reason):
-            validation = validate(study, settings, evaluator, spec.validate_top, spec.validation_rounds, spec.seed,
-                                  on_validation)
-            study.set_user_attr("validation", validation)
+            with held(lock_path(f"{name}-validation")):  # one validation per study on this machine: the others
+                validation = study.user_attrs.get("validation")  # that waited here read the first one's
+                if validation is None:
+                    validation = validate(study, settings, evaluator, spec.validate_top, spec.validation_rounds,
+                                          spec.seed, on_validation)
+                    study.set_user_attr("validation", validation)
     summary = summarize(study, spec, settings, sp, validation, fp, other_machines(storage, base_name, fp),
                         tickets_used(budget_study))
+    summary["measurement_lock"] = {"path": str(evaluator.path), "waited_s": round(evaluator.waited_s, 3),
+                                   "rule": "one measurement at a time on this machine (workers take turns)"}
     write_outputs(study, spec, summary)
     return TuneOutcome(summary=summary, search=sp, study=study)
 

@@ -11,6 +11,9 @@ One pass of :func:`search` per process; any number of processes may share a stud
    + machine fingerprint, :func:`config_key`) is answered from that trial and marked ``cached_from``:
    never measured twice by accident, and no ticket used;
 4. a configuration another worker is measuring right now is told PRUNED (no ticket, no second measurement);
+   after such an answer (and after every cached one when the whole space fits the budget) one configuration
+   nobody has measured or is measuring is enqueued, and the pass ends once there is none left: workers
+   sharing a small space do not fill the study with cached and pruned answers while the last ones measure;
 5. otherwise a ticket is drawn (:func:`~inferperf.tune.study.claim_ticket`); past the search budget the
    trial is told FAIL with ``over_budget`` (excluded from every output) and the search ends;
 6. the trial is measured (:func:`~inferperf.tune.trial.measure_trial`), its pooled Result saved in
@@ -185,6 +188,7 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
     out = SearchPass()
     rng = random.Random(hash((s.fingerprint, s.search_budget)) & 0xFFFF)
     grid_size = len(s.space.grid(info, s.base.concurrency))
+    small = grid_size <= s.search_budget  # the budget measures the whole space: never answer a re-proposal twice
     in_a_row_cached = in_a_row_infeasible = 0
     (s.output / "trials").mkdir(parents=True, exist_ok=True)
     while True:
@@ -194,6 +198,10 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
         sweep_stale(study)
         if len({t.user_attrs.get("config_key") for t in measured_trials(study)}) >= grid_size:
             out.stop_reason = f"every one of the {grid_size} feasible configurations is measured"
+            break
+        if not free_configs(study, s, info, waiting_taken=False):
+            out.stop_reason = (f"every one of the {grid_size} feasible configurations is measured or being measured"
+                               " by another worker")
             break
         trial = study.ask()
         params = TuneSpace.normalize(suggest(trial, s.space, s.base.concurrency), s.base.concurrency)
@@ -238,8 +246,8 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
             out.cached += 1
             in_a_row_cached += 1
             _emit(on_trial, trial.number, params, "cached", hit.user_attrs, f"= trial {hit.number}")
-            if in_a_row_cached % s.explore_after == 0:
-                _explore(study, s, info, rng)
+            if small or in_a_row_cached % s.explore_after == 0:
+                _explore(study, s, info, rng)  # none left: the next round of the loop ends the pass
             if in_a_row_cached >= s.max_cached:
                 out.stop_reason = f"{s.max_cached} suggestions in a row were already measured: the search has converged"
                 break
@@ -252,6 +260,7 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
             set_constraints(trial, s.goal, [0.0] * len(s.goal.constraint_names))
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             _emit(on_trial, trial.number, params, "pruned", {}, f"being measured by trial {busy}")
+            _explore(study, s, info, rng)
             continue
         ticket = claim_ticket(budget_study)
         if ticket >= s.search_budget:
@@ -265,10 +274,28 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
     return out
 
 
+def free_configs(study: Any, s: SearchSettings, info: SystemInfo, waiting_taken: bool = True) -> list[dict[str, Any]]:
+    """The feasible configurations of the space that no trial has measured and none is measuring (RUNNING), nor,
+    with ``waiting_taken``, waits for (enqueued, WAITING: the next ``ask`` of some worker returns it), in grid
+    order."""
+    import optuna
+
+    def key(params: dict[str, Any]) -> str:
+        return repr(sorted(params.items()))
+
+    states = (optuna.trial.TrialState.RUNNING,) + ((optuna.trial.TrialState.WAITING,) if waiting_taken else ())
+    taken = {key(t.user_attrs["config"]) for t in measured_trials(study) if t.user_attrs.get("config")}
+    for t in study.get_trials(deepcopy=False, states=states):
+        params = t.user_attrs.get("config") or t.system_attrs.get("fixed_params") or t.params
+        if params and "cached_from" not in t.user_attrs:
+            taken.add(key(params))
+    return [p for p in s.space.grid(info, s.base.concurrency) if key(p) not in taken]
+
+
 def _explore(study: Any, s: SearchSettings, info: SystemInfo, rng: Any) -> None:
-    """Enqueue one feasible, not yet measured configuration (the next ``ask`` returns it)."""
-    done = {t.user_attrs.get("config") and repr(sorted(t.user_attrs["config"].items())) for t in measured_trials(study)}
-    left = [p for p in s.space.grid(info, s.base.concurrency) if repr(sorted(p.items())) not in done]
+    """Enqueue one feasible configuration nobody has measured, is measuring or waits for (the next ``ask`` returns
+    it); nothing when there is none."""
+    left = free_configs(study, s, info)
     if left:
         study.enqueue_trial(rng.choice(left), user_attrs={"explored": True})
 
