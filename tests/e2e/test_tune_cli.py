@@ -57,6 +57,7 @@ def test_an_slo_nothing_meets_exits_3_naming_the_closest(tmp_path):
     (["--storage", "postgresql+psycopg://u:pw@127.0.0.1:1/none"], "cannot open the database"),
     (["--storage", "redis://x"], "use sqlite:///PATH, journal:PATH or postgresql+psycopg"),
     (["--n-trials", "4"], "leaves no search trial after 9 validation runs"),
+    (["--n-trials", "6"], "raise --n-trials to at least 10"),
     (["--intra-op-num-threads", "4", "--concurrency", "4"], "every configuration of the space is pruned"),
     (["--intra-op-num-threads", "1", "--shape", "x:1x2x3"], "--shape x:1x2x3 has rank 3 but input 'x'"),
 ])
@@ -66,6 +67,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, expect):
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and expect in lines[0], p.stderr
     assert "Traceback" not in p.stderr
+    assert p.stdout == "", p.stdout  # no plan first ("budget: 6 measured trials = -3 search + 9 validation")
 
 
 def test_missing_or_corrupt_model_is_one_line_exit_2(tmp_path):

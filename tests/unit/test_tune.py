@@ -211,3 +211,26 @@ def test_throughput_per_core_prefers_one_thread_per_stream(tmp_path: Path) -> No
     best = out.summary["best"]
     assert best is not None and best["config"].get("intra_op_num_threads") == 1
     assert set(out.summary["importances"]) <= {"intra_op_num_threads", "concurrency", "session_mode"}
+
+
+def test_importances_from_few_trials_carry_a_caveat_and_a_defaults_twin_is_named(tmp_path: Path) -> None:
+    """Issue 24 item 13: importances from a handful of trials were printed as findings, and a candidate with the
+    defaults' settings was validated as a second configuration without a word."""
+    info = _info()
+    spec = TuneSpec(model="null", base=BenchConfig(backend="null", warmup=WarmupOptions(iterations=2)),
+                    space=TuneSpace(concurrency=[1, 2], intra_op_num_threads=[1, 2], max_oversubscription=2.0),
+                    goal=Goal("throughput", slo_p99_ms=60.0, effective_cpus=4), plan=TrialPlan(duration_s=0.5),
+                    n_trials=14, output=tmp_path, validate_top=4, validation_rounds=2)
+    out = tune(spec, SurfaceEvaluator(_surface()), info=info)
+    s = out.summary
+    assert s["importances"] and "too few to rank the axes" in s["importances_note"]
+    v = s["validation"]
+    assert v["same_as_defaults"] == []  # every candidate sets threads: none is the defaults
+    # the base fixes 2 threads: the candidate with 2 threads and 1 stream is the defaults, validated twice
+    spec2 = TuneSpec(**{**spec.__dict__, "output": tmp_path / "b", "study_name": "b",
+                        "base": BenchConfig(backend="null", warmup=WarmupOptions(iterations=2),
+                                            session={"intra_op_num_threads": 2})})
+    v2 = tune(spec2, SurfaceEvaluator(_surface()), info=info).summary["validation"]
+    twins = [c for c in v2["candidates"] if c["label"] in v2["same_as_defaults"]]
+    assert [(c["params"].get("intra_op_num_threads"), c["params"].get("concurrency", 1)) for c in twins] == [(2, 1)]
+    assert "validated twice" in v2["note"]

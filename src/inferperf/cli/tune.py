@@ -131,7 +131,7 @@ def tune_command(
     process, the winner re-measured against the runtime's defaults. Exit 3 when no configuration meets the SLO."""
     from ..system import collect_system
     from ..tune.objective import Goal, samples_for_percentile
-    from ..tune.run import SAMPLERS, TuneSpec, check_budget, tune
+    from ..tune.run import SAMPLERS, TuneSpec, tune
     from ..tune.trial import IsolatedEvaluator, TrialPlan
     from .options import build_config
 
@@ -201,11 +201,10 @@ def tune_command(
         evaluator = IsolatedEvaluator(command=command)
     from .tune_view import TuneView, params_text
 
-    check_budget(spec)  # before the header: a budget error is the only line
     view = TuneView(spec, the_space, info)
-    view.header()
-    try:
-        outcome = tune(spec, evaluator, info=info, on_trial=view.on_trial, on_validation=view.on_validation)
+    try:  # the header once every input is checked: a bad budget, space, storage or model is the only line
+        outcome = tune(spec, evaluator, info=info, on_trial=view.on_trial, on_validation=view.on_validation,
+                       on_start=view.header)
     except KeyboardInterrupt:
         print(f"interrupted: every finished trial is kept in the study ({output}); rerun the same command to continue",
               file=sys.stderr)

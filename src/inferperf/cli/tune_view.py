@@ -103,6 +103,8 @@ class TuneView:
                 mark = "meets SLO" if c["feasible"] else "VIOLATES the SLO"
                 print(f"  {c['label']:<10} {params_text(c['params'])}: {sig(c['throughput'])} samples/s, p99"
                       f" {sig(c['p99_ms'])} ms over {int(c['samples'])} samples ({mark})")
+            if v.get("note"):
+                print(f"  note: {v['note']}")
             for key, what in (("vs_runner_up", "runner-up"), ("vs_defaults", "defaults")):
                 d = v.get(key)
                 if d:
@@ -117,7 +119,8 @@ class TuneView:
             print(f"  written: {self.spec.output}/best.yaml (bench --config / serve --config), best-matrix.yaml,"
                   " trials.csv, tune.json")
         if s.get("importances"):
-            print("importances: " + ", ".join(f"{k} {v:.2f}" for k, v in s["importances"].items()))
+            note = f" ({s['importances_note']})" if s.get("importances_note") else ""
+            print("importances: " + ", ".join(f"{k} {v:.2f}" for k, v in s["importances"].items()) + note)
         if s.get("pareto"):
             print("pareto front: " + "; ".join(f"trial {x['trial']} {sig(x['throughput'])}/s @ {sig(x['p99_ms'])} ms"
                                               for x in s["pareto"]))

@@ -62,6 +62,24 @@ def importances(study: Any, goal: Any) -> dict[str, float]:
         return {}
 
 
+#: Distinct measured configurations below which importances carry a caveat (PED-ANOVA ranks axes by how the
+#: best quantile of trials differs from the rest: a handful of trials makes that quantile one or two points).
+MIN_CONFIGS_FOR_IMPORTANCES = 10
+
+
+def importances_note(study: Any) -> str | None:
+    """A caveat for importances from fewer than :data:`MIN_CONFIGS_FOR_IMPORTANCES` distinct measured
+    configurations (``None`` when there are enough, or no importances at all)."""
+    import optuna
+
+    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+    configs = len({repr(sorted(t.params.items())) for t in done})
+    if configs >= MIN_CONFIGS_FOR_IMPORTANCES:
+        return None
+    return (f"from {configs} configuration(s) in {len(done)} completed trial(s): too few to rank the axes"
+            f" ({MIN_CONFIGS_FOR_IMPORTANCES}+ needed); a hint, not a finding")
+
+
 def _closest(study: Any, s: SearchSettings) -> dict[str, Any] | None:
     rows = [t for t in measured_trials(study) if t.user_attrs.get("p99_ms") is not None]
     if not rows:
@@ -99,6 +117,7 @@ def summarize(study: Any, spec: Any, s: SearchSettings, sp: SearchPass, validati
     if best is not None:
         best["model"] = spec.variants.get((best.get("config") or {}).get("precision"), spec.model)
     rows = trial_rows(study)
+    imp = importances(study, s.goal)
     return {
         "kind": "tune", "model": spec.model, "study": study.study_name, "machine_fingerprint": fingerprint,
         "other_machines": others, "goal": s.goal.describe(), "objective": s.goal.objective,
@@ -112,7 +131,8 @@ def summarize(study: Any, spec: Any, s: SearchSettings, sp: SearchPass, validati
                    "cached": sum(1 for r in rows if r["cached_from"] is not None),
                    "feasible": sum(1 for r in rows if r["feasible"] and r["cached_from"] is None)},
         "best": best, "closest": None if best else _closest(study, s), "validation": validation,
-        "importances": importances(study, s.goal), "pareto": pareto(study) if s.goal.objective == "multi" else None,
+        "importances": imp, "importances_note": importances_note(study) if imp else None,
+        "pareto": pareto(study) if s.goal.objective == "multi" else None,
         "history": [{"number": r["number"], "state": r["state"], "throughput": r["throughput"], "p99_ms": r["p99_ms"],
                      "feasible": r["feasible"]} for r in rows],
     }  # fmt: skip
@@ -140,7 +160,8 @@ def _best_result(spec: Any, summary: dict[str, Any], best: dict[str, Any]) -> No
         return
     r = load(spec.output / best["result"])
     r.run["tune_summary"] = {k: summary.get(k) for k in ("goal", "objective", "slo_p99_ms", "min_throughput", "study",
-                                                          "machine_fingerprint", "importances", "pareto", "budget")}
+                                                          "machine_fingerprint", "importances", "importances_note",
+                                                          "pareto", "budget")}
     r.run["tune_summary"].update(best_config=best.get("config"), validation={
         k: (summary.get("validation") or {}).get(k) for k in ("winner", "runner_up", "vs_runner_up", "vs_defaults",
                                                                "improvement_over_defaults", "rounds")})

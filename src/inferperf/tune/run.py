@@ -169,8 +169,12 @@ def check_budget(spec: TuneSpec) -> int:
 
 def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
          on_trial: Callable[[dict[str, Any]], None] | None = None,
-         on_validation: Callable[[str, int, Any, str | None], None] | None = None) -> TuneOutcome:
+         on_validation: Callable[[str, int, Any, str | None], None] | None = None,
+         on_start: Callable[[], None] | None = None) -> TuneOutcome:
     """Search for the best configuration of ``spec.model`` under ``spec.goal`` and validate it.
+
+    Every input (budget, space, models, storage, study) is checked before ``on_start`` is called and the first
+    trial starts, so a bad one is the only thing a caller printing a header on ``on_start`` shows.
 
     Returns:
         The outcome; ``summary["best"]`` is None when no configuration met the constraints
@@ -223,6 +227,8 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
                               serve_base=spec.serve_base, variants=spec.variants,
                               variant_sha256={k: _model_hash(v) for k, v in spec.variants.items()},
                               deadline=time.monotonic() + spec.timeout_s if spec.timeout_s else None)
+    if on_start is not None:
+        on_start()
     sp = search(study, budget_study, settings, evaluator, info, on_trial)
     validation = study.user_attrs.get("validation")
     if spec.validate and validation is None:

@@ -27,7 +27,7 @@ from ..results.io import save
 from ..results.model import Result
 from .objective import Goal
 from .search import SearchSettings, measured_trials
-from .space import apply
+from .space import apply, serve_params
 from .trial import Evaluator
 
 DEFAULTS = "defaults"
@@ -93,6 +93,28 @@ def _tie_break(goal: Goal, ok: list[dict[str, Any]]) -> dict[str, Any]:
     return min(tied, key=lambda r: r["p99_ms"])
 
 
+def _same_settings(s: SearchSettings, params: dict[str, Any], cfg: BenchConfig, cand: Result | None,
+                   dflt: Result | None) -> bool:
+    """Whether a candidate runs the defaults' settings: the same configuration key as the base (no parameter
+    changes anything), or, once measured, the same effective session settings with the same model,
+    concurrency, batch, session mode and serving options (e.g. ORT's default threads asked for explicitly)."""
+    from .search import config_key
+
+    if params.get("precision") in s.variants or serve_params(params):
+        return False
+    if config_key(s.model_sha256, cfg, {}, "") == config_key(s.model_sha256, s.base, {}, ""):
+        return True
+    if cand is None or dflt is None:
+        return False
+
+    def facts(r: Result) -> tuple[Any, ...]:
+        c = r.config
+        return (r.model.sha256, c.backend, c.concurrency, c.workload.batch_size, c.session_mode,
+                r.run.get("serve_options"), sorted(c.session.effective.items()))
+
+    return bool(cand.config.session.effective) and facts(cand) == facts(dflt)
+
+
 def validate(study: Any, s: SearchSettings, evaluator: Evaluator, top: int, rounds: int, seed: int = 0,
              on_run: Callable[[str, int, Result | None, str | None], None] | None = None) -> dict[str, Any]:
     """Re-measure the candidates and the defaults interleaved; pick the winner (see the module docstring).
@@ -129,10 +151,11 @@ def validate(study: Any, s: SearchSettings, evaluator: Evaluator, top: int, roun
         if on_run:
             on_run(label, slot.round, r, None)
     rows = []
+    pooled_of: dict[str, Result] = {}
     for (label, number, params, cfg), rs, err in zip(cands, runs, errors):
         row: dict[str, Any] = {"label": label, "trial": number, "params": params, "runs": len(rs), "error": err}
         if rs:
-            pooled = aggregate(rs, cfg) if len(rs) > 1 else rs[0]
+            pooled = pooled_of[label] = aggregate(rs, cfg) if len(rs) > 1 else rs[0]
             pooled.kind = "tune"
             pooled.run["tune_validation"] = label
             path = save(pooled, vdir / f"{label.replace(' ', '-')}.json")
@@ -141,9 +164,16 @@ def validate(study: Any, s: SearchSettings, evaluator: Evaluator, top: int, roun
                        objective=goal.values(fig, params)[0],
                        objective_per_run=[goal.values(goal.figures(x), params)[0] for x in rs])
         rows.append(row)
+    twins = [label for label, _, params, cfg in cands[:-1]
+             if _same_settings(s, params, cfg, pooled_of.get(label), pooled_of.get(DEFAULTS))]
     ok = [r for r in rows if r.get("feasible") and r["runs"]]
     ok.sort(key=lambda r: r["objective"], reverse=goal.objective != "p99")
-    out: dict[str, Any] = {"candidates": rows, "rounds": rounds, "seed": seed, "winner": None, "runner_up": None}
+    out: dict[str, Any] = {"candidates": rows, "rounds": rounds, "seed": seed, "winner": None, "runner_up": None,
+                           "same_as_defaults": twins}
+    if twins:
+        out["note"] = (f"{', '.join(twins)} ha{'s' if len(twins) == 1 else 've'} the defaults' settings: the defaults"
+                       f" were validated twice (as {', '.join(twins)} and as defaults); the rows are an A/A check of"
+                       " the noise, not two configurations")
     if not ok:
         return out
     win = _tie_break(goal, ok)
