@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferperf.analysis.profile_diff import diff_profiles
+from inferperf.analysis.profile import diff_profiles
 from inferperf.config import BenchConfig
 
 pytest.importorskip("onnxruntime")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from inferperf.analysis.compare import Gate, compare
-from inferperf.analysis.compare_gate import build_gate
-from inferperf.analysis.compare_render import to_dict, to_markdown
+from inferperf.analysis.compare.gate import build_gate
+from inferperf.analysis.compare.render import to_dict, to_markdown
 from inferperf.errors import UsageError
 from inferperf.results.io import save
 from inferperf.results.model import Result
@@ -249,7 +249,7 @@ def test_an_interval_wholly_past_the_threshold_is_a_regression_with_one_test(tmp
 def test_interval_and_p_value_come_from_one_test(runs: int) -> None:
     """For every bound: outside the 95 % interval exactly when its one-sided p-value is under 0.025
     (Fieller for 2-9 runs, the bootstrap's normal interval from 10, the widened block bootstrap for one run)."""
-    from inferperf.analysis.compare_stats import block_change, run_change
+    from inferperf.analysis.compare.stats import block_change, run_change
 
     rng = np.random.default_rng(runs)
     for _ in range(40):

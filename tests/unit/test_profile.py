@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inferperf.analysis.profile import op_profile, overhead_flag, split_runs
+from inferperf.analysis.profile import diff_profiles, op_profile, overhead_flag, split_runs
 from inferperf.measure.profile import ORT_MAX_EVENTS, cap_runs
-from inferperf.analysis.profile_diff import diff_profiles
 from inferperf.analysis.roofline import classify, node_cost
 
 

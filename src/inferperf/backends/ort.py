@@ -299,7 +299,7 @@ class OnnxRuntimeBackend(RuntimeBackend):
         """Run ``warmup`` + ``runs`` calls in a second, profiling session (same settings; never the measured one).
 
         ORT records from session creation until ``end_profiling()``; warm-up is told apart later by the
-        trace's ``model_run`` timestamps (analysis/profile.py). ``prefix`` should be unique per process
+        trace's ``model_run`` timestamps (analysis/profile/ops.py). ``prefix`` should be unique per process
         (ORT appends a timestamp); the path ORT returns is the trace's.
 
         Returns:

@@ -37,8 +37,8 @@ def compare_command(
     """Compare CURRENT Results against BASELINE per case and metric; exit 3 when something regressed,
     2 on usage errors or when no case matched, 0 otherwise."""
     from ..analysis.compare import compare
-    from ..analysis.compare_gate import build_gate
-    from ..analysis.compare_render import headline, to_json, to_markdown
+    from ..analysis.compare.gate import build_gate
+    from ..analysis.compare.render import headline, to_json, to_markdown
 
     if fmt not in ("markdown", "json"):
         raise UsageError(f"unknown --format {fmt!r}: use markdown or json")

@@ -15,8 +15,7 @@ Opt = typer.Option
 
 
 def _diff(a: str, b: str, basis: str, min_change: float, by: str = "op") -> int:
-    from ..analysis.profile_diff import diff_profiles
-    from ..analysis.profile_text import diff_table
+    from ..analysis.profile import diff_profiles, diff_table
     from ..results.io import load
 
     profs = []
@@ -66,8 +65,7 @@ def profile_command(
         return _diff(diff[0], diff[1], basis, min_change_percent, by)
     if not model:
         raise UsageError("profile needs MODEL (an ONNX file or zoo:NAME), or --diff A --diff B")
-    from ..analysis.profile import summarize_profile
-    from ..analysis.profile_text import profile_table
+    from ..analysis.profile import profile_table, summarize_profile
     from ..measure.profile import profile
     from ..results.io import save
 

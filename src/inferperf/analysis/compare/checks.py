@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..results.model import Result
-from .compare_data import Case, config_differences
+from ...results.model import Result
+from .data import Case, config_differences
 
 #: Configuration fields :func:`_pairs_of` already names (dotted prefixes of :func:`config_differences`).
 NAMED_APART = ("workload.shapes", "workload.batch_size", "backend", "scenario", "concurrency", "placement.cpus")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..significance import DEFAULT_SEED, fieller_df, mean_ratio_ci
+from ...significance import DEFAULT_SEED, fieller_df, mean_ratio_ci
 
 #: Bootstrap resamples per interval.
 N_RESAMPLES = 2000

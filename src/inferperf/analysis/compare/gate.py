@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from .compare import METRICS, Gate
+from ...errors import UsageError
+from .core import METRICS, Gate
 
 _BY_FLAG = {m.flag: m.name for m in METRICS.values()}
 _KEYS = {*_BY_FLAG, "metrics", "strict", "correction"}

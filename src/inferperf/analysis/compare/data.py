@@ -26,10 +26,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
-from ..errors import UsageError
-from ..results.io import migrate
-from ..results.model import Result
-from ..stats import percentile
+from ...errors import UsageError
+from ...results.io import migrate
+from ...results.model import Result
+from ...stats import percentile
 
 MatchMode = Literal["auto", "case_key", "config"]
 #: Per-run figures compared, in display order. Units: queries/s, ms, ms, ms, bytes.

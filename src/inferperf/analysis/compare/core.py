@@ -2,7 +2,7 @@
 
 Per matched case and metric (throughput, p50, p99, cold start, peak RSS): baseline, current,
 change in %, a 95 % confidence interval of the change (from the variation between runs, see
-:mod:`inferperf.analysis.compare_stats`) and a verdict against the metric's threshold, in the
+:mod:`inferperf.analysis.compare.stats`) and a verdict against the metric's threshold, in the
 metric's direction (throughput down is bad; latency, cold start and memory up are bad):
 
 * ``regressed``: the interval lies past the threshold on the bad side, and the one-sided test of
@@ -27,12 +27,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import UsageError
-from ..significance import adjust
-from .compare_checks import not_comparable
-from .compare_data import Case, MatchMode, config_key, load_side, match_cases
-from .compare_stats import Change, block_change, run_change
-from .points import case_label, point
+from ...errors import UsageError
+from ...significance import adjust
+from ..points import case_label, point
+from .checks import not_comparable
+from .data import Case, MatchMode, config_key, load_side, match_cases
+from .stats import Change, block_change, run_change
 
 Verdict = Literal["regressed", "improved", "unchanged", "inconclusive"]
 Correction = Literal["holm", "bh"]
@@ -284,7 +284,7 @@ def compare(baseline: Sequence[str | Path], current: Sequence[str | Path], gate:
         baseline, current: Result files or folders (searched recursively; ``.npz`` sidecars read).
         gate: thresholds, metrics, strictness and correction (default :class:`Gate`).
         match: ``case_key``, ``config`` (without the model's hash) or ``auto`` (see
-            :func:`inferperf.analysis.compare_data.match_cases`).
+            :func:`inferperf.analysis.compare.data.match_cases`).
 
     Returns:
         A :class:`Comparison`; its ``exit_code`` is the gate's answer (0 or 3).

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import intervals_separate, median_ci
-from .profile import FAMILIES
+from ...stats import intervals_separate, median_ci
+from .ops import FAMILIES
 
 
 def by_family(prof: dict[str, Any]) -> dict[str, Any]:
-    """``prof`` with its ``ops`` merged per op family (:data:`inferperf.analysis.profile.FAMILIES`: fused and
+    """``prof`` with its ``ops`` merged per op family (:data:`inferperf.analysis.profile.ops.FAMILIES`: fused and
     layout kernels of one ONNX op, and other runtimes' names for it, add up), per run and in total."""
     fam: dict[str, dict[str, Any]] = {}
     for o in prof.get("ops", []):

@@ -192,7 +192,7 @@ def summarize_profile(result: Any, top: int = 10) -> Any:
     import json
     from pathlib import Path
 
-    from .roofline import ROUGHNESS, classify
+    from ..roofline import ROUGHNESS, classify
 
     raw: dict[str, Any] = dict(result.metrics.profile)
     events = json.loads(Path(raw["trace_path"]).read_text())

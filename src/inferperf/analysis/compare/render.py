@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from .compare import METRICS, Comparison, Row
+from .core import METRICS, Comparison, Row
 
 _MARK = {"regressed": "❌ regressed", "improved": "✅ improved", "unchanged": "unchanged",
          "inconclusive": "⚠️ inconclusive"}
