@@ -8,8 +8,7 @@
     │   └── BackendUnavailable (exit 2) runtime or extra not installed (names the pip command)
     ├── RuntimeFailure (exit 1)        the runtime failed while running a model that loaded
     ├── MeasurementError (exit 1)      a measurement could not complete (worker crashed, timeout)
-    ├── GateFailed (exit 3)            a gate failed: regression, accuracy budget, --fail-on-invalid
-    └── Interrupted (exit 130 / 143)   Ctrl-C or SIGTERM stopped a long command; the message says what was kept
+    └── GateFailed (exit 3)            a gate failed: regression, accuracy budget, --fail-on-invalid
 
 Every message is one line that names the thing and the fix, e.g.
 ``input 'x' has unresolved dims ['h', 'w']: pass --shape x:1x3x640x640``.
@@ -54,24 +53,39 @@ class GateFailed(InferperfError):
     exit_code = 3
 
 
-class Interrupted(InferperfError):
-    """Ctrl-C (SIGINT) or SIGTERM stopped a long command after it wrote what had finished; the message says
-    what was kept (exit code 130, or 143 for SIGTERM: 128 + the signal, as shells report it)."""
+def settings_message(error: object) -> str:
+    """One line for a settings model's refusal (a pydantic ``ValidationError``): its first error's message.
 
-    exit_code = 130
+    The settings models (``BenchConfig``, ``ServeOptions``, ``LoadConfig``, ``TuneSpec``, ...) raise
+    ``ValueError`` in their validators with a message that names the flag and the fix; pydantic wraps it as
+    ``Value error, <message>``. This returns that message alone, so the CLI (exit 2) and a library caller see
+    the same line. A message that does not name its flag (a field constraint such as ``ge=1``) is prefixed
+    with the field as a flag (``--n-trials: Input should be greater than or equal to 1``).
 
-    def __init__(self, message: str, exit_code: int = 130) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+    Args:
+        error: a ``pydantic.ValidationError`` (anything with ``errors()``; pydantic is not imported here).
+    """
+    errs = error.errors()  # type: ignore[attr-defined]
+    if not errs:
+        return " ".join(str(error).split())
+    err = errs[0]
+    msg = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
+    names = [str(x) for x in err.get("loc", ()) if isinstance(x, str)]
+    if msg.startswith("--") or not names:
+        return msg
+    if err.get("type") == "extra_forbidden":
+        return f"unknown setting '{'.'.join(names)}': check its spelling"
+    where = f"--{names[0].replace('_', '-')}" if len(names) == 1 else ".".join(names)
+    return f"{where}: {msg}"
 
 
 __all__ = [
     "BackendUnavailable",
     "GateFailed",
     "InferperfError",
-    "Interrupted",
     "MeasurementError",
     "ModelError",
     "RuntimeFailure",
     "UsageError",
+    "settings_message",
 ]

@@ -60,6 +60,12 @@ def test_an_slo_nothing_meets_exits_3_naming_the_closest(tmp_path):
     (["--n-trials", "6"], "raise --n-trials to at least 10"),
     (["--intra-op-num-threads", "4", "--concurrency", "4"], "every configuration of the space is pruned"),
     (["--intra-op-num-threads", "1", "--shape", "x:1x2x3"], "--shape x:1x2x3 has rank 3 but input 'x'"),
+    # the settings' own checks (issue 25 item 2): the same line a library call gets (tests/unit/test_tune_settings.py)
+    (["--objective", "p98"], "--objective 'p98': choose throughput, throughput-per-core or p99"),
+    (["--min-throughput", "5"], "--min-throughput is the constraint of --objective p99"),
+    (["--validate-top", "0"], "--validate-top must be >= 1 and --validation-rounds >= 2"),
+    (["--serve", "--concurrency", "2", "--session-mode", "shared,per-stream"], "--session-mode is an in-process axis"),
+    (["--intra-op-num-threads", "1", "--timeout-s", "0"], "--timeout-s 0: give seconds > 0"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, expect):
     p = cli("tune", "zoo:tiny-cnn", *args, "-o", str(tmp_path / "t"))

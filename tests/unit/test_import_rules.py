@@ -10,8 +10,7 @@ Reading of the table (``shared/DESIGN.md``, "Import rules"):
 
 * the base is ``results``, ``stats``, ``system``, ``config``, ``errors``, ``clock``,
   plus ``significance`` (the tests beside ``stats``), ``fsutil`` (the one atomic-write
-  helper), ``_version`` (the version string) and ``interrupt`` (the one stop request that
-  Ctrl-C and SIGTERM make, read by every long command: issue 23 item 7);
+  helper) and ``_version`` (the version string);
 * ``errors``, ``fsutil`` and ``_version`` may be imported by every layer: the one exception
   tree, the one way to write a file and the version are what every layer needs
   (``report``'s row names ``results`` and ``stats`` only, yet it raises ``UsageError``
@@ -31,8 +30,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "inferperf"
 
-BASE = frozenset({"results", "stats", "significance", "system", "config", "errors", "clock", "fsutil", "_version",
-                  "interrupt"})
+BASE = frozenset({"results", "stats", "significance", "system", "config", "errors", "clock", "fsutil", "_version"})
 EVERYONE = frozenset({"errors", "fsutil", "_version"})
 ROOT = "inferperf"  # the package root: the public API, which pulls in everything
 TOP = frozenset({"__init__", "__main__", "cli"})  # may import anything

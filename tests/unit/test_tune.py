@@ -149,11 +149,6 @@ def test_a_study_with_another_goal_is_refused(tmp_path: Path) -> None:
         tune(other, SurfaceEvaluator(_surface()), info=info)
 
 
-def test_budget_too_small_for_validation_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="leaves no search trial after 9 validation runs"):
-        tune(_spec(tmp_path, n_trials=9), SurfaceEvaluator(_surface()), info=_info())
-
-
 def test_space_errors_name_the_axis() -> None:
     with pytest.raises(UsageError, match="unknown axis 'threads'"):
         validate_space({"threads": [1, 2]}, "--space 's.yaml'")

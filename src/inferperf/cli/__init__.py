@@ -1,7 +1,8 @@
 """Command line: ``inferperf COMMAND``; one module per command, each thin over one library function.
 
 :func:`main` maps the exception tree to exit codes (0 ok, 1 runtime failure,
-2 usage/input error, 3 gate failed), prints one ``error:`` line, and shows the
+2 usage/input error, including a settings model's refusal (a pydantic ``ValidationError``, printed as
+:func:`~inferperf.errors.settings_message`), 3 gate failed), prints one ``error:`` line, and shows the
 traceback only with ``--debug`` (accepted anywhere on the line).
 """
 
@@ -12,8 +13,9 @@ import sys
 import traceback
 
 import typer
+from pydantic import ValidationError
 
-from ..errors import InferperfError, Interrupted
+from ..errors import InferperfError, settings_message
 
 app = typer.Typer(
     name="inferperf",
@@ -84,6 +86,14 @@ def _root(
     """Measure and improve AI-model inference performance. Add --debug anywhere for tracebacks."""
 
 
+_TERMINATED = {"flag": False}
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _TERMINATED["flag"] = True
+    raise KeyboardInterrupt  # unwinds like Ctrl-C: worker processes are killed and reaped, finished results kept
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns (and exits with) the exit code.
 
@@ -93,29 +103,26 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("INFERPERF_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
-    import contextlib
+    import signal
 
-    from ..interrupt import STOP, handle_signals
-
-    STOP.reset()
+    if argv is None:
+        signal.signal(signal.SIGTERM, _on_sigterm)
     code = 0
-    # SIGINT and SIGTERM alike (inferperf.interrupt): load's steps stop cooperatively and keep their partial
-    # figures; elsewhere the signal raises KeyboardInterrupt, and sweep/tune keep their finished runs
-    signals = handle_signals() if argv is None else contextlib.nullcontext(STOP)
     try:
-        with signals:
-            rv = app(args=args, prog_name="inferperf", standalone_mode=False)
+        rv = app(args=args, prog_name="inferperf", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
-        if code == 130:  # click/typer report Ctrl-C (and SIGTERM outside a cooperative section) as a return value
+        if code == 130:  # click/typer report Ctrl-C (and our SIGTERM) as a return value here
             _error("interrupted")
-    except Interrupted as e:
-        print(str(e), file=sys.stderr)
-        code = e.exit_code
     except InferperfError as e:
         if debug:
             traceback.print_exc()
         _error(str(e))
         code = e.exit_code
+    except ValidationError as e:  # a settings model refused a value or a combination: its one line, exit 2
+        if debug:
+            traceback.print_exc()
+        _error(settings_message(e))
+        code = 2
     except _NO_ARGS:
         code = 0
     except _USAGE as e:
@@ -139,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         _error(f"internal error {type(e).__name__}: {e} (rerun with --debug and report it)")
         code = 1
-    if code == 130:
-        code = STOP.exit_code  # 143 for SIGTERM: 128 + the signal, as shells report it
+    if code == 130 and _TERMINATED["flag"]:
+        code = 143  # 128 + SIGTERM, as shells report it
     if argv is None:
         sys.exit(code)
     return code

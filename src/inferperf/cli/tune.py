@@ -131,41 +131,17 @@ def tune_command(
     process, the winner re-measured against the runtime's defaults. Exit 3 when no configuration meets the SLO."""
     from ..system import collect_system
     from ..tune.objective import Goal, samples_for_percentile
-    from ..tune.run import SAMPLERS, TuneSpec, tune
+    from ..tune.run import TuneSpec, tune
+    from ..tune.space import load_variants
     from ..tune.trial import IsolatedEvaluator, TrialPlan
     from .options import build_config
 
-    if objective not in ("throughput", "throughput-per-core", "p99"):
-        raise UsageError(f"--objective {objective!r}: choose throughput, throughput-per-core or p99")
-    if sampler not in SAMPLERS:
-        raise UsageError(f"--sampler {sampler!r}: choose from {', '.join(SAMPLERS)}")
-    if min_throughput is not None and objective != "p99":
-        raise UsageError("--min-throughput is the constraint of --objective p99: use --slo-p99-ms with a throughput objective")
-    if validate_top < 1 or validation_rounds < 2:
-        raise UsageError("--validate-top must be >= 1 and --validation-rounds >= 2 (one round has no interval)")
-    if not serve and any(v is not None for v in (max_batch_size, max_queue_delay_us, instance_count)):
-        raise UsageError("--max-batch-size / --max-queue-delay-us / --instance-count are serving axes: add --serve")
-    if serve and session_mode is not None:
-        raise UsageError("--session-mode is an in-process axis: a served model's instances have their own sessions")
-    found: dict[str, str] = {}
-    if build_variants is not None:
-        if variants is not None:
-            raise UsageError("pass --variants DIR (variants already built) or --build-variants LIST, not both")
-        variants = _build_variants(model, _words(build_variants) or [], output, shape)
-    if variants is not None:
-        from ..tune.space import load_variants
-
-        found = load_variants(variants)
-        wanted = _words(precision) or sorted(found)
-        missing = [w for w in wanted if w not in found]
-        if missing:
-            raise UsageError(f"--precision {','.join(missing)}: not in --variants '{variants}' or failed its accuracy"
-                             f" gate; these passed: {', '.join(sorted(found))}")
-        precision = ",".join(wanted)
-    elif precision is not None:
-        raise UsageError("--precision needs --variants DIR (an inferperf optimize folder with the variant files)")
+    info = collect_system()
+    goal = Goal("multi" if multi_objective else objective, slo_p99_ms, min_throughput, info.effective_cpus)  # type: ignore[arg-type]
+    if build_variants is not None and variants is not None:
+        raise UsageError("pass --variants DIR (variants already built) or --build-variants LIST, not both")
     axes = {
-        "precision": _words(precision) if found else None, "backend": _words(backend),
+        "backend": _words(backend),
         "intra_op_num_threads": _ints(intra_op_num_threads, "--intra-op-num-threads"),
         "inter_op_num_threads": _ints(inter_op_num_threads, "--inter-op-num-threads"),
         "execution_mode": _words(execution_mode), "graph_optimization_level": _words(graph_optimization_level),
@@ -177,21 +153,27 @@ def tune_command(
         "max_queue_delay_us": _ints(max_queue_delay_us, "--max-queue-delay-us"),
         "instance_count": _ints(instance_count, "--instance-count"),
     }  # fmt: skip
-    the_space = _space(axes, space, serve, max_oversubscription)
     base = build_config({"workload.shapes": shape, "workload.dims": dim, "warmup.iterations": warmup}, config)
-    info = collect_system()
-    goal = Goal("multi" if multi_objective else objective, slo_p99_ms, min_throughput, info.effective_cpus)  # type: ignore[arg-type]
     need = min_samples or (samples_for_percentile(99.0) if (slo_p99_ms is not None or objective == "p99"
                                                            or multi_objective) else 100)
     plan = TrialPlan(min_samples=need, duration_s=trial_duration_s, max_duration_s=base.stop.max_duration_s)
-    if output is None:
-        output = Path(f"inferperf-tune-{Path(model.removeprefix('zoo:')).stem}")
-    if output.exists() and not output.is_dir():
-        raise UsageError(f"--output '{output}' is a file: give a folder for the tune's results")
-    spec = TuneSpec(model=model, base=base, space=the_space, goal=goal, plan=plan, n_trials=n_trials, output=output,
-                    sampler=sampler, seed=seed, storage=storage, study_name=study_name, timeout_s=timeout_s,
-                    validate=not no_validate, validate_top=validate_top, validation_rounds=validation_rounds,
-                    from_sweep=from_sweep, variants=found)
+    output = output or Path(f"inferperf-tune-{Path(model.removeprefix('zoo:')).stem}")
+
+    def make_spec(found: dict[str, str]) -> TuneSpec:
+        """The spec (it checks itself: budget, serving axes, precision ...) with ``found`` as the variants."""
+        wanted = _words(precision) or (sorted(found) if found else None)
+        return TuneSpec(model=model, base=base, space=_space({**axes, "precision": wanted}, space, serve,
+                                                             max_oversubscription),
+                        goal=goal, plan=plan, n_trials=n_trials, output=output, sampler=sampler, seed=seed,
+                        storage=storage, study_name=study_name, timeout_s=timeout_s, validate=not no_validate,
+                        validate_top=validate_top, validation_rounds=validation_rounds, served=serve,
+                        from_sweep=from_sweep, variants=found)
+
+    if build_variants is not None:  # every other flag is checked before the build (minutes), with stand-in files
+        make_spec({name: model for name in ["fp32", *(_words(build_variants) or [])]})
+        variants = _build_variants(model, _words(build_variants) or [], output, shape)
+    spec = make_spec(load_variants(variants) if variants is not None else {})
+    the_space = spec.space
     command = ["inferperf", *sys.argv[1:]]
     if serve:
         from ..tune.served import ServedEvaluator
@@ -206,11 +188,9 @@ def tune_command(
         outcome = tune(spec, evaluator, info=info, on_trial=view.on_trial, on_validation=view.on_validation,
                        on_start=view.header)
     except KeyboardInterrupt:
-        from ..errors import Interrupted
-        from ..interrupt import STOP
-
-        raise Interrupted(f"interrupted by {STOP.signal_name}: every finished trial is kept in the study ({output});"
-                          " rerun the same command to continue", STOP.exit_code) from None
+        print(f"interrupted: every finished trial is kept in the study ({output}); rerun the same command to continue",
+              file=sys.stderr)
+        return 130
     view.summary(outcome.summary)
     s = outcome.summary
     if s["best"] is None and s.get("closest") is None and s["this_pass"]["failed"]:

@@ -17,8 +17,10 @@ c): 459 for p99 at c = 0.99, the figure behind MLPerf LoadGen's early-stopping m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
+from pydantic.dataclasses import dataclass
 
 from ..results.model import Result
 
@@ -30,21 +32,49 @@ def samples_for_percentile(q: float = 99.0, confidence: float = 0.99) -> int:
     return math.ceil(math.log(1.0 - confidence) / math.log(q / 100.0))
 
 
+OBJECTIVES = ("throughput", "throughput-per-core", "p99", "multi")
+
+
 @dataclass(frozen=True)
 class Goal:
-    """The objective and its constraints.
+    """The objective and its constraints (validated on construction, as the CLI's flags are).
 
     Attributes:
         objective: see the module docstring.
-        slo_p99_ms: p99 latency bound (ms) or None.
-        min_throughput: samples/s lower bound (``p99`` objective) or None.
-        effective_cpus: CPUs of this machine (for ``throughput-per-core``).
+        slo_p99_ms: p99 latency bound (ms, > 0) or None.
+        min_throughput: samples/s lower bound (> 0; ``p99`` objective only) or None.
+        effective_cpus: CPUs of this machine (for ``throughput-per-core``; >= 1).
+
+    Raises:
+        pydantic.ValidationError: an unknown objective, a bound <= 0, ``min_throughput`` with another objective
+            (the message names the flag: :func:`inferperf.errors.settings_message`).
     """
 
     objective: Objective = "throughput"
     slo_p99_ms: float | None = None
     min_throughput: float | None = None
     effective_cpus: int = 1
+
+    @field_validator("objective", mode="before")
+    @classmethod
+    def _known(cls, v: Any) -> Any:
+        if v not in OBJECTIVES:
+            raise ValueError(f"--objective {v!r}: choose throughput, throughput-per-core or p99"
+                             " (or --multi-objective)")
+        return v
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Goal:
+        if self.slo_p99_ms is not None and not self.slo_p99_ms > 0:
+            raise ValueError(f"--slo-p99-ms {self.slo_p99_ms:g}: give a p99 bound > 0 ms")
+        if self.min_throughput is not None and not self.min_throughput > 0:
+            raise ValueError(f"--min-throughput {self.min_throughput:g}: give a floor > 0 samples/s")
+        if self.min_throughput is not None and self.objective != "p99":
+            raise ValueError("--min-throughput is the constraint of --objective p99: use --slo-p99-ms with a"
+                             " throughput objective")
+        if self.effective_cpus < 1:
+            raise ValueError(f"effective_cpus {self.effective_cpus}: a machine has at least 1 CPU")
+        return self
 
     @property
     def directions(self) -> list[str]:

@@ -23,29 +23,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from pydantic import ConfigDict, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
 from ..config import BenchConfig
 from ..errors import BackendUnavailable, UsageError
 from ..results.model import SystemInfo
 from .lock import LockedEvaluator, held, lock_path
 from .objective import Goal
 from .search import SearchPass, SearchSettings, search
-from .space import TuneSpace, apply
+from .space import SERVE_AXES, TuneSpace, apply
 from .study import open_storage, other_machines, quiet_optuna, study_names, tickets_used
 from .trial import Evaluator, TrialPlan
 
 SAMPLERS = ("tpe", "gp", "random", "grid")
 
 
-@dataclass
+@pydantic_dataclass(config=ConfigDict(extra="forbid", arbitrary_types_allowed=True))
 class TuneSpec:
-    """Everything a tune needs (the CLI's flags, as data).
+    """Everything a tune needs (the CLI's flags, as data), checked on construction as the CLI checks its flags.
 
     Attributes:
+        model: ONNX file or ``zoo:NAME`` (the fp32 reference when ``variants`` are given).
+        base: the BenchConfig every trial starts from.
+        space: the axes searched; ``goal``: objective and constraints; ``plan``: what one trial measures.
         n_trials: the budget in measured trials, validation runs included (all workers together).
-        timeout_s: wall-clock budget of this process (s), or None.
-        validate_top, validation_rounds: candidates re-measured (plus the defaults) and rounds.
+        output: the results folder (created; not a file).
+        sampler: ``tpe``, ``gp``, ``random`` or ``grid``.
+        timeout_s: wall-clock budget of this process (s, > 0), or None.
+        validate, validate_top, validation_rounds: candidates re-measured (plus the defaults) and rounds
+            (>= 1 candidate, >= 2 rounds: one round has no interval).
         study_name: None = derived from the model's name and hash.
-        serve_base: ServeOptions fields for a served tune (``--serve``).
+        served: a served tune (``--serve``; the evaluator must be a served one): the serving axes
+            (``max_batch_size``, ``max_queue_delay_us``, ``instance_count``) need it, ``session_mode`` refuses it.
+        serve_base: ServeOptions fields for a served tune.
+        variants: precision variant name -> model file (``--variants DIR``); the ``precision`` axis needs them.
+
+    Raises:
+        pydantic.ValidationError: a refused value or combination; the message is the CLI's one line
+            (:func:`inferperf.errors.settings_message`).
     """
 
     model: str
@@ -63,9 +79,52 @@ class TuneSpec:
     validate: bool = True
     validate_top: int = 2
     validation_rounds: int = 3
+    served: bool = False
     serve_base: dict[str, Any] = field(default_factory=dict)
     from_sweep: Path | None = None
     variants: dict[str, str] = field(default_factory=dict)
+
+    @field_validator("sampler")
+    @classmethod
+    def _known_sampler(cls, v: str) -> str:
+        if v not in SAMPLERS:
+            raise ValueError(f"--sampler {v!r}: choose from {', '.join(SAMPLERS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _budget(self) -> TuneSpec:
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"--timeout-s {self.timeout_s:g}: give seconds > 0 (or leave it out)")
+        if self.validate_top < 1 or self.validation_rounds < 2:
+            raise ValueError("--validate-top must be >= 1 and --validation-rounds >= 2 (one round has no interval)")
+        if self.n_trials < 1:
+            raise ValueError("--n-trials must be >= 1")
+        if self.n_trials - self.validation_runs < 1:
+            raise ValueError(f"--n-trials {self.n_trials} leaves no search trial after {self.validation_runs} validation"
+                             f" runs (({self.validate_top} candidates + defaults) x {self.validation_rounds} rounds):"
+                             f" raise --n-trials to at least {self.validation_runs + 1}, lower --validate-top /"
+                             " --validation-rounds, or pass --no-validate")
+        if self.output.exists() and not self.output.is_dir():
+            raise ValueError(f"--output '{self.output}' is a file: give a folder for the tune's results")
+        return self
+
+    @model_validator(mode="after")
+    def _axes(self) -> TuneSpec:
+        axes = self.space.axes()
+        if not axes:
+            raise ValueError("the search space is empty: give at least one axis (e.g. --intra-op-num-threads 1,2) or"
+                             " --space FILE")
+        if not self.served and ({*SERVE_AXES} & set(axes) or self.serve_base):
+            raise ValueError("--max-batch-size / --max-queue-delay-us / --instance-count are serving axes: add --serve")
+        if self.served and "session_mode" in axes:
+            raise ValueError("--session-mode is an in-process axis: a served model's instances have their own sessions")
+        if self.space.precision and not self.variants:
+            raise ValueError("--precision needs --variants DIR (an inferperf optimize folder with the variant files)")
+        missing = [v for v in self.space.precision or [] if v not in self.variants]
+        if missing:
+            raise ValueError(f"--precision {','.join(missing)}: not among the variants that passed their accuracy gate;"
+                             f" these did: {', '.join(sorted(self.variants))}")
+        return self
 
     @property
     def validation_runs(self) -> int:
@@ -150,39 +209,24 @@ def _check_same_goal(study: Any, spec: TuneSpec, name: str) -> None:
                          " give another --study-name / --output")
 
 
-def check_budget(spec: TuneSpec) -> int:
-    """The search budget: ``n_trials`` less the validation runs.
-
-    Raises:
-        UsageError: ``n_trials`` < 1, or no search trial left after the validation (one line naming the fixes).
-    """
-    if spec.n_trials < 1:
-        raise UsageError("--n-trials must be >= 1")
-    search_budget = spec.n_trials - spec.validation_runs
-    if search_budget < 1:
-        raise UsageError(f"--n-trials {spec.n_trials} leaves no search trial after {spec.validation_runs} validation runs"
-                         f" (({spec.validate_top} candidates + defaults) x {spec.validation_rounds} rounds): raise"
-                         f" --n-trials to at least {spec.validation_runs + 1}, lower --validate-top /"
-                         " --validation-rounds, or pass --no-validate")
-    return search_budget
-
-
 def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
          on_trial: Callable[[dict[str, Any]], None] | None = None,
          on_validation: Callable[[str, int, Any, str | None], None] | None = None,
          on_start: Callable[[], None] | None = None) -> TuneOutcome:
     """Search for the best configuration of ``spec.model`` under ``spec.goal`` and validate it.
 
-    Every input (budget, space, models, storage, study) is checked before ``on_start`` is called and the first
-    trial starts, so a bad one is the only thing a caller printing a header on ``on_start`` shows.
+    ``spec`` checked itself on construction (budget, validation, serving axes, precision: :class:`TuneSpec`);
+    the rest (space against this machine, models, storage, study) is checked before ``on_start`` is called and
+    the first trial starts, so a bad one is the only thing a caller printing a header on ``on_start`` shows.
 
     Returns:
         The outcome; ``summary["best"]`` is None when no configuration met the constraints
         (``summary["closest"]`` names the nearest), which the CLI turns into exit 3.
 
     Raises:
-        UsageError: a budget too small for the validation, a study holding another goal, a storage that cannot be
-            reached, an empty space. BackendUnavailable: a missing driver or sampler dependency.
+        UsageError: a study holding another goal, a storage that cannot be reached, a space whose every point is
+            oversubscribed, an evaluator that is not ``spec.served``'s kind. BackendUnavailable: a missing driver
+            or sampler dependency.
     """
     import optuna
 
@@ -193,11 +237,12 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
     quiet_optuna()
     info = info or collect_system()
     fp = machine_fingerprint(info)
-    search_budget = check_budget(spec)
+    search_budget = spec.n_trials - spec.validation_runs  # >= 1: TuneSpec refuses less
+    if bool(getattr(evaluator, "served", False)) != spec.served:
+        raise UsageError("a served tune (TuneSpec.served, --serve) needs a served evaluator (ServedEvaluator), an"
+                         " in-process one an in-process evaluator: make them agree")
     if not isinstance(evaluator, LockedEvaluator):
         evaluator = LockedEvaluator(evaluator, fp)
-    if not spec.space.axes():
-        raise UsageError("the search space is empty: give at least one axis (e.g. --intra-op-num-threads 1,2) or --space FILE")
     if not spec.space.grid(info, spec.base.concurrency):
         raise UsageError("every configuration of the space is pruned as infeasible (oversubscribed): widen the space or"
                          " raise --max-oversubscription")
