@@ -319,3 +319,16 @@ def test_sqnr_takes_scalar_and_mixed_rank_tensors():
     x = [np.ones((2, 3), np.float32), np.ones(4, np.float32)]
     assert _sqnr(x, [a * 1.1 for a in x]) == pytest.approx(20.0)  # noise 0.1 per element: 10*log10(1/0.01)
     assert _sqnr(x, x) == 200.0  # identical: capped, finite
+
+
+def test_fp16_on_synthetic_near_ties_is_not_rejected_for_top1(tmp_path):
+    """Issue 24 item 14: PP-OCR's 2-class direction classifier on noise inputs: fp16 (cosine 1.0000) flipped one
+    near-tied top-1 of 8 and was REJECTed; on synthetic inputs it is judged by closeness, top-1 named no accuracy."""
+    opts = OptimizeOptions(variants=["fp16"], measure=False,
+                           bench=BenchConfig(workload={"shapes": {"x": [1, 3, 48, 192]}}))
+    rep = optimize("zoo:ppocr-cls", opts, output=tmp_path)
+    fp16 = next(v for v in rep.variants if v.name == "fp16")
+    assert fp16.verdict != "REJECT", fp16.reasons
+    assert fp16.accuracy["passed"] and "closeness" in fp16.accuracy["judged_by"]
+    assert any("top-1 agreement on synthetic inputs is not an accuracy" in r for r in fp16.reasons)
+    assert {g["metric"] for g in fp16.accuracy["gates"]} == {"cosine", "max_abs_error"}

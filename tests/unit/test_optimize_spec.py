@@ -131,3 +131,33 @@ def test_no_vnni_recommendation_applied_with_note():
     assert not s["reduce_range"] and s["activation_type"] == "int8" and not notes
     s, _ = recommended_quant(QuantOptions(reduce_range=False), ["avx2"], static=True)
     assert s["reduce_range"] is False  # explicit settings win
+
+
+def test_synthetic_inputs_judge_output_closeness_not_top1():
+    """Issue 24 item 14: fp16 with cosine 1.0000 matched fp32's top-1 on 7 of 8 synthetic near-tie inputs and was
+    REJECTed. On synthetic inputs the default gates are cosine and max abs error; top-1 is not gated."""
+    from inferperf.optimize.spec import SYNTHETIC_GATES
+
+    ref_logits = np.array([[0.5, 0.5 + d] for d in (1e-4, -1e-4, 0.2, -0.2, 0.3, -0.3, 0.1, -0.1)], np.float32)
+    cand_logits = ref_logits.copy()
+    cand_logits[0, 1] -= np.float32(3e-4)  # a rounding-sized change flips the near-tied first input
+    acc = compare([{"p": ref_logits}], [{"p": cand_logits}])
+    o = acc["outputs"]["p"]
+    assert o["top1"] == 0.875 and o["cosine"] > 0.9999
+    assert not check_gates(acc, DEFAULT_GATES)[0]  # the old judgement: a top-1 "drop" of 12.5 %
+    passed, records, _ = check_gates(acc, SYNTHETIC_GATES)
+    assert passed and {r["metric"] for r in records} == {"cosine", "max_abs_error"}
+    assert OptimizeOptions().effective_gates(predictive=False) == list(SYNTHETIC_GATES)
+    assert OptimizeOptions().effective_gates(predictive=True) == list(DEFAULT_GATES)
+    # must-say-no: one element off by half the peak barely moves the cosine, but max abs error catches it
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((8, 1000)).astype(np.float32)
+    broken = big.copy()
+    broken[0, 0] += np.float32(0.5 * np.abs(big).max())
+    acc2 = compare([{"y": big}], [{"y": broken}])
+    assert acc2["outputs"]["y"]["cosine"] > 0.99
+    passed, _, reasons = check_gates(acc2, SYNTHETIC_GATES)
+    assert not passed and reasons[0].startswith("max_abs_error") and "of fp32's peak" in reasons[0]
+    gate = parse_accuracy_drop("max_abs_error:10%")
+    assert (gate.metric, gate.kind, gate.amount) == ("max_abs_error", "rel", 10.0)
+    assert parse_accuracy_drop("max_abs_error:0.05").kind == "abs"

@@ -54,16 +54,19 @@ def _accuracy_cell(acc: dict[str, Any] | None) -> str:
             continue
         snr = "inf" if o.get("identical") else f"{o['snr_db']:.1f}" if o.get("snr_db") is not None else "-"
         cell = f"{name}: cos {o['cosine']:.4f} snr {snr} dB max|e| {o['max_abs_error']:.3g}"
+        synthetic = "" if acc.get("predictive", True) else " (synthetic: not an accuracy)"
         if "top1" in o:
             cell += f" top1 {o['top1']:.1%}"
         if "top5" in o:
             cell += f" top5 {o['top5']:.1%}"
+        if "top1" in o or "top5" in o:
+            cell += synthetic
         parts.append(cell)
     tm = acc.get("task_metric")
     if tm:
         parts.append(f"{tm['name']} {tm['candidate']:.4g} (fp32 {tm['reference']:.4g})")
     if not acc.get("predictive", True):
-        parts.append("[yellow]synthetic data: not predictive[/yellow]")
+        parts.append("[yellow]synthetic data: judged by closeness, not predictive[/yellow]")
     return "\n".join(parts)
 
 
@@ -99,7 +102,8 @@ def report_table(report: Any) -> Table:
 def print_report(report: Any, console: Console) -> None:
     """The table, sensitivity top entries, auto-exclusion, notes and where files went."""
     console.print(report_table(report))
-    synthetic = "accuracy from synthetic data: not predictive of real inputs (pass --eval-data)"
+    from ..optimize.verdict import SYNTHETIC_REASON as synthetic
+
     for r in report.variants:
         for why in r.reasons:
             if why != synthetic:
@@ -148,7 +152,8 @@ def optimize_command(
     std: Annotated[Optional[str], Opt(help="images: per-channel std divided by")] = None,
     layout: Annotated[str, Opt(help="images: auto | nchw | nhwc")] = "auto",
     bgr: Annotated[bool, Opt("--bgr", help="images: feed channels as BGR")] = False,
-    max_accuracy_drop: Annotated[Optional[list[str]], Opt(help="gate with a unit: cosine:0.01, top1:0.5%, 1% (repeatable)")] = None,
+    max_accuracy_drop: Annotated[Optional[list[str]], Opt(help="gate with a unit: cosine:0.01, top1:0.5%, 1%,"
+                                                                                   " max_abs_error:10% (of fp32's peak); repeatable")] = None,
     metric: Annotated[Optional[str], Opt(help="task metric module:function(reference, candidate) -> float")] = None,
     fail_on_gate: Annotated[bool, Opt("--fail-on-gate", help="exit 3 when a default gate fails")] = False,
     sensitivity: Annotated[bool, Opt("--sensitivity", help="rank int8-static's nodes by the error they add")] = False,

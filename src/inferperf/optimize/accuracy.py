@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import stats
 from ..errors import RuntimeFailure, UsageError
-from .spec import AGREEMENT_METRICS, Gate
+from .spec import AGREEMENT_METRICS, CLOSENESS_METRICS, Gate
 
 Outputs = list[dict[str, np.ndarray]]
 
@@ -99,6 +99,7 @@ def compare_output(refs: Sequence[np.ndarray], cands: Sequence[np.ndarray]) -> d
     c = np.concatenate([x.astype(np.float64).ravel() for x in cand_flat])
     snr = stats.snr_db(r, c)
     out.update(
+        reference_peak_abs=float(np.max(np.abs(r))) if r.size else 0.0,
         max_abs_error=stats.max_abs_error(r, c),
         mean_abs_error=stats.mean_abs_error(r, c),
         cosine=stats.cosine_similarity(r, c),
@@ -157,6 +158,27 @@ def _values(acc: dict[str, Any], metric: str) -> list[tuple[str, float, float]]:
     return found
 
 
+def _check_closeness(acc: dict[str, Any], gate: Gate, records: list[dict[str, Any]], reasons: list[str]) -> None:
+    """A closeness gate (``max_abs_error``): the error must stay at or under the budget (``abs``: the output's
+    unit; ``rel``: percent of the fp32 output's largest magnitude) on every output that has it."""
+    checked = 0
+    for name, o in acc["outputs"].items():
+        if gate.metric not in o:
+            continue
+        checked += 1
+        value = float(o[gate.metric])
+        peak = float(o.get("reference_peak_abs") or 0.0)
+        limit = gate.amount if gate.kind == "abs" else gate.amount / 100.0 * peak
+        ok = value <= limit + 1e-12
+        records.append({"gate": gate.describe(), "metric": gate.metric, "where": f"output '{name}'",
+                        "reference": peak, "value": value, "limit": limit, "passed": ok, "explicit": gate.explicit})
+        if not ok:
+            of = f" ({gate.amount:g} % of fp32's peak {peak:.6g})" if gate.kind == "rel" else ""
+            reasons.append(f"{gate.metric} {value:.6g} > {limit:.6g}{of} on output '{name}'")
+    if not checked and gate.explicit and not acc["nonfinite_count"]:
+        reasons.append(f"gate '{gate.describe()}' applies to no output of this model (no numeric output)")
+
+
 def check_gates(acc: dict[str, Any], gates: Sequence[Gate]) -> tuple[bool, list[dict[str, Any]], list[str]]:
     """Apply the gates (and the non-finite rule) to an accuracy block.
 
@@ -168,6 +190,9 @@ def check_gates(acc: dict[str, Any], gates: Sequence[Gate]) -> tuple[bool, list[
     """
     reasons: list[str] = []
     records: list[dict[str, Any]] = []
+    for gate in [g for g in gates if g.metric in CLOSENESS_METRICS]:
+        _check_closeness(acc, gate, records, reasons)
+    gates = [g for g in gates if g.metric not in CLOSENESS_METRICS]
     if acc["nonfinite_count"]:
         reasons.append(f"{acc['nonfinite_count']} non-finite output values (NaN/Inf)")
     for name, o in acc["outputs"].items():

@@ -28,6 +28,9 @@ VARIANTS: tuple[str, ...] = ("fp16", "int8-dynamic", "int8-static", "ort-basic",
 """Variants ``--variants`` accepts, in table order."""
 
 AGREEMENT_METRICS: tuple[str, ...] = ("cosine", "top1", "top5")
+#: Closeness metrics: an error, gated from above (``max_abs_error:0.05`` in the output's unit, or
+#: ``max_abs_error:10%`` of the fp32 output's largest magnitude).
+CLOSENESS_METRICS: tuple[str, ...] = ("max_abs_error",)
 """Metrics scored against fp32's own outputs (fp32 scores 1.0 on each)."""
 
 #: Ops kept in fp32 by default in the fp16 variant, on top of onnxconverter-common's own
@@ -66,8 +69,10 @@ class Gate(_Opts):
     explicit: bool = True
 
     def describe(self) -> str:
-        """``cosine drop <= 0.01`` / ``top1 drop <= 1%``."""
+        """``cosine drop <= 0.01`` / ``top1 drop <= 1%`` / ``max_abs_error <= 10% of fp32's peak``."""
         unit = "%" if self.kind == "rel" else ""
+        if self.metric in CLOSENESS_METRICS:
+            return f"{self.metric} <= {self.amount:g}{unit}" + (" of fp32's peak" if self.kind == "rel" else "")
         return f"{self.metric} drop <= {self.amount:g}{unit}"
 
 
@@ -76,6 +81,16 @@ DEFAULT_GATES: tuple[Gate, ...] = (
     Gate(metric="top1", kind="abs", amount=0.01, explicit=False),
 )
 """Used when no ``--max-accuracy-drop`` is given: cosine >= 0.99 and top-1 agreement >= 99 % where it applies."""
+
+SYNTHETIC_GATES: tuple[Gate, ...] = (
+    Gate(metric="cosine", kind="abs", amount=0.01, explicit=False),
+    Gate(metric="max_abs_error", kind="rel", amount=10.0, explicit=False),
+)
+"""Used instead of :data:`DEFAULT_GATES` on synthetic eval inputs: output closeness only (cosine >= 0.99, max abs
+error <= 10 % of the fp32 output's largest magnitude). Top-1 agreement is not gated there: noise inputs give
+near-tied logits whose argmax flips on rounding (fp16 with cosine 1.0000 matched 7 of 8 on ppocr-cls), so it
+measures the inputs, not the variant. Measured here: fp16 errs ~0.1 % of the peak, int8-dynamic 1.4-4.5 %
+(tiny-cnn, ppocr-cls); 10 % catches a broken conversion that cosine averages away."""
 
 _NUM = r"(\d+(?:\.\d*)?|\.\d+)"
 _GATE_RE = re.compile(rf"^(?:(?P<metric>[A-Za-z_][\w.\-]*)\s*[:=]\s*)?(?P<num>{_NUM})\s*(?P<pct>%)?$")
@@ -98,6 +113,8 @@ def parse_accuracy_drop(text: str) -> Gate:
             f"malformed --max-accuracy-drop {text!r}: use METRIC:ABS (cosine:0.01), METRIC:PCT% (top1:0.5%) or PCT% (1%)"
         )
     metric, amount, pct = m.group("metric"), float(m.group("num")), bool(m.group("pct"))
+    if metric is not None and metric.lower() in CLOSENESS_METRICS:
+        return Gate(metric=metric.lower(), kind="rel" if pct else "abs", amount=amount)
     if not pct and metric is None:
         raise UsageError(
             f"--max-accuracy-drop {text!r} is ambiguous (percent? absolute? on which metric?):"
@@ -209,6 +226,9 @@ class OptimizeOptions(_Opts):
                 out.append(n)
         return out
 
-    def effective_gates(self) -> list[Gate]:
-        """The explicit gates, else the defaults."""
-        return list(self.gates) if self.gates else list(DEFAULT_GATES)
+    def effective_gates(self, predictive: bool = True) -> list[Gate]:
+        """The explicit gates, else the defaults: :data:`DEFAULT_GATES` on real eval data (``predictive``),
+        :data:`SYNTHETIC_GATES` (output closeness, no top-1) on synthetic inputs."""
+        if self.gates:
+            return list(self.gates)
+        return list(DEFAULT_GATES if predictive else SYNTHETIC_GATES)

@@ -6,7 +6,8 @@ intervals over runs separate; with fewer than 3 runs an undecided comparison is 
 few runs to decide: slower in 2 of 2 rounds; use --repeat >= 3"), with more it is "within noise".
 A slower variant is named slower ("0.66x slower") with the likely reason read from the CPU's ISA
 flags and the variant kind. Accuracy: a failed gate or non-finite outputs reject the variant
-whatever its speed; figures from synthetic data are flagged as not predictive.
+whatever its speed; on synthetic data the default gates judge output closeness only (cosine, max abs
+error: :data:`~inferperf.optimize.spec.SYNTHETIC_GATES`) and the figures are flagged as not predictive.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from typing import Any
 from ..measure.speedup import MIN_RUNS, describe, rounds_text, speedup_of
 from ..results.model import Result
 from .convert import has_vnni
+
+
+#: The reason every accurate variant carries when its accuracy comes from synthetic inputs.
+SYNTHETIC_REASON = ("accuracy from synthetic data: judged by output closeness (cosine, max abs error), not"
+                    " predictive of real inputs; top-1 agreement on synthetic inputs is not an accuracy (pass --eval-data)")
 
 
 def speedup(ref: Result, var: Result) -> dict[str, Any]:
@@ -90,7 +96,7 @@ def verdict(
             reasons.append(f"also slower ({speed['ratio']:.2f}x fp32's throughput, intervals separate)")
         return "REJECT", reasons
     if accuracy is not None and not accuracy.get("predictive", True):
-        reasons.append("accuracy from synthetic data: not predictive of real inputs (pass --eval-data)")
+        reasons.append(SYNTHETIC_REASON)
     if speed is None:
         return "NOT MEASURED", reasons + ["speed not measured (--no-measure); accuracy gates passed"]
     if speed["significant"] and speed["ratio"] < 1:
