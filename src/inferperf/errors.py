@@ -8,7 +8,8 @@
     │   └── BackendUnavailable (exit 2) runtime or extra not installed (names the pip command)
     ├── RuntimeFailure (exit 1)        the runtime failed while running a model that loaded
     ├── MeasurementError (exit 1)      a measurement could not complete (worker crashed, timeout)
-    └── GateFailed (exit 3)            a gate failed: regression, accuracy budget, --fail-on-invalid
+    ├── GateFailed (exit 3)            a gate failed: regression, accuracy budget, --fail-on-invalid
+    └── Interrupted (exit 130 / 143)   Ctrl-C or SIGTERM stopped a long command; the message says what was kept
 
 Every message is one line that names the thing and the fix, e.g.
 ``input 'x' has unresolved dims ['h', 'w']: pass --shape x:1x3x640x640``.
@@ -53,6 +54,17 @@ class GateFailed(InferperfError):
     exit_code = 3
 
 
+class Interrupted(InferperfError):
+    """Ctrl-C (SIGINT) or SIGTERM stopped a long command after it wrote what had finished; the message says
+    what was kept (exit code 130, or 143 for SIGTERM: 128 + the signal, as shells report it)."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def settings_message(error: object) -> str:
     """One line for a settings model's refusal (a pydantic ``ValidationError``): its first error's message.
 
@@ -83,6 +95,7 @@ __all__ = [
     "BackendUnavailable",
     "GateFailed",
     "InferperfError",
+    "Interrupted",
     "MeasurementError",
     "ModelError",
     "RuntimeFailure",

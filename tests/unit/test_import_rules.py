@@ -10,7 +10,8 @@ Reading of the table (``shared/DESIGN.md``, "Import rules"):
 
 * the base is ``results``, ``stats``, ``system``, ``config``, ``errors``, ``clock``,
   plus ``significance`` (the tests beside ``stats``), ``fsutil`` (the one atomic-write
-  helper) and ``_version`` (the version string);
+  helper), ``_version`` (the version string) and ``interrupt`` (the one stop request that
+  Ctrl-C and SIGTERM make, read by every long command: issue 23 item 7);
 * ``errors``, ``fsutil`` and ``_version`` may be imported by every layer: the one exception
   tree, the one way to write a file and the version are what every layer needs
   (``report``'s row names ``results`` and ``stats`` only, yet it raises ``UsageError``
@@ -30,7 +31,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "inferperf"
 
-BASE = frozenset({"results", "stats", "significance", "system", "config", "errors", "clock", "fsutil", "_version"})
+BASE = frozenset({"results", "stats", "significance", "system", "config", "errors", "clock", "fsutil", "_version",
+                  "interrupt"})
 EVERYONE = frozenset({"errors", "fsutil", "_version"})
 ROOT = "inferperf"  # the package root: the public API, which pulls in everything
 TOP = frozenset({"__init__", "__main__", "cli"})  # may import anything

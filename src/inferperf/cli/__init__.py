@@ -15,7 +15,7 @@ import traceback
 import typer
 from pydantic import ValidationError
 
-from ..errors import InferperfError, settings_message
+from ..errors import InferperfError, Interrupted, settings_message
 
 app = typer.Typer(
     name="inferperf",
@@ -86,14 +86,6 @@ def _root(
     """Measure and improve AI-model inference performance. Add --debug anywhere for tracebacks."""
 
 
-_TERMINATED = {"flag": False}
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    _TERMINATED["flag"] = True
-    raise KeyboardInterrupt  # unwinds like Ctrl-C: worker processes are killed and reaped, finished results kept
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns (and exits with) the exit code.
 
@@ -103,16 +95,24 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("INFERPERF_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
-    import signal
+    import contextlib
 
-    if argv is None:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    from ..interrupt import STOP, handle_signals
+
+    STOP.reset()
     code = 0
+    # SIGINT and SIGTERM alike (inferperf.interrupt): load's steps stop cooperatively and keep their partial
+    # figures; elsewhere the signal raises KeyboardInterrupt, and sweep/tune keep their finished runs
+    signals = handle_signals() if argv is None else contextlib.nullcontext(STOP)
     try:
-        rv = app(args=args, prog_name="inferperf", standalone_mode=False)
+        with signals:
+            rv = app(args=args, prog_name="inferperf", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
-        if code == 130:  # click/typer report Ctrl-C (and our SIGTERM) as a return value here
+        if code == 130:  # click/typer report Ctrl-C (and SIGTERM outside a cooperative section) as a return value
             _error("interrupted")
+    except Interrupted as e:
+        print(str(e), file=sys.stderr)
+        code = e.exit_code
     except InferperfError as e:
         if debug:
             traceback.print_exc()
@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         _error(f"internal error {type(e).__name__}: {e} (rerun with --debug and report it)")
         code = 1
-    if code == 130 and _TERMINATED["flag"]:
-        code = 143  # 128 + SIGTERM, as shells report it
+    if code == 130:
+        code = STOP.exit_code  # 143 for SIGTERM: 128 + the signal, as shells report it
     if argv is None:
         sys.exit(code)
     return code

@@ -25,9 +25,11 @@ from typing import Annotated, Any, Optional
 import typer
 from pydantic import ValidationError
 
-from ..errors import GateFailed, MeasurementError, UsageError
+from ..errors import GateFailed, Interrupted, MeasurementError, UsageError
+from ..interrupt import STOP, cooperative
 from ..tune.compose import own_server, split_cpus
 from . import app
+from .load_lines import interval_line, kept_line, soak_intervals
 from .bench import check_writable, output_path
 from .render import plain
 
@@ -282,6 +284,7 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
 
     target = read_target(cfg)  # an unreachable target or a shape the model refuses: one line, no table
     header = [_table_header(cfg.mode)]  # printed with the first step: an input error comes before any table
+    written: list[Path] = []
 
     def on_step(r: Any) -> None:
         if header:
@@ -295,12 +298,17 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         for note in r.notes:
             print(f"  note: {note}", flush=True)
         if output is not None:
-            print(f"  result written to {save(r, output_path(output, r))}", file=sys.stderr)
+            written.append(save(r, output_path(output, r)))
+            print(f"  result written to {written[-1]}", file=sys.stderr)
 
     extra: dict[str, Any] = {}
     if cfg.stress or cfg.find_max_rate:  # the plan, then a line before each step (stderr: the table stays clean)
         extra["on_progress"] = lambda line: print(line, file=sys.stderr, flush=True)
-    results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target, **extra)
+    if cfg.soak_s is not None:  # a line per interval as it ends
+        total = soak_intervals(cfg)
+        extra["on_interval"] = lambda iv: print(interval_line(iv, total), flush=True)
+    with cooperative():  # Ctrl-C / SIGTERM end the step in progress, kept and marked (inferperf.interrupt)
+        results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target, **extra)
     found = (results[-1].metrics.client or {}).get("stress") if results else None
     if found:
         print(findings_line(found), flush=True)
@@ -312,6 +320,8 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         from ..loadgen.csv import write_csv
 
         print(f"csv written to {write_csv(results, csv_path)}", file=sys.stderr)
+    if STOP.requested:
+        raise Interrupted(kept_line(cfg, results, written, STOP.signal_name), STOP.exit_code)
     refused = next(((r.metrics.client or {})["rejected"] for r in results if (r.metrics.client or {}).get("rejected")),
                    None)  # fmt: skip
     if refused:

@@ -234,8 +234,11 @@ def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Conso
         with progress:
             outcome = run_sweep(cases, output, reps, seed, resume, ["inferperf", *sys.argv[1:]], on_run)
     except KeyboardInterrupt:
-        err.print(f"interrupted: finished runs are kept in {output}; rerun with --resume to continue")
-        return 130
+        from ..errors import Interrupted
+        from ..interrupt import STOP
+
+        raise Interrupted(f"interrupted by {STOP.signal_name}: finished runs are kept in {output}; rerun with"
+                          " --resume to continue", STOP.exit_code) from None
     t = Table(title=f"sweep results ({outcome.measured_runs} runs measured, {outcome.skipped_runs} reused)")
     for col in ("case", "q/s [95 % CI]", "p50 ms", "p99 ms", "CPU %", "valid", "marks"):
         t.add_column(col)

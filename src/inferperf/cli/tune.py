@@ -188,9 +188,11 @@ def tune_command(
         outcome = tune(spec, evaluator, info=info, on_trial=view.on_trial, on_validation=view.on_validation,
                        on_start=view.header)
     except KeyboardInterrupt:
-        print(f"interrupted: every finished trial is kept in the study ({output}); rerun the same command to continue",
-              file=sys.stderr)
-        return 130
+        from ..errors import Interrupted
+        from ..interrupt import STOP
+
+        raise Interrupted(f"interrupted by {STOP.signal_name}: every finished trial is kept in the study ({output});"
+                          " rerun the same command to continue", STOP.exit_code) from None
     view.summary(outcome.summary)
     s = outcome.summary
     if s["best"] is None and s.get("closest") is None and s["this_pass"]["failed"]:

@@ -42,6 +42,7 @@ an event exactly at ``start`` belongs to the span before, one exactly at
 from __future__ import annotations
 
 import asyncio
+import bisect
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -51,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..interrupt import STOP
 from ..measure.arrivals import Schedule
 from .windows import WindowRule, _equal, _window, is_stable
 from .transport import CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
@@ -139,6 +141,7 @@ class StepSamples:
     rejection: dict[str, Any] | None = None  # {status, body, in_a_row}: the step stopped on MAX_CONSECUTIVE_4XX
     client_span_s: float | None = None  # pooled: the sum of each worker's own measured span (its CPU's divisor)
     drain: dict[str, Any] | None = None  # the drain before this step (loadgen.drain), None when none ran
+    interrupted: bool = False  # Ctrl-C / SIGTERM ended the step early (inferperf.interrupt): partial figures
 
     def cpu_percent(self) -> float | None:
         """Generator CPU as % of one core per process: CPU seconds over the span(s) they were read over
@@ -220,6 +223,20 @@ class _StepRun:
         self.last_answer_ns = clock.now_ns()  # last success or 4xx (the target answering); reset at time zero
         self.failing: dict[str, int] = {}  # failures by kind since then
         self.lost: str | None = None
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        """The stop request (Ctrl-C, SIGTERM): no more sends; the step ends now with what it measured."""
+        self.interrupted = self.stopping = True
+        self.finished.set()
+
+    def figures(self, a_ns: int, b_ns: int) -> dict[str, float]:
+        """:func:`window_figures` of ``(a_ns, b_ns]`` while the step runs (a live per-interval line), over the
+        requests scheduled from ``timeout_s`` before ``a_ns`` on (``sched`` is in time order; earlier ones
+        have answered or timed out by then), so a long soak does not re-read its whole history each time."""
+        i = bisect.bisect_left(self.sched, a_ns - round(self.timeout_s * 1e9))
+        return _window(np.asarray(self.sched[i:], np.int64), np.asarray(self.done[i:], np.int64),
+                       np.asarray(self.err[i:], np.int8), a_ns, b_ns)  # fmt: skip
 
     def new(self, sched_ns: int) -> int:
         self.sched.append(sched_ns)
@@ -367,16 +384,24 @@ class _StepRun:
             return False
 
 
-async def _control(run: _StepRun, rule: WindowRule, start_ns: int, duration_ns: int | None) -> tuple:
-    """Decide the measured span: fixed duration, ``requests``, or windows until stable."""
+async def _control(run: _StepRun, rule: WindowRule, start_ns: int, duration_ns: int | None,
+                   on_window: Callable[[int, int, dict[str, float]], Any] | None = None) -> tuple:  # fmt: skip
+    """Decide the measured span: fixed duration, ``requests``, or windows until stable. An interrupted step
+    ends at the interrupt. ``on_window(a, b, figures)``: after each whole window of a fixed duration."""
     interval = rule.interval_ms * 1_000_000
     if run.requests is not None:
         await run.finished.wait()
-        end = max([d for d in run.done if d >= 0] or [start_ns])
+        end = run.clock.now_ns() if run.interrupted else max([d for d in run.done if d >= 0] or [start_ns])
         n = max(1, (end - start_ns) // interval)
         return start_ns, end, _equal(start_ns, end, n), None
     if duration_ns is not None:
-        ended = await run.until(start_ns + duration_ns)
+        a, ended = start_ns, False
+        while on_window is not None and not ended and a + interval < start_ns + duration_ns:
+            ended = await run.until(a + interval)
+            if not ended:
+                on_window(a, a + interval, run.figures(a, a + interval))
+            a += interval
+        ended = ended or await run.until(start_ns + duration_ns)
         end = max(start_ns, run.clock.now_ns()) if ended else start_ns + duration_ns
         n = max(1, (end - start_ns) // interval)
         wins = _equal(start_ns, end, n)
@@ -417,6 +442,7 @@ async def run_step(
     worker_id: int = 0,
     cpu: Callable[[], float] = cpu_seconds,
     start_at_ns: int | None = None,
+    on_window: Callable[[int, int, dict[str, float]], Any] | None = None,
 ) -> StepSamples:
     """Run one step of load and return its raw samples (see the module docstring for the rules).
 
@@ -436,6 +462,11 @@ async def run_step(
         worker_id: recorded in ``StepSamples.worker`` (``--workers``).
         cpu: CPU-seconds reader for the honest-client check.
         start_at_ns: time zero given by a coordinator (``--workers``); default: now, connections open.
+        on_window: with ``duration_s``, called ``(start_ns, end_ns, figures)`` after each whole window
+            (``--soak-s``'s live line; figures as :func:`window_figures`).
+
+    A stop request (:data:`inferperf.interrupt.STOP`: Ctrl-C, SIGTERM) ends the step at once: no more sends,
+    the measured span ends there, and the samples say ``interrupted``.
 
     Returns:
         StepSamples with every request sent (warm-up included; select with ``measured()``).
@@ -466,12 +497,18 @@ async def run_step(
         main = asyncio.ensure_future(run.dispatch(mode.schedule, t0, tasks))
     start = t0 + round(warmup_s * 1e9)
     run.measure_start_ns = start
-    await run.until(start)
-    cpu0 = cpu()
-    span = await _control(run, windows, start, None if duration_s is None else round(duration_s * 1e9))
-    cpu_s = cpu() - cpu0
+    loop = asyncio.get_running_loop()
+    unsubscribe = STOP.subscribe(lambda: loop.call_soon_threadsafe(run.interrupt))
+    try:
+        await run.until(start)
+        cpu0 = cpu()
+        span = await _control(run, windows, start, None if duration_s is None else round(duration_s * 1e9),
+                              on_window)  # fmt: skip
+        cpu_s = cpu() - cpu0
+    finally:
+        unsubscribe()
     run.stopping = True
-    if not own_pool:  # connections kept for the next step: let in-flight requests answer (bounded by the
+    if not own_pool and not run.interrupted:  # connections kept for the next step: let in-flight requests answer (bounded by the
         # request timeout) instead of cancelling them, which would close their connections
         pending = [t for t in (senders if closed else tasks) if not t.done()]
         if pending:
@@ -492,7 +529,7 @@ async def run_step(
         t0_ns=t0, measure_start_ns=span[0], measure_end_ns=span[1], windows_ns=span[2], stable=span[3],
         client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,
         max_connections=cap, transport=transport.describe(), by_send=requests is not None,
-        rejection=run.rejection, lost=run.lost,
+        rejection=run.rejection, lost=run.lost, interrupted=run.interrupted,
     )  # fmt: skip
 
 

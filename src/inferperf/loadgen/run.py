@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +23,7 @@ import numpy as np
 
 from ..clock import SYSTEM_CLOCK
 from ..errors import MeasurementError
+from ..interrupt import STOP, cooperative, handle_signals
 from ..measure.arrivals import from_arrival, strided
 from ..results.model import Result
 from .drain import DRAIN_MAX_WAIT_S, DRAIN_QUIET_S, BusyProbe, drain
@@ -62,12 +65,14 @@ async def _step(cfg: LoadConfig, payloads: list[bytes], mode: Closed | Open, dur
 
 def _worker(cfg: LoadConfig, payloads: list[bytes], value: float, k: int, n: int, duration_s: float | None,
             requests: int | None, conn: Any) -> None:  # fmt: skip
-    """Worker process: say ready, wait for time zero, run the share, send the samples back."""
+    """Worker process: say ready, wait for time zero, run the share, send the samples back. SIGINT/SIGTERM
+    (the parent forwards its own; a terminal's Ctrl-C reaches the whole group) end the share early, kept."""
     try:
-        mode = build_mode(cfg, value, k, n)
-        conn.send("ready")
-        start_at = conn.recv()
-        conn.send(asyncio.run(_step(cfg, payloads, mode, duration_s, requests, k, start_at)))
+        with handle_signals(), cooperative():
+            mode = build_mode(cfg, value, k, n)
+            conn.send("ready")
+            start_at = conn.recv()
+            conn.send(asyncio.run(_step(cfg, payloads, mode, duration_s, requests, k, start_at)))
     except BaseException as e:  # noqa: BLE001 - reported to the parent as one line
         conn.send(MeasurementError(f"load worker {k} failed: {type(e).__name__}: {e}"))
     finally:
@@ -100,6 +105,7 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         by_send=by_send, counted=cat_mask(parts) if by_send else None,
         rejection=next((p.rejection for p in parts if p.rejection), None),
         lost=next((p.lost for p in parts if p.lost), None),
+        interrupted=any(p.interrupted for p in parts),
     )  # fmt: skip
     pooled.stable = is_stable([window_figures(pooled, x, y) for x, y in pooled.windows_ns],
                               rule.stability_percentage, rule.consecutive)  # fmt: skip
@@ -129,7 +135,9 @@ def run_workers(cfg: LoadConfig, payloads: list[bytes], value: float) -> StepSam
     if duration is None and cfg.requests is None:
         duration = 3 * cfg.measurement_interval_ms / 1000
     ctx = mp.get_context("spawn")
-    pipes, procs = [], []
+    pipes: list[Any] = []
+    procs: list[Any] = []
+    forward = STOP.subscribe(lambda: [os.kill(p.pid, signal.SIGINT) for p in procs if p.pid and p.is_alive()])
     try:
         for k in range(n):
             reqs = None if cfg.requests is None else _share(cfg.requests, k, n)
@@ -147,6 +155,7 @@ def run_workers(cfg: LoadConfig, payloads: list[bytes], value: float) -> StepSam
         limit = cfg.warmup_s + (duration or 0) + cfg.timeout_ms / 1000 + 60.0
         parts = [_expect(c, limit, "samples") for c in pipes]
     finally:
+        forward()
         for p in procs:
             p.join(5.0)
             if p.is_alive():
@@ -201,7 +210,14 @@ class KeptConnections:
         if self.steps == 0:
             return None
         wait_s = max(DRAIN_MAX_WAIT_S, cfg.timeout_ms / 1000)
-        return self.loop.run_until_complete(drain(self.busy, max_wait_s=wait_s, quiet_s=self.quiet_s, clock=self.clock))
+        task = self.loop.create_task(drain(self.busy, max_wait_s=wait_s, quiet_s=self.quiet_s, clock=self.clock))
+        stop = STOP.subscribe(lambda: self.loop.call_soon_threadsafe(task.cancel))  # Ctrl-C: no step follows
+        try:
+            return self.loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            return None
+        finally:
+            stop()
 
     def samples(self, cfg: LoadConfig, payloads: list[bytes], value: float) -> StepSamples:
         """One step's samples on this loop; its connections are closed once its in-flight requests are done."""
@@ -219,8 +235,16 @@ class KeptConnections:
 
     def __exit__(self, *exc: object) -> None:
         self.pool.close()
-        self.loop.run_until_complete(asyncio.sleep(0))  # let the transports close
+        self.loop.run_until_complete(_settle(asyncio.all_tasks(self.loop)))  # transports close, no task pending
         self.loop.close()
+
+
+async def _settle(tasks: set[asyncio.Task[Any]]) -> None:
+    """Cancel and await ``tasks`` (left by a hard stop: a second Ctrl-C), then let closing transports run."""
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.sleep(0)
 
 
 def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str] | None = None,
@@ -244,6 +268,8 @@ def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str
     s.drain = drained
     after = fetch_stats(target)
     r = step_result(s, target, cfg, command, stats_before=before, stats_after=after)
+    if s.interrupted:
+        mark_interrupted(r, s.duration_s)
     if n < cfg.workers:
         r.notes.append(f"--workers {cfg.workers} at concurrency {int(value)}: {n} worker process(es) ran, one per"
                        " stream")  # fmt: skip
@@ -268,6 +294,8 @@ def load(cfg: LoadConfig, command: list[str] | None = None,
     target = target or read_target(cfg)
     out = []
     for value in cfg.steps:
+        if STOP.requested:
+            break  # Ctrl-C / SIGTERM: the steps so far are written; the caller says what was kept
         r = run_one(cfg, target, value, command)
         out.append(r)
         if on_step is not None:
@@ -275,6 +303,15 @@ def load(cfg: LoadConfig, command: list[str] | None = None,
         if (r.metrics.client or {}).get("target_lost") or (r.metrics.client or {}).get("rejected"):
             break  # the target died, or refuses the requests themselves: later steps would only measure refusals
     return out
+
+
+def mark_interrupted(r: Result, measured_s: float) -> Result:
+    """Mark a step that Ctrl-C or SIGTERM ended early: INVALID, ``metrics.client.interrupted`` true; its
+    figures are those of the ``measured_s`` seconds it measured."""
+    r.validity.valid = False
+    r.validity.reasons.append(f"interrupted ({STOP.signal_name}) after {measured_s:.1f} s measured: partial figures")
+    r.metrics.client = {**(r.metrics.client or {}), "interrupted": True}
+    return r
 
 
 def rate_short(r: Result) -> bool:
@@ -285,4 +322,4 @@ def rate_short(r: Result) -> bool:
     return bool(c.get("target_rate")) and bool(due) and c.get("achieved_rate", 0.0) < RATE_SHORT_FRACTION * due
 
 
-__all__ = ["build_mode", "load", "pool_samples", "rate_short", "run_one", "run_workers"]
+__all__ = ["build_mode", "load", "mark_interrupted", "pool_samples", "rate_short", "run_one", "run_workers"]

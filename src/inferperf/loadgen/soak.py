@@ -92,16 +92,41 @@ async def _sample_rss(source: RssSource, interval_s: float, clock: Any, out: lis
         await asyncio.sleep(interval_s)
 
 
+def live_interval(k: int, t_s: float, figures: dict[str, float], rss: list[tuple[int, float]], b_ns: int) -> dict:
+    """The live figures of soak interval ``k`` (1-based) ending ``t_s`` into the measured span: ``interval``,
+    ``t_s``, ``queries_per_s``, ``p99_ms``, ``rss_bytes`` (last sample by ``b_ns``, None without one) and
+    ``rss_slope_bytes_per_hour`` (OLS slope of the RSS samples so far; None under 3). The verdict at the end
+    is :func:`soak_block`'s; this line only shows the trend forming."""
+    upto = [(t, v) for t, v in rss if t <= b_ns]
+    slope = None
+    if len(upto) >= 3 and upto[-1][0] > upto[0][0]:
+        slope = float(np.polyfit([t / 3.6e12 for t, _ in upto], [v for _, v in upto], 1)[0])
+    return {"interval": k, "t_s": t_s, "queries_per_s": figures["queries_per_s"], "p99_ms": figures["p99_ms"],
+            "rss_bytes": upto[-1][1] if upto else None, "rss_slope_bytes_per_hour": slope}  # fmt: skip
+
+
 async def soak_samples(transport: Any, mode: Any, *, soak_s: float, interval_s: float, warmup_s: float,
                        rss: RssSource | None, clock: Any = SYSTEM_CLOCK, payloads: Any = (),
-                       timeout_s: float = 30.0) -> tuple[StepSamples, list[tuple[int, float]]]:  # fmt: skip
-    """Run one step of ``soak_s`` seconds while sampling ``rss`` every ``interval_s``: (samples, [(ns, bytes)])."""
+                       timeout_s: float = 30.0, on_interval: Callable[[dict], Any] | None = None,
+                       ) -> tuple[StepSamples, list[tuple[int, float]]]:  # fmt: skip
+    """Run one step of ``soak_s`` seconds while sampling ``rss`` every ``interval_s``: (samples, [(ns, bytes)]).
+
+    ``on_interval``: called with :func:`live_interval`'s figures as each whole interval ends (the console's
+    line per interval). A stop request (Ctrl-C, SIGTERM) ends the soak early: the samples say ``interrupted``.
+    """
     taken: list[tuple[int, float]] = []
     task = asyncio.ensure_future(_sample_rss(rss, interval_s, clock, taken)) if rss is not None else None
+    first: list[int] = []
+
+    def window(a: int, b: int, figures: dict[str, float]) -> None:
+        first.append(first[0] if first else a)
+        if on_interval is not None:
+            on_interval(live_interval(len(first), (b - first[0]) / 1e9, figures, taken, b))
+
     try:
         rule = WindowRule(int(interval_s * 1000), 100.0, 10**9)
         s = await run_step(transport, mode, payloads=payloads, warmup_s=warmup_s, duration_s=soak_s,
-                           windows=rule, timeout_s=timeout_s, clock=clock)  # fmt: skip
+                           windows=rule, timeout_s=timeout_s, clock=clock, on_window=window)  # fmt: skip
     finally:
         if task is not None:
             task.cancel()
@@ -135,7 +160,8 @@ def soak_block(s: StepSamples, rss: list[tuple[int, float]], interval_s: float, 
         intervals.append({"t_s": (b - a0) / 1e9, "requests": int((answered & (done > a0) & (done <= b)).sum()),
                           "count": int(f["count"]), "queries_per_s": float(f["queries_per_s"]),
                           "error_rate": errs / n_all if n_all else 0.0, "p50_ms": float(f["p50_ms"]),
-                          "p99_ms": float(f["p99_ms"]), "rss_bytes": prior[-1] if prior else None})  # fmt: skip
+                          "p99_ms": float(f["p99_ms"]), "rss_bytes": prior[-1] if prior else None,
+                          "partial": b - a < step})  # fmt: skip
         a = b
     block: dict[str, Any] = {"interval_s": interval_s, "duration_s": (end - a0) / 1e9, "rss_source": rss_source,
                              "intervals": intervals, "rss": None, "latency_drift": None, "verdict": "no rss source",
@@ -158,14 +184,19 @@ def soak_block(s: StepSamples, rss: list[tuple[int, float]], interval_s: float, 
 
 
 def soak(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[Result], None] | None = None,
-         target: TargetInfo | None = None, rss: RssSource | None = None) -> list[Result]:  # fmt: skip
+         target: TargetInfo | None = None, rss: RssSource | None = None,
+         on_interval: Callable[[dict], Any] | None = None) -> list[Result]:  # fmt: skip
     """``inferperf load --soak-s N``: one Result (kind load) with ``metrics.client.soak``.
+
+    ``on_interval``: each whole interval's live figures as it ends (:func:`live_interval`). Interrupted
+    (Ctrl-C, SIGTERM), the Result holds every finished interval and the partial last one (``partial``), is
+    INVALID (``metrics.client.interrupted``) and the leak gate is not applied.
 
     Raises:
         UsageError: no --soak-s, more than one step, --workers > 1, a missing --server-pid.
         GateFailed: ``fail_on_leak`` and the RSS growth is a leak (after ``on_step`` saw the Result).
     """
-    from .run import build_mode
+    from .run import build_mode, mark_interrupted
 
     if cfg.soak_s is None:
         raise UsageError("soak needs --soak-s N (seconds)")
@@ -188,16 +219,19 @@ def soak(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[R
     before = fetch_stats(target)
     s, taken = asyncio.run(soak_samples(HttpTransport(cfg.url), mode, soak_s=cfg.soak_s,
                                         interval_s=cfg.soak_interval_s, warmup_s=cfg.warmup_s, rss=rss,
-                                        payloads=target.payloads, timeout_s=cfg.timeout_ms / 1000))  # fmt: skip
+                                        payloads=target.payloads, timeout_s=cfg.timeout_ms / 1000,
+                                        on_interval=on_interval))  # fmt: skip
     after = fetch_stats(target)
     r = step_result(s, target, cfg, command, stats_before=before, stats_after=after)
+    if s.interrupted:
+        mark_interrupted(r, s.duration_s)
     block = soak_block(s, taken, cfg.soak_interval_s, rss_source=source, bytes_per_hour=cfg.leak_bytes_per_hour,
                        bytes_per_1000_requests=cfg.leak_bytes_per_1000_requests)  # fmt: skip
     r.metrics.client = {**(r.metrics.client or {}), "soak": block}
     r.notes.append(soak_line(block))
     if on_step is not None:
         on_step(r)
-    if cfg.fail_on_leak and block["verdict"] == "leak":
+    if cfg.fail_on_leak and block["verdict"] == "leak" and not s.interrupted:
         raise GateFailed(f"--fail-on-leak: {block['rss']['reason']}")
     return [r]
 

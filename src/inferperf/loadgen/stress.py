@@ -30,6 +30,7 @@ import dataclasses
 from typing import Any, Callable
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..interrupt import STOP
 from ..results.model import Result
 from .options import LoadConfig
 from .progress import done_line, plan_line, progress_line
@@ -208,7 +209,8 @@ def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: st
           on_step: Callable[[Result], None] | None = None, on_progress: Callable[[str], None] | None = None,
           cfg: LoadConfig | None = None, requests: int | None = None, clock: Clock = SYSTEM_CLOCK) -> list[Result]:  # fmt: skip
     """Run ``strategy`` with ``step(value) -> Result``; stamps ``metrics.client.stress`` on every Result
-    (the findings so far; the last Result holds the final ones) and calls ``on_step`` after each.
+    (the findings so far; the last Result holds the final ones) and calls ``on_step`` after each. A stop
+    request (Ctrl-C, SIGTERM) ends the search: the interrupted step is kept but not told to the strategy.
 
     ``on_progress`` (with ``cfg``): gets the plan line first, a progress line before each step and a last line
     (:mod:`.progress`); ``requests``: each step's measured requests (the search's), for the time figures."""
@@ -217,16 +219,20 @@ def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: st
     say = on_progress if on_progress is not None and cfg is not None else None
     if say is not None:
         say(plan_line(cfg, strategy, requests))  # type: ignore[arg-type]
-    while (value := strategy.ask()) is not None:
+    while not STOP.requested and (value := strategy.ask()) is not None:
         if say is not None:
             say(progress_line(cfg, strategy, value, (clock.now_ns() - t0) / 1e9, requests))  # type: ignore[arg-type]
         r = step(value)
-        strategy.tell(outcome(r, value))
         out.append(r)
-        if (r.metrics.client or {}).get("target_lost"):
-            strategy.stop_reason = "the target stopped answering"
-        elif (r.metrics.client or {}).get("rejected"):
-            strategy.stop_reason = "the server refused the requests (4xx)"
+        c = r.metrics.client or {}
+        if c.get("interrupted"):  # partial figures: they move no bracket
+            strategy.stop_reason = f"interrupted ({STOP.signal_name})"
+        else:
+            strategy.tell(outcome(r, value))
+            if c.get("target_lost"):
+                strategy.stop_reason = "the target stopped answering"
+            elif c.get("rejected"):
+                strategy.stop_reason = "the server refused the requests (4xx)"
         f = {"mode": mode, "step": len(out) - 1, **strategy.findings()}
         if r.metrics.client is not None:
             r.metrics.client["stress"] = f
@@ -234,6 +240,8 @@ def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: st
             on_step(r)
         if strategy.stop_reason is not None:
             break
+    if STOP.requested and strategy.stop_reason is None:
+        strategy.stop_reason = f"interrupted ({STOP.signal_name})"
     if say is not None:
         say(done_line(strategy, (clock.now_ns() - t0) / 1e9))
     final = {"mode": mode, **strategy.findings()}
