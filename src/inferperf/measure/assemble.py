@@ -7,16 +7,14 @@ runs, so a figure is always derived the same way from the same kind of samples.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import resource
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .._version import __version__
 from ..config import BenchConfig
-from ..results.io import case_key
+from ..results.build import new_result
 from ..results.model import (
     CaseConfig,
     ColdStart,
@@ -31,14 +29,12 @@ from ..results.model import (
     SessionConfig,
     StopConfig,
     Throughput,
-    ToolInfo,
     Validity,
     WarmupConfig,
     Window,
     WorkloadConfig,
 )
 from ..stats import latency_summary, percentile_notes, windows
-from ..system import collect_system
 from .validity import verdict
 
 
@@ -164,13 +160,12 @@ def assemble(*, cfg: BenchConfig, plan: Any, sessions: Any, eff: dict[str, Any],
         duration_s=duration_s,
         **({"batch1_reference": reference} if reference is not None else {}),
     )
-    return Result(
-        tool=ToolInfo(version=__version__),
-        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        command=list(command if command is not None else sys.argv),
-        case_key=case_key(facts.sha256, case_key_doc(case)),
+    return new_result(
+        kind="bench",
+        model_sha256=facts.sha256,
+        key_doc=case_key_doc(case),
+        command=command,
         run={"pid": os.getpid(), "repeat_index": repeat_index, "stopped_by": m.stopped_by},
-        system=collect_system(),
         model=ModelInfo(
             path=str(facts.path),
             sha256=facts.sha256,

@@ -203,6 +203,12 @@ class LatencySummary(_Model):
     percentile_method: PercentileMethod = "linear"
     p50_ci95: list[float] = Field(default_factory=list)
 
+    @classmethod
+    def empty(cls, percentile_method: PercentileMethod = "linear") -> LatencySummary:
+        """The summary of no samples: ``count`` 0 and every figure 0.0 ms (a Result with nothing measured)."""
+        zeros = dict.fromkeys(("mean", "std", "min", "p50", "p90", "p95", "p99", "p999", "max"), 0.0)
+        return cls(count=0, **zeros, percentile_method=percentile_method)
+
 
 class Throughput(_Model):
     """Completed queries (and samples = queries x batch rows) per second of measurement wall time.
