@@ -23,19 +23,15 @@ OVERLOADED) is :mod:`.verdict`.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import sys
 from typing import Any
 
 import numpy as np
 
-from .._version import __version__
-from ..results.io import case_key
+from ..results.build import new_result
 from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Result, Samples,
-                             SessionConfig, TensorInfo, Throughput, ToolInfo, Validity, WarmupConfig, Window)  # fmt: skip
+                             SessionConfig, TensorInfo, Throughput, Validity, WarmupConfig, Window)  # fmt: skip
 from ..stats import PERCENTILES, latency_summary, percentile_notes
-from ..system import collect_system
 from .drain import drain_note
 from .driver import LATE_SEND_NS, StepSamples, window_figures
 from .options import LoadConfig
@@ -46,11 +42,10 @@ CLIENT_CPU_LIMIT_PERCENT = 90.0
 LAG_GROWTH_MS = 10.0
 LITTLE_TOLERANCE = 0.10
 MAX_ERRORS_LISTED = 1000
-_EMPTY = {"count": 0, **{k: 0.0 for k in ("mean", "std", "min", "p50", "p90", "p95", "p99", "p999", "max")}}
 
 
 def _summary(ns: np.ndarray) -> dict[str, Any]:
-    return latency_summary(ns) if ns.size else dict(_EMPTY)
+    return latency_summary(ns) if ns.size else LatencySummary.empty().model_dump()
 
 
 def error_adjusted(ok_ns: np.ndarray, failures: int, incomplete_age_ns: np.ndarray | None = None) -> dict[str, Any]:
@@ -259,7 +254,7 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
     ok = m & (s.error == 0)
     lat = s.done_ns[ok] - s.scheduled_ns[ok]
     client, reasons, notes = client_block(s)
-    summary = _summary(lat)
+    summary = LatencySummary(**_summary(lat))
     rows = int(next(iter(target.shapes[0].values()))[0]) if target.shapes and target.shapes[0] else 1
     dur = max(s.duration_s, 1e-9)
     scenario = "concurrent" if s.mode == "closed" else "server"
@@ -292,18 +287,16 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
     elif s.stable is False:
         reasons.append(f"unstable: throughput or p99 of the last 3 windows not within {cfg.stability_percentage:g} %"
                        f" after {len(s.windows_ns)} windows: raise --max-trials or quiet the machine")  # fmt: skip
-    return Result(
-        kind="load", tool=ToolInfo(version=__version__),
-        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        command=list(command if command is not None else sys.argv), case_key=case_key(target.sha256, key_doc),
+    return new_result(
+        kind="load", model_sha256=target.sha256, key_doc=key_doc, command=command,
         run={"pid": os.getpid(), "target": target.url, "model_name": target.model, "server": target.server},
-        system=collect_system(), model=_model_info(target), config=case,
+        model=_model_info(target), config=case,
         metrics=Metrics(
-            latency_ms=LatencySummary(**summary),
+            latency_ms=summary,
             throughput=Throughput(queries_per_s=float(lat.size / dur), samples_per_s=float(lat.size * rows / dur),
                                   duration_s=s.duration_s),
             windows=wins, errors=ErrorCounts(count=sum(by_kind.values()), by_kind=by_kind),
-            client=client, server=server_block(stats_before, stats_after, float(summary["mean"])),
+            client=client, server=server_block(stats_before, stats_after, summary.mean),
         ),
         samples=Samples(latency_ns=lat.tolist(), start_offsets_ns=(s.scheduled_ns[ok] - s.measure_start_ns).tolist(),
                         stream_ids=s.worker[ok].tolist()),
