@@ -10,37 +10,18 @@ client-side figures of the same run.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from .._version import __version__
 from ..config import BenchConfig
-from ..results.io import case_key
-from ..results.model import (
-    CaseConfig,
-    ErrorCounts,
-    LatencySummary,
-    Metrics,
-    ModelInfo,
-    Result,
-    Samples,
-    SessionConfig,
-    TensorInfo,
-    Throughput,
-    ToolInfo,
-    Validity,
-    WarmupConfig,
-)
-from ..system import collect_system
+from ..results.build import new_result
+from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Result, Samples,
+                             SessionConfig, TensorInfo, Throughput, Validity, WarmupConfig)  # fmt: skip
 from ..workload.signature import file_sha256
 from ..zoo import resolve as zoo_resolve
 from ..zoo import zoo_name
 from .app import ServeApp
-
-_EMPTY = {k: 0.0 for k in ("mean", "std", "min", "p50", "p90", "p95", "p99", "p999", "max")}
 
 
 def _model_info(model_arg: Any, served: Any) -> ModelInfo:
@@ -77,7 +58,7 @@ def serve_result(app: ServeApp, model_arg: Any, cfg: BenchConfig, command: list[
     stats = served.stats()
     ok = stats["inference_stats"]["success"]["count"]
     fail = stats["inference_stats"]["fail"]["count"]
-    latency = LatencySummary(**(request_ms or {"count": 0, **_EMPTY}))
+    latency = LatencySummary(**request_ms) if request_ms else LatencySummary.empty()
     opts = served.options.model_dump(mode="json")
     case = CaseConfig(
         backend=cfg.backend,
@@ -109,14 +90,12 @@ def serve_result(app: ServeApp, model_arg: Any, cfg: BenchConfig, command: list[
                      " mean, min and max are exact")
     server_block = {**window, "max_batch_size": served.max_batch_size, "options": opts,
                     "inference_count": stats["inference_count"], "execution_count": stats["execution_count"]}  # fmt: skip
-    return Result(
+    return new_result(
         kind="serve",
-        tool=ToolInfo(version=__version__),
-        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        command=list(command if command is not None else sys.argv),
-        case_key=case_key(info.sha256, key_doc),
+        model_sha256=info.sha256,
+        key_doc=key_doc,
+        command=command,
         run={"pid": os.getpid(), "model_name": served.name},
-        system=collect_system(),
         model=info,
         config=case,
         metrics=Metrics(
