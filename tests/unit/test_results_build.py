@@ -59,7 +59,8 @@ def test_envelope_defaults_and_given_values():
 
 @pytest.mark.parametrize("make", [
     lambda: _bench(),
-], ids=["bench"])  # fmt: skip
+    lambda: locust_results(FIX / "tiny_binary", command=["locust"])[0],
+], ids=["bench", "locust"])  # fmt: skip
 def test_every_producer_writes_created_at_the_same_way(make):
     """One format for every kind (the pipeline wrote ``...Z`` before, the others ``...+00:00``)."""
     r = make()

@@ -28,34 +28,16 @@ higher. Nothing here imports locust.
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._version import __version__
 from ..errors import UsageError
-from ..results.io import case_key
-from ..results.model import (
-    CaseConfig,
-    ErrorCounts,
-    LatencySummary,
-    Metrics,
-    ModelInfo,
-    Result,
-    Samples,
-    SessionConfig,
-    StopConfig,
-    SystemInfo,
-    Throughput,
-    ToolInfo,
-    Validity,
-    WarmupConfig,
-    Window,
-    WorkloadConfig,
-)
+from ..results.build import new_result, utc_now
+from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Result, Samples,
+                             SessionConfig, StopConfig, SystemInfo, Throughput, Validity, WarmupConfig, Window,
+                             WorkloadConfig)  # fmt: skip
 
 #: LatencySummary field <- Locust percentile column
 PERCENTILE_COLUMNS = {"p50": "50%", "p90": "90%", "p95": "95%", "p99": "99%", "p999": "99.9%"}
@@ -175,8 +157,7 @@ def read_locust_csv(prefix: str | Path) -> LocustCsv:
 
 def _latency(row: LocustRow, where: str) -> LatencySummary:
     if row.count == 0:
-        zeros = dict.fromkeys(("mean", "std", "min", "p50", "p90", "p95", "p99", "p999", "max"), 0.0)
-        return LatencySummary(count=0, **zeros, percentile_method="nearest-rank")
+        return LatencySummary.empty(percentile_method="nearest-rank")
     missing = [c for c in PERCENTILE_COLUMNS.values() if row.percentiles_ms.get(c) is None]
     if missing:
         raise UsageError(f"{where}: row {row.name!r} lacks Locust's {', '.join(missing)} columns:"
@@ -236,7 +217,7 @@ def _model_info(name: str) -> ModelInfo:
                      served_name=m.group("model") if m else None)  # fmt: skip
 
 
-def row_result(data: LocustCsv, row: LocustRow, *, system: SystemInfo, command: list[str],
+def row_result(data: LocustCsv, row: LocustRow, *, system: SystemInfo, command: list[str] | None,
                created_at: str) -> Result:  # fmt: skip
     """One summary-only Result (kind ``load``) for one named request row of ``data``."""
     own = [h for h in data.history if h.name == row.name]
@@ -265,10 +246,9 @@ def row_result(data: LocustCsv, row: LocustRow, *, system: SystemInfo, command: 
         percentile_method="nearest-rank",
     )  # fmt: skip
     reasons = [STABILITY_REASON] + ([] if ok else [f"no successful {row.name} request ({row.failures} failed)"])
-    return Result(
-        kind="load", tool=ToolInfo(version=__version__), created_at=created_at, command=command,
-        case_key=case_key(info.sha256, key), run={"imported": "locust", "locust": locust},
-        system=system, model=info, config=case,
+    return new_result(
+        kind="load", model_sha256=info.sha256, key_doc=key, command=command, system=system, created_at=created_at,
+        run={"imported": "locust", "locust": locust}, model=info, config=case,
         metrics=Metrics(
             latency_ms=latency,
             throughput=Throughput(queries_per_s=qps, samples_per_s=qps, duration_s=duration_s),
@@ -301,9 +281,8 @@ def locust_results(prefix: str | Path, *, system: SystemInfo | None = None, comm
         from ..system import collect_system
 
         system = collect_system()
-    when = created_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    argv = list(command if command is not None else sys.argv)
-    return [row_result(data, r, system=system, command=argv, created_at=when) for r in data.rows]
+    when = created_at or utc_now()  # one time and one machine block for every row of one import
+    return [row_result(data, r, system=system, command=command, created_at=when) for r in data.rows]
 
 
 def describe(results: list[Result]) -> list[dict[str, Any]]:
