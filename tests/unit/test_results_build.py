@@ -3,6 +3,7 @@ latency summary, and a content hash that is the same for the same document where
 
 from __future__ import annotations
 
+import ast
 import datetime as _dt
 import json
 import shutil
@@ -41,6 +42,19 @@ def _pipeline(command: list[str] | None = None) -> Result:
     return pipeline_assemble(tr, spec, PipelineOptions(), collect_system(), {}, {}, command=command)
 
 
+def test_no_producer_builds_a_result_by_hand():
+    """``Result(...)`` is called in results/build.py only: every other module goes through ``new_result``."""
+    calls = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                if name == "Result":
+                    calls.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert calls and all(c.startswith("results/build.py:") for c in calls), calls
+
+
 def test_envelope_defaults_and_given_values():
     b = _bench()
     body = {"model": ModelInfo(path="m", sha256="ab", size_bytes=0, inputs=[], outputs=[]), "config": b.config,
@@ -59,8 +73,9 @@ def test_envelope_defaults_and_given_values():
 
 @pytest.mark.parametrize("make", [
     lambda: _bench(),
+    lambda: _pipeline(command=["inferperf", "pipeline"]),
     lambda: locust_results(FIX / "tiny_binary", command=["locust"])[0],
-], ids=["bench", "locust"])  # fmt: skip
+], ids=["bench", "pipeline", "locust"])  # fmt: skip
 def test_every_producer_writes_created_at_the_same_way(make):
     """One format for every kind (the pipeline wrote ``...Z`` before, the others ``...+00:00``)."""
     r = make()

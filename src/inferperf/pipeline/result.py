@@ -8,7 +8,6 @@ divides completed items by the measurement window. Every field: docs/results-sch
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import math
 from pathlib import Path
@@ -16,21 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from .._version import __version__
 from ..config import ValidityOptions
 from ..errors import RuntimeFailure
 from ..measure.facts import model_sha256
 from ..measure.validity import verdict
-from ..results.io import case_key
+from ..results.build import new_result
 from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Resources, Result, Samples,
-                             SessionConfig, StopConfig, SystemInfo, Throughput, ToolInfo, Validity, WarmupConfig,
-                             Window, WorkloadConfig)  # fmt: skip
+                             SessionConfig, StopConfig, SystemInfo, Throughput, Validity, WarmupConfig, Window,
+                             WorkloadConfig)  # fmt: skip
 from ..stats import latency_summary, percentile_notes, windows
 from . import analysis as an
 from .spec import PipelineSpec, model_path
 from .trace import Trace
-
-_EMPTY = {"count": 0, **{k: 0.0 for k in ("mean", "std", "min", "p50", "p90", "p95", "p99", "p999", "max")}}
 
 
 def _plain(x: Any, depth: int = 0) -> Any:
@@ -208,7 +204,8 @@ def _models(spec: PipelineSpec) -> list[dict[str, Any]]:
 def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos: dict[str, Any],
              alone: dict[str, Any], *, check: Any = None, command: list[str] | None = None, source: str = "",
              queue_setting: str | None = None) -> Result:
-    """The Result of one run (see the module docstring)."""
+    """The Result of one run (see the module docstring); ``command`` None records none (not ``sys.argv``: the
+    report then writes ``inferperf pipeline PATH`` as the command to reproduce it)."""
     done = tr.completed()
     lat = [r.done_ns - r.intended_ns for r in done]
     offs = [r.intended_ns - tr.t0_ns for r in done]
@@ -268,7 +265,7 @@ def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos
     except Exception:  # noqa: BLE001 - resource figures are best effort
         pass
     metrics = Metrics(
-        latency_ms=LatencySummary(**(latency_summary(lat) if lat else _EMPTY)),
+        latency_ms=LatencySummary(**latency_summary(lat)) if lat else LatencySummary.empty(),
         throughput=Throughput(queries_per_s=x, samples_per_s=x, duration_s=tr.window_ns / 1e9),
         windows=[Window(**w) for w in wins],
         resources=Resources(cpu_percent_mean=100.0 * summary["cpu_cores_used"] if summary["cpu_cores_used"] is not None
@@ -277,10 +274,9 @@ def assemble(tr: Trace, spec: PipelineSpec, opts: Any, system: SystemInfo, infos
         accuracy=accuracy,
         client={"send_lag_ms": latency_summary(tr.send_lag_ns) if tr.send_lag_ns else None} if open_loop else None,
         stages=stages)  # fmt: skip
-    return Result(
-        kind="pipeline", tool=ToolInfo(version=__version__),
-        created_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), command=command or [],
-        case_key=case_key(sha, key_doc), run={"pipeline": summary}, system=system,
+    return new_result(
+        kind="pipeline", model_sha256=sha, key_doc=key_doc, command=command or [], system=system,
+        run={"pipeline": summary},
         model=ModelInfo(path=source or spec.name, sha256=sha, size_bytes=len(text), inputs=[], outputs=[],
                         variant="pipeline"),
         config=cfg, metrics=metrics, samples=Samples(latency_ns=lat, start_offsets_ns=offs),
