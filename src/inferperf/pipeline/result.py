@@ -173,7 +173,8 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
             notes.append(f"stage {n!r}: {f['workers']} threads with items waiting got {cores:.2f} cores of CPU"
                          f" between them: the GIL serialises them; use 'executor: processes'")
         if f["errors"]["count"]:
-            notes.append(f"stage {n!r} failed on {f['errors']['count']} item(s): {f['errors']['by_kind']}")
+            kinds = ", ".join(f"{k} {v}" for k, v in f["errors"]["by_kind"].items())
+            notes.append(f"stage {n!r} failed on {f['errors']['count']} item(s): {kinds}")
         if f["rejected"]:
             notes.append(f"queue before {n!r} (policy reject) refused {f['rejected']} item(s)")
     for n, f in stages.items():
