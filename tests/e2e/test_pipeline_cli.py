@@ -175,3 +175,33 @@ def test_bench_pre_returning_the_wrong_feeds_names_the_pre_function(tmp_path):
         p = _in(tmp_path, "bench", "zoo:tiny-cnn", "--pre", f"wp:{fn}", "--pre-input", "wp:gen", "--iterations", "5")
         assert p.returncode == 2 and needle in p.stderr and "--shape" not in p.stderr, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("sig,code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_interrupt_keeps_the_finished_runs(tmp_path, sig, code):
+    """Issue 23 item 7: Ctrl-C or SIGTERM during the --queue-sizes run keeps the main run, written as it ended,
+    and says so in one line (exit 130 / 143)."""
+    import signal
+    import time
+
+    (tmp_path / "slow.py").write_text("import time\n\ndef work(item):\n    time.sleep(0.002)\n    return item\n\n"
+                                      "def gen():\n    yield from range(50)\n")  # fmt: skip
+    (tmp_path / "p.yaml").write_text("source: {generator: slow:gen}\nstages:\n  - {name: a, function: slow:work}\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.Popen([sys.executable, "-m", "inferperf", "pipeline", str(tmp_path / "p.yaml"), "--duration-s", "4",
+                          "--max-duration-s", "10", "--no-standalone", "--queue-sizes", "1", "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)  # fmt: skip
+    main = out / "p.json"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not main.exists() and p.poll() is None:
+        time.sleep(0.1)
+    assert main.exists(), p.communicate()[1]
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == code, err
+    assert json.loads(main.read_text())["kind"] == "pipeline" and not list(out.glob("*.queues-*"))
+    lines = [ln for ln in err.splitlines() if "interrupted" in ln]
+    assert lines == [f"interrupted by {sig}: kept 1 finished run(s) in {main}; the run in progress is dropped (a"
+                     " pipeline run is measured whole)"]  # fmt: skip
+    assert "Traceback" not in err

@@ -56,3 +56,27 @@ def test_sweep_bad_input(args, expect):
     assert p.returncode == 2, p.stderr
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and expect in lines[0]
+
+
+@pytest.mark.parametrize("sig,code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_interrupt_keeps_finished_runs_in_one_line(tmp_path, sig, code):
+    """Issue 23 item 7: SIGTERM is Ctrl-C: the finished runs stay on disk and one line says so (was two lines
+    for Ctrl-C, 'interrupted: ...' then 'error: interrupted')."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "s"
+    p = subprocess.Popen([sys.executable, "-m", "inferperf", "sweep", "zoo:tiny-cnn", "--intra-op-num-threads",
+                          "1,2,3,4", "--warmup", "2", "--iterations", "10", "--duration-s", "3", "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None and not list(out.glob("runs/*.json")):
+        time.sleep(0.1)  # the first run is written: the second is measuring
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == code, err
+    lines = [ln for ln in err.splitlines() if "interrupted" in ln]
+    assert lines == [f"interrupted by {sig}: finished runs are kept in {out}; rerun with --resume to continue"]
+    assert 1 <= len(list(out.glob("runs/*.json"))) < 4 and "Traceback" not in err

@@ -130,8 +130,24 @@ def pipeline_command(
         check_writable(output)
     err = Console(stderr=True)
     err.print(f"pipeline {spec.name}: {' -> '.join(s.name for s in spec.stages)}", highlight=False)
-    results = run_pipeline(spec, opts, command=["inferperf", *sys.argv[1:]], source=str(file),
-                           on_progress=lambda phase, n: None)
+    done: list[Any] = []
+    kept: list[str] = []
+
+    def on_result(r: Any) -> None:
+        done.append(r)
+        kept.extend(_save([r], output, spec.name, len(done) - 1))
+
+    try:  # each run written as it ends: Ctrl-C or SIGTERM during a later one keeps it
+        results = run_pipeline(spec, opts, command=["inferperf", *sys.argv[1:]], source=str(file),
+                               on_progress=lambda phase, n: None, on_result=on_result)
+    except KeyboardInterrupt:
+        from ..errors import Interrupted
+        from ..interrupt import STOP
+
+        what = (f"kept {len(kept)} finished run(s) in {', '.join(kept)}" if kept else
+                f"{len(done)} finished run(s) not written (no -o)" if done else "no run had finished: nothing kept")
+        raise Interrupted(f"interrupted by {STOP.signal_name}: {what}; the run in progress is dropped (a pipeline"
+                          " run is measured whole)", STOP.exit_code) from None
     written = _save(results, output, spec.name)
     if json_out:
         sys.stdout.write(results[0].model_dump_json(indent=1) + "\n")
@@ -145,18 +161,18 @@ def pipeline_command(
     return 0
 
 
-def _save(results: list[Any], output: Path | None, name: str) -> list[str]:
-    """Write the Results: ``--output X.json`` (extra queue runs beside it as X.queues-S.json), or a folder
-    (NAME.json, NAME.queues-S.json)."""
+def _save(results: list[Any], output: Path | None, name: str, first: int = 0) -> list[str]:
+    """Write the Results (``first``: the index of ``results[0]`` among the run's): ``--output X.json`` (extra
+    queue runs beside it as X.queues-S.json), or a folder (NAME.json, NAME.queues-S.json)."""
     from ..results.io import save
 
     if output is None:
         return []
     base = output if output.suffix.lower() == ".json" else output / f"{name}.json"
-    out = [str(save(results[0], base))]
-    for r in results[1:]:
-        setting = r.run["pipeline"]["queue_setting"]
-        out.append(str(save(r, base.with_name(f"{base.stem}.queues-{setting}.json"))))
+    out = []
+    for i, r in enumerate(results, start=first):
+        path = base if i == 0 else base.with_name(f"{base.stem}.queues-{r.run['pipeline']['queue_setting']}.json")
+        out.append(str(save(r, path)))
     return out
 
 

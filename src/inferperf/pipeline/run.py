@@ -226,7 +226,8 @@ def standalone(stages: Stages, captured: list[list[Any]], seconds: float,
 
 
 def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, command: list[str] | None = None,
-                 on_progress: Callable[[str, int], None] | None = None, source: str = "") -> list[Result]:
+                 on_progress: Callable[[str, int], None] | None = None, source: str = "",
+                 on_result: Callable[[Result], None] | None = None) -> list[Result]:  # fmt: skip
     """Measure ``spec`` and return its Results: the main one first, then one per extra queue size.
 
     Args:
@@ -235,6 +236,9 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
         command: argv recorded in the Results.
         on_progress: called as ``(phase, items sent)``.
         source: the pipeline file's path (recorded).
+        on_result: called with each Result as soon as its run is assembled (the CLI writes it then, so Ctrl-C or
+            SIGTERM during a later run keeps it); the main one is complete (its ``queue_sizes`` rows) only in
+            the returned list.
 
     Raises:
         UsageError: bad overrides, source, function or model (before anything is measured).
@@ -253,6 +257,8 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
         alone = standalone(stages, captured, opts.standalone_s, opts.stop) if opts.standalone else {}
         main = assemble(trace, spec, opts, system, stages.infos, alone, check=check, command=command, source=source)
         results = [main]
+        if on_result is not None:
+            on_result(main)
         rule = {n: b["rule_size"] for n, b in main.run["pipeline"]["buffers"].items()}
         rows = [_sweep_row("as configured", trace, main)]
         for setting in opts.queue_sizes:
@@ -261,6 +267,8 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
             r = assemble(tr, spec, opts, system, stages.infos, alone, check=check, command=command, source=source,
                          queue_setting=str(setting))
             results.append(r)
+            if on_result is not None:
+                on_result(r)
             rows.append(_sweep_row(str(setting), tr, r))
         if opts.queue_sizes:
             main.run["pipeline"]["queue_sizes"] = rows
