@@ -42,6 +42,7 @@ SERVICES = frozenset({"sweep", "optimize", "serve", "loadgen", "pipeline"})
 ALLOWED: dict[str, frozenset[str]] = {
     "report": frozenset({"analysis", "results", "stats"}),
     "tune": SERVICES | {"measure", "analysis"} | BASE,
+    "plan": SERVICES | {"measure", "analysis"} | BASE,  # tune's level: composes serve + load, not tune
     **{s: frozenset({"measure", "analysis", "backends", "workload", "zoo"}) | BASE for s in SERVICES},
     "analysis": frozenset({"results", "stats"}) | BASE,
     "measure": frozenset({"backends", "workload", "zoo"}) | BASE,
@@ -133,12 +134,13 @@ def test_design_import_rules_hold() -> None:
 
 
 def test_every_package_named_by_design_has_a_row() -> None:
-    for name in ("cli", "report", "tune", "sweep", "optimize", "serve", "loadgen", "pipeline", "analysis",
+    for name in ("cli", "report", "tune", "plan", "sweep", "optimize", "serve", "loadgen", "pipeline", "analysis",
                  "measure", "backends", "workload", "zoo", "results", "stats", "system", "config", "errors", "clock"):
         assert name in ALLOWED or name in TOP, name
-    # the services may not import each other; tune sits above them
+    # the services may not import each other; tune and plan sit above them, side by side
     for s in SERVICES:
-        assert not (ALLOWED[s] & (SERVICES - {s})) and "tune" not in ALLOWED[s]
+        assert not (ALLOWED[s] & (SERVICES - {s})) and "tune" not in ALLOWED[s] and "plan" not in ALLOWED[s]
+    assert "plan" not in ALLOWED["tune"] and "tune" not in ALLOWED["plan"]
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -161,6 +163,8 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     ("analysis/profile/ops.py", "def f():\n    from ...backends import ort\n", "analysis", "backends"),
     ("results/io.py", "from inferperf import zoo\n", "results", "zoo"),
     ("tune/search.py", "from ..backends import base\n", "tune", "backends"),
+    ("plan/fleet.py", "from ..tune import search\n", "plan", "tune"),
+    ("analysis/serving_sim.py", "from ..serve.batcher import decide\n", "analysis", "serve"),
 ])
 def test_a_deliberate_violation_is_caught(tmp_path: Path, rel: str, text: str, layer: str, target_layer: str) -> None:
     (v,) = check(_tree(tmp_path, {rel: text}))

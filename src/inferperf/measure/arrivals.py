@@ -9,6 +9,9 @@ LoadGen's Server scenario). Shared by ``loadgen`` (open loop) and ``pipeline``.
 - :func:`constant`: request ``i`` at ``i / rate`` s (the first at 0).
 - :func:`poisson`: exponential gaps of mean ``1 / rate`` s from a seeded numpy
   generator (the first after one gap), as MLPerf LoadGen's Server scenario.
+- :func:`mmpp`: bursty arrivals, a two-state Markov-modulated Poisson process (Fischer and Meier-Hellstern
+  1993): Poisson at ``rate_high`` for exponential spells of mean ``mean_high_s``, then at ``rate_low`` for
+  spells of mean ``mean_low_s``, and so on (seeded; starts in the low state).
 - :func:`trace`: recorded offsets replayed exactly, ``speed`` times faster.
 - :func:`strided`: worker ``k`` of ``n`` takes offsets ``k, k+n, k+2n, ...`` of one
   schedule, so ``n`` processes together send exactly the global schedule.
@@ -81,6 +84,41 @@ class _Poisson:
         return {"arrival": "poisson", "rate_per_s": self.rate, "seed": self.seed}
 
 
+class _MMPP:
+    def __init__(self, rate_low: float, rate_high: float, mean_low_s: float, mean_high_s: float, seed: int) -> None:
+        if not (rate_low >= 0 and rate_high > 0 and mean_low_s > 0 and mean_high_s > 0):
+            raise UsageError(f"mmpp rates {rate_low}/{rate_high} per s, spells {mean_low_s}/{mean_high_s} s: "
+                             "need rates >= 0 (high > 0) and spells > 0")
+        self.rates = (float(rate_low), float(rate_high))
+        self.means_s = (float(mean_low_s), float(mean_high_s))
+        self.seed = int(seed)
+        self._rng = np.random.default_rng(self.seed)
+        self._t_s = 0.0
+        self._state = 0
+        self._buf: list[int] = []
+
+    @property
+    def rate(self) -> float:
+        """Long-run mean rate (per s): the spell-weighted mean of the two rates."""
+        (r0, r1), (m0, m1) = self.rates, self.means_s
+        return (r0 * m0 + r1 * m1) / (m0 + m1)
+
+    def next_offset_ns(self) -> int:
+        while not self._buf:  # one spell at a time: Poisson count, uniform positions (order statistics)
+            dur = self._rng.exponential(self.means_s[self._state])
+            k = self._rng.poisson(self.rates[self._state] * dur)
+            pts = self._t_s + np.sort(self._rng.uniform(0.0, dur, k))
+            self._buf = np.round(pts * 1e9).astype(np.int64).tolist()[::-1]
+            self._t_s += dur
+            self._state = 1 - self._state
+        return self._buf.pop()
+
+    def describe(self) -> dict[str, Any]:
+        return {"arrival": "mmpp", "rate_per_s": self.rate, "rate_low_per_s": self.rates[0],
+                "rate_high_per_s": self.rates[1], "mean_low_s": self.means_s[0], "mean_high_s": self.means_s[1],
+                "seed": self.seed}
+
+
 class _Trace:
     def __init__(self, offsets_ns: Any, speed: float, source: str | None) -> None:
         if not speed > 0:
@@ -141,6 +179,20 @@ def poisson(rate_per_s: float, seed: int = 0) -> Schedule:
         UsageError: a rate that is not a positive finite number.
     """
     return _Poisson(rate_per_s, seed)
+
+
+def mmpp(rate_low_per_s: float, rate_high_per_s: float, mean_low_s: float, mean_high_s: float,
+         seed: int = 0) -> Schedule:
+    """Bursty arrivals: a two-state Markov-modulated Poisson process, seeded (see the module docstring).
+
+    Args:
+        rate_low_per_s, rate_high_per_s: Poisson rate in each state (per s; low may be 0).
+        mean_low_s, mean_high_s: mean spell in each state (s, exponential).
+
+    Raises:
+        UsageError: a negative rate, a high rate of 0 or a spell <= 0.
+    """
+    return _MMPP(rate_low_per_s, rate_high_per_s, mean_low_s, mean_high_s, seed)
 
 
 def trace(offsets_ns: Any, speed: float = 1.0, source: str | None = None) -> Schedule:
@@ -217,4 +269,4 @@ def from_arrival(arrival: str, rate_per_s: float | None, *, seed: int = 0, trace
     raise UsageError(f"--arrival {arrival!r}: use constant, poisson or trace:FILE")
 
 
-__all__ = ["Schedule", "constant", "from_arrival", "load_trace", "poisson", "strided", "trace"]
+__all__ = ["Schedule", "constant", "from_arrival", "load_trace", "mmpp", "poisson", "strided", "trace"]
