@@ -88,7 +88,7 @@ def _finish(p: subprocess.Popen, sig: int) -> tuple[int, str, str]:
 
 
 def _results(folder: Path) -> list[dict]:
-    docs = [json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))]
+    docs = [json.loads(f.read_text()) for f in sorted(folder.glob("*.json")) if not f.name.endswith(".intervals.json")]
     return sorted(docs, key=lambda d: d["created_at"])
 
 
@@ -104,6 +104,8 @@ def test_soak_interrupted_after_third_interval_keeps_them(server: str, tmp_path:
     lines = [ln for ln in seen + rest.splitlines() if ln.strip().startswith("interval ")]
     assert lines[0].split()[1] == "1/120" and "req/s" in lines[2] and "p99" in lines[2] and "RSS" in lines[2]
     assert "slope so far" in lines[2]
+    (log,) = out.glob("*.intervals.json")  # written as each interval ended
+    assert len(json.loads(log.read_text())["intervals"]) >= 3
     (doc,) = _results(out)
     soak = doc["metrics"]["client"]["soak"]
     whole = [iv for iv in soak["intervals"] if not iv["partial"]]

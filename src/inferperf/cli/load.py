@@ -29,7 +29,7 @@ from ..errors import GateFailed, Interrupted, MeasurementError, UsageError
 from ..interrupt import STOP, cooperative
 from ..tune.compose import own_server, split_cpus
 from . import app
-from .load_lines import interval_line, kept_line, soak_intervals
+from .load_lines import IntervalLog, interval_line, kept_line, soak_intervals
 from .bench import check_writable, output_path
 from .render import plain
 
@@ -304,9 +304,16 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
     extra: dict[str, Any] = {}
     if cfg.stress or cfg.find_max_rate:  # the plan, then a line before each step (stderr: the table stays clean)
         extra["on_progress"] = lambda line: print(line, file=sys.stderr, flush=True)
-    if cfg.soak_s is not None:  # a line per interval as it ends
+    if cfg.soak_s is not None:  # a line per interval as it ends, and on disk with -o
         total = soak_intervals(cfg)
-        extra["on_interval"] = lambda iv: print(interval_line(iv, total), flush=True)
+        log = IntervalLog(output, cfg, command) if output is not None else None
+
+        def on_interval(iv: dict) -> None:
+            print(interval_line(iv, total), flush=True)
+            if log is not None:
+                log(iv)
+
+        extra["on_interval"] = on_interval
     with cooperative():  # Ctrl-C / SIGTERM end the step in progress, kept and marked (inferperf.interrupt)
         results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target, **extra)
     found = (results[-1].metrics.client or {}).get("stress") if results else None

@@ -3,9 +3,12 @@ that says what an interrupted run kept (issue 23 item 7)."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 from pathlib import Path
 from typing import Any
+
+from ..fsutil import atomic_write_json
 
 
 def interval_line(iv: dict[str, Any], total: int) -> str:
@@ -19,6 +22,26 @@ def interval_line(iv: dict[str, Any], total: int) -> str:
     if iv.get("rss_slope_bytes_per_hour") is not None:
         line += f"  slope so far {iv['rss_slope_bytes_per_hour'] / 1048576:+.2f} MiB/h"
     return line
+
+
+class IntervalLog:
+    """A soak's intervals on disk as each ends (a SIGKILL or a power cut keeps them too): ``DIR/MODEL-soak-STAMP
+    .intervals.json``, or ``X.intervals.json`` beside ``-o X.json``, rewritten atomically after each interval as
+    ``{command, interval_s, soak_s, intervals: [live figures]}``. The soak's Result, written at its end (or
+    at Ctrl-C / SIGTERM), holds the full per-interval block; this file is the record until then."""
+
+    def __init__(self, output: Path, cfg: Any, command: list[str]) -> None:
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
+        name = str(cfg.model or "target").replace("/", "_")
+        self.path = (output.with_suffix(".intervals.json") if output.suffix.lower() == ".json"
+                     else output / f"{name}-soak-{stamp}.intervals.json")  # fmt: skip
+        self.doc: dict[str, Any] = {"command": command, "interval_s": cfg.soak_interval_s, "soak_s": cfg.soak_s,
+                                    "intervals": []}  # fmt: skip
+
+    def __call__(self, iv: dict[str, Any]) -> None:
+        """Record one finished interval (:func:`inferperf.loadgen.soak.live_interval`'s figures)."""
+        self.doc["intervals"].append(iv)
+        atomic_write_json(self.path, self.doc)
 
 
 def soak_intervals(cfg: Any) -> int:
@@ -62,4 +85,4 @@ def _folder(written: list[Path]) -> str:
     return parents.pop() if len(parents) == 1 else ", ".join(str(p) for p in written)
 
 
-__all__ = ["interval_line", "kept_line", "soak_intervals"]
+__all__ = ["IntervalLog", "interval_line", "kept_line", "soak_intervals"]
