@@ -113,7 +113,7 @@ class BenchConfig(_Config):
     (``concurrency`` closed-loop streams; ``session_mode`` shared = one session
     for all, per-stream = one each) or ``offline`` (batches of
     ``workload.batch_size`` back to back; samples/s). ``concurrency`` > 1
-    implies concurrent. ``repeat`` > 1 runs the case that many times, each in a
+    implies concurrent (an explicit ``single-stream`` with it is refused). ``repeat`` > 1 runs the case that many times, each in a
     fresh worker process. ``env`` is set in the worker process only (e.g.
     ``OMP_WAIT_POLICY``, ``LD_PRELOAD`` of an allocator). ``sampler`` samples CPU/RSS at ``1/sampler_interval_s`` Hz.
     """
@@ -151,6 +151,8 @@ class BenchConfig(_Config):
     @model_validator(mode="after")
     def _scenario_rules(self) -> BenchConfig:
         if self.concurrency > 1 and self.scenario == "single-stream":
+            if "scenario" in self.model_fields_set:  # asked for by name (flag or file), not the default
+                raise ValueError(f"--scenario single-stream contradicts --concurrency {self.concurrency}: drop one")
             object.__setattr__(self, "scenario", "concurrent")
         if self.scenario == "offline" and self.concurrency > 1:
             raise ValueError("offline runs one stream of large batches: drop --concurrency or use concurrent")

@@ -139,15 +139,17 @@ def bench_command(
         "repeat": repeat,
         "sampler": False if no_sampler else None,
     }
-    if soak_s is not None or fail_on_leak:
-        if soak_s is None or not soak_s > 0 or no_sampler:
-            raise UsageError("--soak-s N needs N > 0 seconds and the sampler on (drop --no-sampler)")
-        flags.update({"stop.min_duration_s": soak_s, "stop.max_duration_s": soak_s, "stop.min_iterations": 1})
+    if fail_on_leak and soak_s is None:
+        raise UsageError("--fail-on-leak needs --soak-s N (a soak without a duration)")
     _check_flags(flags, model, cpus, null_latency_ms)
     compare = backend is not None and "," in backend
     if compare:
         flags["backend"] = None  # each runtime of the comparison is set per case
     cfg = build_config(flags, config)
+    if soak_s is not None:
+        from ..measure.soak import soak_config
+
+        cfg = soak_config(cfg, soak_s)
     if output is not None:
         check_writable(output)
     if ab:
@@ -162,9 +164,6 @@ def bench_command(
     if pre or post or pre_input:
         if ab or compare:
             raise UsageError("--pre/--post measure one model on one runtime: drop --ab or the backend list")
-        if pre_input and (batch_size or shape or dim or input_data or value or int_range):
-            raise UsageError("--pre makes the model's feeds: drop --batch-size/--shape/--dim/--input-data/--value/"
-                             "--int-range (or build the batch in the pre function)")
         from ..measure.staged import make_staging
 
         staging = make_staging(pre, post, pre_input, cfg.workload.input_pool_size)
@@ -182,7 +181,8 @@ def bench_command(
 
 
 def _check_flags(flags: dict[str, Any], model: str | None, cpus: str | None, null_latency_ms: str | None) -> None:
-    """Parse ``--cpus`` and ``--null-latency-ms`` into ``flags``; refuse an empty model and contradicting flags.
+    """Parse ``--cpus`` and ``--null-latency-ms`` into ``flags``; refuse an empty model (the settings check
+    their own combinations: BenchConfig).
 
     Raises:
         UsageError: one line naming the flag and the fix.
@@ -198,9 +198,6 @@ def _check_flags(flags: dict[str, Any], model: str | None, cpus: str | None, nul
             flags["null_latency_ms"] = [float(x) for x in null_latency_ms.split(",") if x.strip()]
         except ValueError:
             raise UsageError(f"malformed --null-latency-ms {null_latency_ms!r}: use numbers in ms, e.g. 1.5,2") from None
-    concurrency = flags.get("concurrency")
-    if flags.get("scenario") == "single-stream" and concurrency and concurrency > 1:
-        raise UsageError(f"--scenario single-stream contradicts --concurrency {concurrency}: drop one")
 
 
 def _measure(model: str, cfg: BenchConfig, output: Path | None, staging: Any = None) -> Result:

@@ -66,7 +66,8 @@ def bench(
         on_run: with repeats, called as ``on_run(case_index, round, result)`` as each run finishes
             (to save partial results).
         staging: a :class:`~inferperf.measure.staged.Staging` (``--pre``/``--post``): each query runs
-            pre -> model -> post, each timed; in this process only (no repeats, no NUMA binding).
+            pre -> model -> post, each timed; in this process only (no repeats, no NUMA binding); a ``pre``
+            makes the feeds, so ``config.workload`` may not set batch size, shapes, dims or data.
 
     Returns:
         A :class:`~inferperf.results.model.Result`; with ``repeat`` > 1, one Result pooling the
@@ -76,6 +77,11 @@ def bench(
         UsageError / ModelError: bad model, flags, shapes or data (exit 2).
         RuntimeFailure / MeasurementError: the runtime or a worker failed (exit 1).
     """
+    if staging is not None and staging.pre is not None and config is not None:
+        wl = config.workload  # the user's, before the zoo's default shapes
+        if wl.batch_size or wl.shapes or wl.dims or wl.input_data or wl.values or wl.int_ranges:
+            raise UsageError("--pre makes the model's feeds: drop --batch-size/--shape/--dim/--input-data/--value/"
+                             "--int-range (or build the batch in the pre function)")
     cfg = with_default_shapes(model, config or BenchConfig())  # zoo:ppocr-cls runs at 48x192 unless told
     check_available([cfg.backend], str(model))  # a missing extra or a module:function off torch: one line
     in_worker = os.environ.get("INFERPERF_WORKER") == "1"

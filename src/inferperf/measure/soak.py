@@ -18,11 +18,26 @@ from typing import Any
 
 import numpy as np
 
+from ..config import BenchConfig
+from ..errors import UsageError
 from ..stats import leak_verdict
 
 #: 1 MiB/h and 1 KiB per 1,000 requests, as for load --soak-s.
 DEFAULT_BYTES_PER_HOUR = 1024 * 1024
 DEFAULT_BYTES_PER_1000_REQUESTS = 1024
+
+
+def soak_config(config: BenchConfig, soak_s: float) -> BenchConfig:
+    """``config`` set for a soak of exactly ``soak_s`` measured seconds (``bench --soak-s``): min = max duration,
+    any number of queries.
+
+    Raises:
+        UsageError: ``soak_s`` <= 0, or the resource sampler off (the verdict reads its RSS timeline).
+    """
+    if not soak_s > 0 or not config.sampler:
+        raise UsageError("--soak-s N needs N > 0 seconds and the sampler on (drop --no-sampler)")
+    stop = {"min_duration_s": soak_s, "max_duration_s": soak_s, "min_iterations": 1}
+    return BenchConfig.model_validate({**config.model_dump(exclude_unset=True), "stop": stop})
 
 
 def _timeline(result: Any) -> dict | None:
