@@ -1,10 +1,10 @@
 """Gather the Result documents a report is built from: files and folders, mixed kinds.
 
-A folder is searched recursively for ``*.json``; files that are not Results
-(``index.json``, ``findings.json``, ``optimize-summary.json``, ``comparison.json``)
-are skipped quietly, since everything a report needs is inside the Results. A run
-that is part of a pooled Result (as in a sweep's ``runs/`` beside ``cases/``) is
-dropped so no sample counts twice: a pooled Result lists the runs it pooled in
+A folder is searched recursively for ``*.json`` (:func:`inferperf.results.io.result_files`, the finder
+``compare`` uses too); files that are not Results (:data:`inferperf.results.io.SIDE_FILES`: ``index.json``,
+``findings.json``, ``tune.json``, ...; or JSON without ``schema_version``) are skipped quietly, since
+everything a report needs is inside the Results. A run that is part of a pooled Result (as in a sweep's
+``runs/`` beside ``cases/``) is dropped so no sample counts twice: a pooled Result lists the runs it pooled in
 ``run.pooled_runs`` (``created_at`` and ``pid`` of each, under its ``case_key``),
 and only a single-run Result named there is dropped. PIDs alone are not enough:
 they are reused across boots and machines.
@@ -23,12 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from ..results.io import load
+from ..results.io import SIDE_FILES, load, result_files
 from ..results.model import Result
 
-#: JSON files inferperf writes next to Results that are not Results.
-SIDE_FILES = {"index.json", "findings.json", "optimize-summary.json", "comparison.json", "sensitivity.json",
-              "tune.json"}
 
 
 @dataclass
@@ -112,18 +109,6 @@ def drop_copies(loaded: list[tuple[Path, Result]]) -> tuple[list[tuple[Path, Res
     return [(f, r) for f, r in loaded if id(r) in keep], len(loaded) - len(best)
 
 
-def _files(paths: Iterable[str | Path]) -> list[Path]:
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*.json") if f.is_file()))
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise UsageError(f"'{p}' not found: pass Result files or folders that hold them")
-    return list(dict.fromkeys(out))
-
-
 def _is_result_doc(path: Path) -> bool:
     if path.name in SIDE_FILES:
         return False
@@ -144,7 +129,7 @@ def collect(paths: Iterable[str | Path]) -> Collection:
     given = [Path(p) for p in paths]
     out = Collection()
     loaded: list[tuple[Path, Result]] = []
-    for f in _files(given):
+    for f in result_files(given):
         named = f in given
         if not _is_result_doc(f):
             if named and f.name not in SIDE_FILES:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,10 @@ from ..stats import latency_summary
 from .model import SCHEMA_VERSION, LatencySummary, Result
 
 SIDECAR_THRESHOLD = 100_000
+#: JSON files inferperf writes beside Results that are not Results (sweep's index and findings, optimize's
+#: summary and sensitivity, runtimes' comparison, tune's study summary): never read as Results from a folder.
+SIDE_FILES = frozenset({"index.json", "findings.json", "optimize-summary.json", "comparison.json",
+                        "sensitivity.json", "tune.json"})
 _SAMPLE_FIELDS = ("latency_ns", "warmup_latency_ns", "start_offsets_ns", "stream_ids", "run_ids")
 
 
@@ -142,3 +147,22 @@ def load(path: str | Path, recompute: bool = True) -> Result:
         method = result.metrics.latency_ms.percentile_method
         result.metrics.latency_ms = LatencySummary(**latency_summary(result.samples.latency_ns, method))
     return result
+
+
+def result_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The candidate Result files among ``paths``, in order, each once: a folder is searched recursively for
+    ``*.json`` without :data:`SIDE_FILES` (sorted per folder); a file is kept as named (even a side file: the
+    caller says what a named non-Result means). The one finder behind ``compare`` and ``report``.
+
+    Raises:
+        UsageError: a path does not exist.
+    """
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*.json") if f.is_file() and f.name not in SIDE_FILES))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UsageError(f"'{p}' not found: pass Result files or folders that hold them")
+    return list(dict.fromkeys(out))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,15 +27,13 @@ import numpy as np
 from pydantic import ValidationError
 
 from ...errors import UsageError
-from ...results.io import migrate
+from ...results.io import migrate, result_files
 from ...results.model import Result
 from ...stats import percentile
 
 MatchMode = Literal["auto", "case_key", "config"]
 #: Per-run figures compared, in display order. Units: queries/s, ms, ms, ms, bytes.
 FIGURES = ("throughput", "p50", "p99", "cold_start", "rss_peak")
-#: JSON files written beside Results that are not Results.
-SIDE_FILES = {"index.json", "findings.json", "optimize-summary.json", "comparison.json", "sensitivity.json"}
 _SAMPLE_FIELDS = ("latency_ns", "run_ids")
 
 
@@ -61,23 +59,6 @@ class Case:
     def first(self) -> Result:
         """The Result whose model, config and machine stand for the case."""
         return self.results[0]
-
-
-def result_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Result JSON files among ``paths`` (files, or folders searched recursively), without side files.
-
-    Raises:
-        UsageError: a path does not exist.
-    """
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*.json") if f.is_file() and f.name not in SIDE_FILES))
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise UsageError(f"'{p}' not found: pass Result files or folders that hold them")
-    return list(dict.fromkeys(out))
 
 
 def _listed_percentiles(run: dict[str, Any]) -> list[tuple[float, float]] | None:
