@@ -104,73 +104,83 @@ def _stages(tr: Trace, infos: dict[str, Any], alone: dict[str, Any], cpus: int) 
     return out
 
 
-def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x: float,
-             spec: PipelineSpec) -> tuple[dict[str, Any], list[str]]:
-    """``run.pipeline``: bottleneck, twice-as-fast, overhead, buffers, workers, CPU use; and the notes."""
-    notes: list[str] = []
-    cpus = system.effective_cpus
-    done = tr.completed()
-    n_window = tr.completions_in_window()
-    cpu_per_item = (tr.cpu_s / n_window) if tr.cpu_s and n_window else None
-    cores_used = (tr.cpu_s / (tr.window_ns / 1e9)) if tr.cpu_s is not None else None
-    name, why = an.bottleneck(stages)
-    rate = (tr.schedule or {}).get("rate_per_s") if tr.mode == "open" else None
-    faster = an.what_if_faster(stages, name, cpus=cpus, cpu_s_per_item=cpu_per_item, concurrency=tr.concurrency,
-                               rate=rate) if name else None
-    notes.append(f"bottleneck: {why}" if name else why)
+def _bottleneck_notes(name: str | None, why: str, faster: dict | None, x: float) -> list[str]:
+    """The bottleneck line and, when there is one, what twice its speed would give."""
+    notes = [f"bottleneck: {why}" if name else why]
     if faster and faster["items_per_s"]:
         notes.append(f"if {name!r} were twice as fast: about {faster['items_per_s']:.3g} items/s (now {x:.3g}),"
                      f" then limited by {faster['limited_by']} (estimate, Amdahl over stages)")
+    return notes
+
+
+def _in_service(tr: Trace, stages: dict[str, dict[str, Any]], name: str | None, x: float) -> tuple[float, list[str]]:
+    """Items in service or hand-over (not waiting) at throughput ``x`` by Little's law, and the note when a closed
+    loop keeps far more in flight than that."""
     svc_sum_s = sum((f["service_ms"]["mean"] + (f["handover_ms"] or {}).get("mean", 0.0)) / 1e3
                     for f in stages.values() if f["service_ms"])
-    needed = x * svc_sum_s  # Little's law: items in service or hand-over (not waiting) at this throughput
+    needed = x * svc_sum_s
     if tr.mode == "closed" and tr.concurrency and tr.concurrency > 2 * needed + 1 and name:
-        notes.append(f"{tr.concurrency} items in flight, but at {x:.3g} items/s only {needed:.2f} are in service"
-                     f" (Little's law over {1e3 * svc_sum_s:.4g} ms of service per item); the rest wait in queues."
-                     f" --concurrency {math.ceil(needed) + 1} should keep {name!r} busy with latency near the"
-                     f" service sum")
-    if cores_used is not None and cores_used >= 0.9 * cpus:
-        notes.append(f"CPU-bound: the stages together used {cores_used:.2f} of {cpus} effective CPUs; a faster stage"
-                     f" frees CPU for the others more than it shortens its own time")
+        return needed, [f"{tr.concurrency} items in flight, but at {x:.3g} items/s only {needed:.2f} are in service"
+                        f" (Little's law over {1e3 * svc_sum_s:.4g} ms of service per item); the rest wait in queues."
+                        f" --concurrency {math.ceil(needed) + 1} should keep {name!r} busy with latency near the"
+                        f" service sum"]  # fmt: skip
+    return needed, []
+
+
+def _overhead(stages: dict[str, dict[str, Any]], x: float, cpu_bound: bool) -> tuple[dict[str, Any] | None, list[str]]:
+    """The pipeline against its slowest stage run alone (None without standalone runs), and the note when it is
+    below :data:`~inferperf.pipeline.analysis.OVERHEAD_RATIO` of it."""
     caps = {n: a["items_per_s"] for n, f in stages.items() if (a := f.get("standalone")) and a["items_per_s"]}
-    overhead = None
-    if caps:
-        slowest = min(caps, key=caps.__getitem__)
-        ratio = x / caps[slowest] if caps[slowest] else None
-        hops = {n: {"queue_wait_ms": f["queue_wait_ms"]["mean"] if f["queue_wait_ms"] else None,
-                    "handover_ms": f["handover_ms"]["mean"] if f["handover_ms"] else 0.0,
-                    "hop_ms": f["hop_ms_mean"]} for n, f in stages.items()}
-        overhead = {"slowest_alone": slowest, "slowest_alone_items_per_s": caps[slowest], "ratio": ratio,
-                    "overhead": bool(ratio is not None and ratio < an.OVERHEAD_RATIO), "hops": hops}
-        if overhead["overhead"]:
-            notes.append(f"pipeline overhead: {x:.3g} items/s is {ratio:.2f}x the slowest stage alone ({slowest!r},"
-                         f" {caps[slowest]:.3g} items/s): see queue wait and hand-over per hop"
-                         + (" (the stages share the CPUs)" if cores_used and cores_used >= 0.9 * cpus else ""))
-    buffers = an.buffer_advice(stages)
-    service = {}
-    cores = {}
+    if not caps:
+        return None, []
+    slowest = min(caps, key=caps.__getitem__)
+    ratio = x / caps[slowest] if caps[slowest] else None
+    hops = {n: {"queue_wait_ms": f["queue_wait_ms"]["mean"] if f["queue_wait_ms"] else None,
+                "handover_ms": f["handover_ms"]["mean"] if f["handover_ms"] else 0.0,
+                "hop_ms": f["hop_ms_mean"]} for n, f in stages.items()}
+    overhead = {"slowest_alone": slowest, "slowest_alone_items_per_s": caps[slowest], "ratio": ratio,
+                "overhead": bool(ratio is not None and ratio < an.OVERHEAD_RATIO), "hops": hops}
+    if not overhead["overhead"]:
+        return overhead, []
+    return overhead, [f"pipeline overhead: {x:.3g} items/s is {ratio:.2f}x the slowest stage alone ({slowest!r},"
+                      f" {caps[slowest]:.3g} items/s): see queue wait and hand-over per hop"
+                      + (" (the stages share the CPUs)" if cpu_bound else "")]
+
+
+def _workers(stages: dict[str, dict[str, Any]], cpus: int) -> tuple[dict[str, Any], list[str]]:
+    """Worker counts that balance the stages (:func:`~inferperf.pipeline.analysis.worker_advice` on each stage's
+    service time and CPU cores per busy worker), the flags to rerun with, and the note when they differ."""
+    service_s: dict[str, float] = {}
+    cores_per_worker: dict[str, float] = {}
     for n, f in stages.items():
         a = f.get("standalone") or {}
         per = a.get("service_ms_mean") or (f["service_ms"] or {}).get("mean")
         if not per:
             continue
-        service[n] = per / 1e3
+        service_s[n] = per / 1e3
         cpw = a.get("cpu_per_wall") if a.get("cpu_per_wall") is not None else f["cpu_per_wall"]
         threads = ((f.get("session") or {}).get("effective") or {}).get("intra_op_num_threads") or 1
-        cores[n] = min(1.0, max(0.05, cpw if cpw is not None else 1.0)) * (threads if f["kind"] == "model" else 1)
-    workers = an.worker_advice(service, cores, cpus)
+        cores_per_worker[n] = (min(1.0, max(0.05, cpw if cpw is not None else 1.0))
+                               * (threads if f["kind"] == "model" else 1))  # fmt: skip
+    workers = an.worker_advice(service_s, cores_per_worker, cpus)
     changed = {n: w for n, w in workers["workers"].items() if w != stages[n]["workers"]}
     gil = [n for n, f in stages.items() if f["gil"] and f["gil"]["limited"]]
     workers["rerun"] = " ".join([*(f"--workers {n}={w}" for n, w in changed.items()),
                                  *(f"--executor {n}=processes" for n in gil)])
-    if changed or gil:
-        notes.append(f"workers that balance the stages on {cpus} CPUs: {workers['rerun']} (about"
-                     f" {workers['items_per_s']:.3g} items/s; rerun to check)")
+    if not (changed or gil):
+        return workers, []
+    return workers, [f"workers that balance the stages on {cpus} CPUs: {workers['rerun']} (about"
+                     f" {workers['items_per_s']:.3g} items/s; rerun to check)"]
+
+
+def _stage_notes(tr: Trace, stages: dict[str, dict[str, Any]]) -> list[str]:
+    """Per stage: GIL-limited threads, failures, refusals, items stuck in service, inputs that cannot be copied."""
+    notes = []
     for n, f in stages.items():
         if f["gil"] and f["gil"]["limited"]:
             g = f["gil"]
-            cores = g["standalone_cpu_cores"] if g["standalone_cpu_cores"] is not None else g["cpu_cores"]
-            notes.append(f"stage {n!r}: {f['workers']} threads with items waiting got {cores:.2f} cores of CPU"
+            got = g["standalone_cpu_cores"] if g["standalone_cpu_cores"] is not None else g["cpu_cores"]
+            notes.append(f"stage {n!r}: {f['workers']} threads with items waiting got {got:.2f} cores of CPU"
                          f" between them: the GIL serialises them; use 'executor: processes'")
         if f["errors"]["count"]:
             kinds = ", ".join(f"{k} {v}" for k, v in f["errors"]["by_kind"].items())
@@ -183,6 +193,32 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
                          f" or slower than --drain-timeout-s): counted busy to the end of the window")
     for n, why in tr.capture_errors.items():
         notes.append(f"stage {n!r}: its inputs cannot be copied ({why}): not measured alone")
+    return notes
+
+
+def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x: float,
+             spec: PipelineSpec) -> tuple[dict[str, Any], list[str]]:
+    """``run.pipeline``: bottleneck, twice-as-fast, overhead, buffers, workers, CPU use; and the notes."""
+    cpus = system.effective_cpus
+    n_window = tr.completions_in_window()
+    cpu_per_item = (tr.cpu_s / n_window) if tr.cpu_s and n_window else None
+    cores_used = (tr.cpu_s / (tr.window_ns / 1e9)) if tr.cpu_s is not None else None
+    cpu_bound = cores_used is not None and cores_used >= 0.9 * cpus
+    name, why = an.bottleneck(stages)
+    rate = (tr.schedule or {}).get("rate_per_s") if tr.mode == "open" else None
+    faster = an.what_if_faster(stages, name, cpus=cpus, cpu_s_per_item=cpu_per_item, concurrency=tr.concurrency,
+                               rate=rate) if name else None
+    notes = _bottleneck_notes(name, why, faster, x)
+    needed, more = _in_service(tr, stages, name, x)
+    notes += more
+    if cpu_bound:
+        notes.append(f"CPU-bound: the stages together used {cores_used:.2f} of {cpus} effective CPUs; a faster stage"
+                     f" frees CPU for the others more than it shortens its own time")
+    overhead, more = _overhead(stages, x, cpu_bound)
+    notes += more
+    buffers = an.buffer_advice(stages)
+    workers, more = _workers(stages, cpus)
+    notes += more + _stage_notes(tr, stages)
     if rate and x < 0.95 * rate:
         notes.append(f"overloaded: {x:.3g} items/s completed of the {rate:g}/s offered; queues grow and latency with"
                      f" them for as long as the run lasts")
@@ -191,8 +227,9 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
     summary = {"name": spec.name, "bottleneck": name, "bottleneck_reason": why, "twice_as_fast": faster,
                "cpu_s_per_item": cpu_per_item, "cpu_cores_used": cores_used, "effective_cpus": cpus,
                "overhead": overhead, "buffers": buffers, "workers": workers, "mode": tr.mode,
-               "concurrency": tr.concurrency, "in_service_mean": needed, "schedule": tr.schedule, "incomplete": tr.incomplete,
-               "rejected": sum(1 for r in tr.measured() if r.rejected), "outputs": [_plain(o) for o in tr.outputs]}
+               "concurrency": tr.concurrency, "in_service_mean": needed, "schedule": tr.schedule,
+               "incomplete": tr.incomplete, "rejected": sum(1 for r in tr.measured() if r.rejected),
+               "outputs": [_plain(o) for o in tr.outputs]}  # fmt: skip
     return summary, notes
 
 
