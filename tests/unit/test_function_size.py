@@ -16,6 +16,7 @@ MAX_BODY_LINES = 50
 
 SPLIT = [
     ("pipeline/result.py", "_summary"),
+    ("measure/concurrent.py", "measure_concurrent"),
 ]
 
 

@@ -130,20 +130,8 @@ def measure_concurrent(
         RunCallFailed: the runtime call raised during a stream's warm-up (the model cannot run).
         Exception: anything else a stream raised during warm-up (an inferperf bug), unchanged.
     """
-    n = len(runs)
     shared: dict[str, Any] = {"stop": threading.Event(), "t_begin": 0}
-    # the barrier's action runs once all streams have warmed up, before any is released
-    def start() -> None:
-        if on_start is not None:
-            on_start()
-        shared["t_begin"] = clock.now_ns()
-
-    barrier = threading.Barrier(n + 1, action=start)
-    streams = [
-        _Stream(k, runs[k], feeds[k], clock, warmup_iterations, warmup_duration_s, barrier, shared) for k in range(n)
-    ]
-    for s in streams:
-        s.start()
+    streams, barrier = _start_streams(runs, feeds, clock, warmup_iterations, warmup_duration_s, shared, on_start)
     try:
         if live is not None:
             live.phase = "warmup"
@@ -157,20 +145,7 @@ def measure_concurrent(
         t_begin = shared["t_begin"]
         if live is not None:
             live.phase, live.samples, live.t0_ns = "measure", streams[0].lat, t_begin
-        min_end = t_begin + int(min_duration_s * 1e9)
-        max_end = t_begin + int(max_duration_s * 1e9)
-        stopped_by = "rule"
-        while True:
-            clock.sleep(poll_s)
-            t = clock.now_ns()
-            total = sum(len(s.lat) for s in streams)
-            if total >= min_iterations and t >= min_end:
-                break
-            if t >= max_end:
-                stopped_by = "cap"
-                break
-            if not total and sum(sum(s.errors.values()) for s in streams) >= 100:
-                break
+        stopped_by = _wait_for_stop(streams, clock, t_begin, min_iterations, min_duration_s, max_duration_s, poll_s)
     finally:
         # on Ctrl-C/SIGTERM (or a failure) streams may still be warming up or parked at the barrier:
         # stop their warm-up and break the barrier, or join() would wait for them forever
@@ -178,6 +153,53 @@ def measure_concurrent(
         barrier.abort()
         for s in streams:
             s.join()
+    return _pool(streams, t_begin, stopped_by, min_iterations, min_duration_s)
+
+
+def _start_streams(runs: Sequence[Callable[[Any], Any]], feeds: Sequence[Sequence[Any]], clock: Clock,
+                   warmup_iterations: int, warmup_duration_s: float, shared: dict[str, Any],
+                   on_start: Callable[[], None] | None) -> tuple[list[_Stream], threading.Barrier]:
+    """One started thread per stream and the barrier they meet at after warm-up (one party more: the caller).
+
+    The barrier's action runs once all streams have warmed up, before any is released: it calls ``on_start``
+    and sets ``shared["t_begin"]``, the common start.
+    """
+
+    def start() -> None:
+        if on_start is not None:
+            on_start()
+        shared["t_begin"] = clock.now_ns()
+
+    barrier = threading.Barrier(len(runs) + 1, action=start)
+    streams = [_Stream(k, runs[k], feeds[k], clock, warmup_iterations, warmup_duration_s, barrier, shared)
+               for k in range(len(runs))]  # fmt: skip
+    for s in streams:
+        s.start()
+    return streams, barrier
+
+
+def _wait_for_stop(streams: list[_Stream], clock: Clock, t_begin: int, min_iterations: int, min_duration_s: float,
+                   max_duration_s: float, poll_s: float) -> str:
+    """Poll every ``poll_s`` until the total count and the elapsed time meet the stop rule (``"rule"``), the cap is
+    reached (``"cap"``), or 100 queries failed with none done (``"rule"``: the caller reports the failures)."""
+    min_end = t_begin + int(min_duration_s * 1e9)
+    max_end = t_begin + int(max_duration_s * 1e9)
+    while True:
+        clock.sleep(poll_s)
+        t = clock.now_ns()
+        total = sum(len(s.lat) for s in streams)
+        if total >= min_iterations and t >= min_end:
+            return "rule"
+        if t >= max_end:
+            return "cap"
+        if not total and sum(sum(s.errors.values()) for s in streams) >= 100:
+            return "rule"
+
+
+def _pool(streams: list[_Stream], t_begin: int, stopped_by: str, min_iterations: int,
+          min_duration_s: float) -> StreamSamples:
+    """The streams' samples in one :class:`StreamSamples`; a run the cap stopped that met the rule anyway (its
+    last calls finished past the minimums) counts as stopped by the rule."""
     out = StreamSamples(stopped_by=stopped_by)
     out.warmup_latency_ns = [s.warm for s in streams]
     for s in streams:
