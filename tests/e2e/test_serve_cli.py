@@ -113,6 +113,11 @@ def test_port_in_use_is_one_line_exit_2(mlp: Path) -> None:
         (["--port", "70000"], "not a TCP port"),
         (["--loop", "tokio"], "--loop 'tokio': use one of auto, uvloop, asyncio"),
         (["--json-nonfinite", "null"], "--json-nonfinite: Input should be 'error' or 'literal'"),
+        # the settings' own checks (issue 25 item 2), the library's lines (tests/unit/test_serve_settings.py)
+        (["--grace-s", "-1"], "error: --grace-s -1: use seconds >= 0"),
+        (["--timeout-keep-alive-s", "0"], "error: --timeout-keep-alive-s 0: use seconds >= 1"),
+        (["--request-receipt-timeout-s", "-2"], "error: --request-receipt-timeout-s -2: use seconds >= 0"),
+        (["--limit-concurrency", "-1"], "error: --limit-concurrency -1: use 0 (no limit) or more"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(mlp: Path, args: list[str], text: str) -> None:

@@ -106,10 +106,12 @@ def serve_command(
     """Serve MODEL (or every model of --model-repository) over KServe v2 REST (gRPC is out of scope) with
     Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
     gracefully on SIGTERM/SIGINT."""
+    from ..serve.options import ConnectionLimits, ListenOptions
+
     _check_auth(api_key, metrics_auth, host)
-    if request_receipt_timeout_s < 0 or timeout_keep_alive_s < 1 or limit_concurrency < 0:
-        raise UsageError("--request-receipt-timeout-s >= 0, --timeout-keep-alive-s >= 1 and --limit-concurrency >= 0,"
-                         " please: check those flags")
+    ListenOptions(host=host, port=port, grace_s=grace_s)  # the library's checks, before any model loads
+    conn = ConnectionLimits(request_receipt_timeout_s=request_receipt_timeout_s,
+                            timeout_keep_alive_s=timeout_keep_alive_s, limit_concurrency=limit_concurrency)
     if access_log not in (None, "-"):
         try:
             Path(access_log).open("a").close()  # appendable now, before the models load
@@ -130,8 +132,7 @@ def serve_command(
         return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics,
                                  model_control_mode, load_model or [],
                                  (max_concurrent_loads, max_loaded_models, exit_on_error),
-                                 (api_key, metrics_auth, access_log),
-                                 (request_receipt_timeout_s, timeout_keep_alive_s, limit_concurrency))
+                                 (api_key, metrics_auth, access_log), conn)
     if model is None:
         raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
     if load_model or model_control_mode != "none" or exit_on_error:
@@ -171,18 +172,13 @@ def serve_command(
 
         serve_flags["cpus"] = parse_cpus(cpus)
     opts = serve_options(serve_flags, section, config)
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a TCP port: use 0..65535")
-    if grace_s < 0:
-        raise UsageError(f"--grace-s {grace_s}: use seconds >= 0")
     if output is not None:
         check_writable(output)
     from ..serve.server import prepare, uvicorn_stack
 
     stack = uvicorn_stack(loop, http)  # a bad or missing one: one line, before the model loads
     served = prepare(model, cfg, opts, name=model_name, warmup=warmup != 0)  # loads, warms up, then binds
-    _run(served, host, port, stack, grace_s, (api_key, metrics_auth, access_log),
-         (request_receipt_timeout_s, timeout_keep_alive_s, limit_concurrency))
+    _run(served, host, port, stack, grace_s, (api_key, metrics_auth, access_log), conn)
     if output is not None:
         from ..results.io import save
         from ..serve.result import serve_result
@@ -195,14 +191,8 @@ def serve_command(
 
 def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool,
                       mode: str, load_models: list[str], limits: tuple[int, int, bool],
-                      auth: tuple[str | None, bool, str | None], conn: tuple[float, int, int]) -> int:  # fmt: skip
+                      auth: tuple[str | None, bool, str | None], conn: Any) -> int:  # fmt: skip
     """``inferperf serve --model-repository DIR``: load the models, then serve until SIGTERM/SIGINT."""
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a TCP port: use 0..65535")
-    if grace_s < 0:
-        raise UsageError(f"--grace-s {grace_s}: use seconds >= 0")
-    if mode not in ("none", "explicit"):
-        raise UsageError(f"--model-control-mode {mode!r}: use none or explicit")
     from ..serve.server import prepare_repository, uvicorn_stack
 
     stack = uvicorn_stack(loop, http)
@@ -214,13 +204,16 @@ def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, gr
 
 
 def _check_auth(key: str | None, metrics_auth: bool, host: str) -> None:
-    """Refuse an empty key or --metrics-auth alone; warn when listening on every address without a key.
+    """Refuse an empty key (the library's check) or --metrics-auth alone; warn when listening on every address
+    without a key.
 
     Raises:
         UsageError: the bad combination (one line naming the fix).
     """
-    if key is not None and not key.strip():
-        raise UsageError("--api-key is empty: give a key (or unset INFERPERF_API_KEY)")
+    if key is not None:
+        from ..serve.auth import check_api_key
+
+        check_api_key(key)
     if key is None and metrics_auth:
         raise UsageError("--metrics-auth needs --api-key KEY (or INFERPERF_API_KEY)")
     if key is None and host in ("0.0.0.0", "::", ""):
@@ -229,14 +222,13 @@ def _check_auth(key: str | None, metrics_auth: bool, host: str) -> None:
 
 
 def _run(served: Any, host: str, port: int, stack: tuple[str, str], grace_s: float,
-         auth: tuple[str | None, bool, str | None], conn: tuple[float, int, int]) -> None:  # fmt: skip
+         auth: tuple[str | None, bool, str | None], conn: Any) -> None:  # fmt: skip
     """Bind, print the banner once serving, and serve in this thread until SIGTERM/SIGINT (graceful);
-    ``auth`` = (API key or None, whether /metrics needs it, access log target or None); ``conn`` =
-    (request-receipt deadline s, keep-alive s, concurrency limit)."""
-    from ..serve.options import ConnectionLimits
+    ``auth`` = (API key or None, whether /metrics needs it, access log target or None); ``conn`` = the
+    :class:`~inferperf.serve.options.ConnectionLimits`."""
     from ..serve.server import banner, run_server
 
-    served.limits = ConnectionLimits(*conn)
+    served.limits = conn
 
     key, metrics_auth, access_log = auth
     if key is not None:

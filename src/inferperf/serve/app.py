@@ -134,8 +134,14 @@ class ServeApp:
 
     def require_api_key(self, key: str, metrics_auth: bool = False) -> None:
         """From now on every route but ``/v2/health/*`` (and ``/metrics`` unless ``metrics_auth``) needs
-        ``Authorization: Bearer KEY`` (:mod:`inferperf.serve.auth`); call before the server starts."""
-        self._auth = (key, metrics_auth)
+        ``Authorization: Bearer KEY`` (:mod:`inferperf.serve.auth`); call before the server starts.
+
+        Raises:
+            UsageError: an empty key (:func:`inferperf.serve.auth.check_api_key`).
+        """
+        from .auth import check_api_key
+
+        self._auth = (check_api_key(key), metrics_auth)
         self._chain()
 
     def log_access(self, target: Any) -> None:

@@ -14,15 +14,27 @@ from typing import Any
 
 import orjson
 
+from ..errors import UsageError
+
 OPEN_PREFIXES = ("/v2/health/",)
+
+
+def check_api_key(key: str) -> str:
+    """``key`` if it can be an API key (not empty, not only blanks).
+
+    Raises:
+        UsageError: an empty key (the ``--api-key`` line the CLI prints too).
+    """
+    if not key or not key.strip():
+        raise UsageError("--api-key is empty: give a key (or unset INFERPERF_API_KEY)")
+    return key
 
 
 class ApiKeyMiddleware:
     """Pure-ASGI middleware refusing HTTP requests without the bearer ``key`` (see the module docstring)."""
 
     def __init__(self, app: Any, key: str, metrics_auth: bool = False) -> None:
-        if not key:
-            raise ValueError("an API key must not be empty")
+        check_api_key(key)
         self.app = app
         self._expected = f"Bearer {key}".encode()
         self._open_paths = () if metrics_auth else ("/metrics",)

@@ -8,7 +8,6 @@ Plain data: defining these imports no runtime and no web stack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -94,16 +93,56 @@ class ServeOptions(BaseModel):
         return AUTO_MAX_BATCH_SIZE if batchable else 0
 
 
-@dataclass
-class ConnectionLimits:
-    """Server-wide connection settings handed to uvicorn (``inferperf serve`` flags).
+class ConnectionLimits(BaseModel):
+    """Server-wide connection settings handed to uvicorn (``inferperf serve`` flags), checked on construction.
 
     - ``request_receipt_timeout_s``: a request's bytes must all arrive within this many seconds of its first
-      byte, else 408 and the connection is closed (httptools stack; 0 = no deadline). Default 30.
-    - ``timeout_keep_alive_s``: an idle keep-alive connection is closed after this long (uvicorn's). Default 30.
+      byte, else 408 and the connection is closed (httptools stack; 0 = no deadline; >= 0). Default 30.
+    - ``timeout_keep_alive_s``: an idle keep-alive connection is closed after this long (uvicorn's; >= 1).
+      Default 30.
     - ``limit_concurrency``: connections + requests in progress beyond which uvicorn answers 503 (0 = none).
+
+    Raises:
+        pydantic.ValidationError: a value out of range (the message names the flag).
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     request_receipt_timeout_s: float = 30.0
     timeout_keep_alive_s: int = 30
     limit_concurrency: int = 0
+
+    @model_validator(mode="after")
+    def _ranges(self) -> ConnectionLimits:
+        if not self.request_receipt_timeout_s >= 0:
+            raise ValueError(f"--request-receipt-timeout-s {self.request_receipt_timeout_s:g}: use seconds >= 0"
+                             " (0 = no deadline)")
+        if self.timeout_keep_alive_s < 1:
+            raise ValueError(f"--timeout-keep-alive-s {self.timeout_keep_alive_s}: use seconds >= 1")
+        if self.limit_concurrency < 0:
+            raise ValueError(f"--limit-concurrency {self.limit_concurrency}: use 0 (no limit) or more")
+        return self
+
+
+class ListenOptions(BaseModel):
+    """Where the server listens and how long it drains: ``host``, ``port`` (0..65535; 0 = any free port) and
+    ``grace_s`` (seconds readiness is 503 on SIGTERM/SIGINT before the server stops accepting; >= 0).
+    :func:`inferperf.serve.server.start` and ``run_server`` check theirs with it.
+
+    Raises:
+        pydantic.ValidationError: a port outside 0..65535 or a negative grace (the message names the flag).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    grace_s: float = 0.0
+
+    @model_validator(mode="after")
+    def _ranges(self) -> ListenOptions:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"--port {self.port} is not a TCP port: use 0..65535")
+        if not self.grace_s >= 0:
+            raise ValueError(f"--grace-s {self.grace_s:g}: use seconds >= 0")
+        return self

@@ -32,7 +32,7 @@ from ..errors import UsageError
 from .app import ServeApp
 from .http_protocol import http_protocol
 from .metrics import ServerMetrics
-from .options import ServeOptions
+from .options import ListenOptions, ServeOptions
 
 
 def _now_s() -> float:
@@ -233,8 +233,10 @@ def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float 
 
     Raises:
         UsageError: the port is in use, or an unknown / missing loop or HTTP implementation.
+        pydantic.ValidationError: a port outside 0..65535 or a negative ``grace_s`` (:class:`ListenOptions`).
         RuntimeError: the server did not come up in time.
     """
+    ListenOptions(host=host, port=port, grace_s=grace_s)  # refuses a bad port or grace, as the CLI does
     config = _uvicorn_config(app, loop, http)
     sock = bind_socket(host, port)
     config.load()  # import uvicorn's protocol and loop modules here, not in the server thread while this one runs on
@@ -324,7 +326,9 @@ def run_server(app: ServeApp, host: str, port: int, grace_s: float = 0.0,
 
     Raises:
         UsageError: the port is in use, or an unknown / missing loop or HTTP implementation.
+        pydantic.ValidationError: a port outside 0..65535 or a negative ``grace_s`` (:class:`ListenOptions`).
     """
+    ListenOptions(host=host, port=port, grace_s=grace_s)
     config = _uvicorn_config(app, loop, http)
     sock = bind_socket(host, port)
     server = _Server(config, app, grace_s, on_started)
@@ -361,8 +365,11 @@ def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = T
     ``max_loaded_models`` pass through).
 
     Raises:
-        UsageError / ModelError: as that function.
+        UsageError / ModelError: as that function; a ``mode`` other than ``none`` / ``explicit``.
     """
     from .control import prepare_repository as prepare
+
+    if control.get("mode", "none") not in ("none", "explicit"):
+        raise UsageError(f"--model-control-mode {control['mode']!r}: use none or explicit")
 
     return prepare(root, clock=clock, metrics=metrics, warn=warn, **control)
