@@ -38,10 +38,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield handle.url
 
 
-def _start(args: list[str]) -> subprocess.Popen:
+def _start(args: list[str], group: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen([sys.executable, "-m", "inferperf", "load", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=group)  # fmt: skip
 
 
 def _until_line(p: subprocess.Popen, starts: str, deadline_s: float = 60.0) -> list[str]:
@@ -77,8 +77,11 @@ def _rest(p: subprocess.Popen) -> str:
         out.append(line)
 
 
-def _finish(p: subprocess.Popen, sig: int) -> tuple[int, str, str]:
-    p.send_signal(sig)
+def _finish(p: subprocess.Popen, sig: int, group: bool = False) -> tuple[int, str, str]:
+    if group:  # as a terminal's Ctrl-C: the whole process group (the load and its own server)
+        os.killpg(p.pid, sig)
+    else:
+        p.send_signal(sig)
     try:
         rc = p.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -136,3 +139,18 @@ def test_three_steps_interrupted_during_step_two(server: str, tmp_path: Path) ->
     assert kept == ["interrupted by SIGTERM: kept 1 finished step and the interrupted step 2 (INVALID, partial"
                     f" figures) in {out}; 1 step not run"]  # fmt: skip
     assert "Task was destroyed" not in err and "Traceback" not in err
+
+
+def test_ctrl_c_to_the_group_keeps_the_own_servers_result(tmp_path: Path) -> None:
+    """``load zoo:NAME`` starts its own server: a terminal's Ctrl-C reaches both; the server child ignores it,
+    so the generator stops it gracefully and writes its Result (kind serve) beside the kept steps."""
+    out = tmp_path / "out"
+    p = _start(["zoo:tiny-cnn", "--concurrency", "1,2", "--duration-s", "6", "--warmup-s", "0.2", "-o", str(out)],
+               group=True)  # fmt: skip
+    _until_line(p, "1 ", deadline_s=120.0)
+    time.sleep(1.5)  # places the signal inside step 2 (nothing is asserted on time)
+    rc, _, err = _finish(p, signal.SIGINT, group=True)
+    assert rc == 130, err
+    kinds = sorted(d["kind"] for d in _results(out))
+    assert kinds == ["load", "load", "serve"] and "server result written" in err
+    assert "interrupted by SIGINT: kept 1 finished step and the interrupted step 2" in err

@@ -27,7 +27,13 @@ def split_cpus(cpus: list[int]) -> tuple[list[int], list[int]]:
 
 def _serve_child(model: str, cpus: list[int], cfg_doc: dict[str, Any] | None, opts_doc: dict[str, Any] | None,
                  conn: Any) -> None:
-    """Child process: serve ``model`` pinned to ``cpus``; report the port; stop on request; send the serve Result."""
+    """Child process: serve ``model`` pinned to ``cpus``; report the port; stop on request; send the serve Result.
+
+    It ignores SIGINT: a terminal's Ctrl-C reaches the whole process group, and the parent, which owns this
+    server's lifetime, stops it gracefully and keeps its Result (issue 23 item 7)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         os.sched_setaffinity(0, cpus)
         from ..config import BenchConfig
