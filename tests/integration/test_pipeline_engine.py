@@ -162,14 +162,11 @@ def test_uncopyable_items_skip_the_standalone_run_and_nothing_crashes():
 
 
 def test_a_stuck_stage_is_named_and_the_run_ends_within_its_limits():
-    import time
-
-    s = spec(fn("a", "sleep_2ms"), fn("stuck", "sleep_20s"))
-    t0 = time.monotonic()
+    s = spec(fn("a", "sleep_2ms"), fn("stuck", "sleep_20s"))  # the exact cap + drain: tests/unit/test_pipeline_agreement.py
     [r] = run_pipeline(s, quick(concurrency=2, warmup=1, standalone_s=0.2,
                                 stop=StopRule(min_items=3, min_duration_s=0, max_duration_s=1, drain_timeout_s=1)))
-    assert time.monotonic() - t0 < 15  # the standalone runs obey the same caps
     st = r.metrics.stages["stuck"]
+    assert st["standalone"]["items"] == 0  # the standalone run obeys the same caps: it ended with nothing done
     assert r.run["pipeline"]["bottleneck"] == "stuck" and st["utilisation"] > 0.9 and st["in_service_at_end"] >= 1
     assert not r.validity.valid and "no item completed" in r.validity.reasons
 

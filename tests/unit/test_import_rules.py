@@ -10,7 +10,8 @@ Reading of the table (``shared/DESIGN.md``, "Import rules"):
 
 * the base is ``results``, ``stats``, ``system``, ``config``, ``errors``, ``clock``,
   plus ``significance`` (the tests beside ``stats``), ``fsutil`` (the one atomic-write
-  helper), ``_version`` (the version string) and ``interrupt`` (the one stop request that
+  helper), ``policy`` (DESIGN's "policy module": the pure rules a component and its
+  simulator share), ``_version`` (the version string) and ``interrupt`` (the one stop request that
   Ctrl-C and SIGTERM make, read by every long command: issue 23 item 7);
 * ``errors``, ``fsutil`` and ``_version`` may be imported by every layer: the one exception
   tree, the one way to write a file and the version are what every layer needs
@@ -31,8 +32,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "inferperf"
 
-BASE = frozenset({"results", "stats", "significance", "system", "config", "errors", "clock", "fsutil", "_version",
-                  "interrupt"})
+BASE = frozenset({"results", "stats", "significance", "system", "config", "errors", "clock", "fsutil", "policy",
+                  "_version", "interrupt"})
 EVERYONE = frozenset({"errors", "fsutil", "_version"})
 ROOT = "inferperf"  # the package root: the public API, which pulls in everything
 TOP = frozenset({"__init__", "__main__", "cli"})  # may import anything
@@ -135,7 +136,8 @@ def test_design_import_rules_hold() -> None:
 
 def test_every_package_named_by_design_has_a_row() -> None:
     for name in ("cli", "report", "tune", "plan", "sweep", "optimize", "serve", "loadgen", "pipeline", "analysis",
-                 "measure", "backends", "workload", "zoo", "results", "stats", "system", "config", "errors", "clock"):
+                 "measure", "backends", "workload", "zoo", "results", "stats", "system", "config", "errors", "clock",
+                 "policy"):
         assert name in ALLOWED or name in TOP, name
     # the services may not import each other; tune and plan sit above them, side by side
     for s in SERVICES:
@@ -165,6 +167,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     ("tune/search.py", "from ..backends import base\n", "tune", "backends"),
     ("plan/fleet.py", "from ..tune import search\n", "plan", "tune"),
     ("analysis/serving_sim.py", "from ..serve.batcher import decide\n", "analysis", "serve"),
+    ("policy/pipeline.py", "from ..pipeline.trace import Trace\n", "policy", "pipeline"),
 ])
 def test_a_deliberate_violation_is_caught(tmp_path: Path, rel: str, text: str, layer: str, target_layer: str) -> None:
     (v,) = check(_tree(tmp_path, {rel: text}))
@@ -180,6 +183,9 @@ def test_allowed_imports_pass(tmp_path: Path) -> None:
         "report/build.py": "from ..analysis import findings\nfrom ..errors import UsageError\nfrom .charts import x\n",
         "zoo.py": "from inferperf.errors import UsageError\nfrom inferperf.fsutil import atomic_write_bytes\n",
         "analysis/compare/core.py": "from ...significance import adjust\nfrom ..points import point\nfrom .data import Case\n",
+        "serve/batcher.py": "from ..policy.batching import decide\n",
+        "pipeline/chain.py": "from ..policy import pipeline as rules\n",
+        "policy/pipeline.py": "from ..clock import FakeClock\n",
     })
     assert check(src) == []
 

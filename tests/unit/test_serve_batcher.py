@@ -17,13 +17,19 @@ from typing import Any
 import pytest
 
 from inferperf.clock import FakeClock
-from inferperf.serve.batcher import BatchPolicy, Decision, DynamicBatcher, Request, decide
+from inferperf.policy.batching import BatchPolicy, Decision, decide
+from inferperf.serve import batcher
+from inferperf.serve.batcher import DynamicBatcher, Request
 from inferperf.serve.errors import Cancelled, NotReady, QueueFull
 
 MS = 1_000_000
 
 
 # ---------------------------------------------------------------- pure policy
+
+
+def test_the_server_uses_the_policy_modules_one_copy_of_the_rule() -> None:
+    assert batcher.decide is decide and batcher.BatchPolicy is BatchPolicy
 
 
 @dataclass

@@ -4,7 +4,10 @@
 
 - :mod:`.spec`: the pipeline file (source, stages, queues) and its checks (one line, exit 2).
 - :mod:`.workers`: a stage's call on one item, in a thread or a child process (hand-over timed).
-- :mod:`.engine`: the real executor (closed or open loop, block/reject queues, deadlines) -> :mod:`.trace`.
+- :mod:`.chain`: the one state machine of queues, workers and source (rules: :mod:`inferperf.policy.pipeline`),
+  driven by both executors:
+- :mod:`.engine`: the real executor (worker threads, a coordinator on a clock; closed or open loop,
+  block/reject queues, deadlines) -> :mod:`.trace`; on a fake clock it equals the simulator item for item;
 - :mod:`.simulate`: the same semantics in virtual time (fixed or replayed service times) for tests and
   what-if runs.
 - :mod:`.analysis`: utilisation, queues, blocked/starved time, bottleneck, Amdahl over stages, buffer and

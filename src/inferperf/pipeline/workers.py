@@ -4,9 +4,10 @@ A :class:`ThreadWorker` calls the stage in the calling thread (items are passed 
 cost). A :class:`ProcessWorker` owns one child process (``spawn``) that builds the stage itself (imports the
 function, or creates the model's session) and answers over a pipe; the parent's proxy thread measures the
 round trip, the child measures the service time, and the difference is the hand-over (pickling, pipe
-transfer, unpickling), reported per hop. Both time with ``time.perf_counter_ns`` (CLOCK_MONOTONIC, shared by
-every process on Linux) and count the calling thread's CPU time (``time.thread_time_ns``), which a GIL-bound
-thread does not accumulate while it waits.
+transfer, unpickling), reported per hop. Both read time through :mod:`inferperf.clock`: a thread worker its
+clock (the system clock, ``perf_counter_ns``, unless given another), a process worker and its child the
+system clock (CLOCK_MONOTONIC, shared by every process on Linux); both count the calling thread's CPU time
+(:data:`~inferperf.clock.thread_cpu_ns`), which a GIL-bound thread does not accumulate while it waits.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..clock import SYSTEM_CLOCK, Clock, thread_cpu_ns
 from ..errors import MeasurementError, UsageError
 from .spec import StageSpec, model_path, resolve_callable
 
@@ -26,8 +27,8 @@ from .spec import StageSpec, model_path, resolve_callable
 #: worker, so stages running side by side do not oversubscribe the CPUs (and no spinning pool threads).
 MODEL_DEFAULTS: dict[str, Any] = {"intra_op_num_threads": 1}
 
-_now = time.perf_counter_ns
-_cpu = time.thread_time_ns
+_now = SYSTEM_CLOCK.now_ns
+_cpu = thread_cpu_ns
 
 
 class StageError(Exception):
@@ -98,13 +99,15 @@ def build_stage(stage: StageSpec, base_dir: str | Path) -> tuple[Callable[[Any],
 
 
 class ThreadWorker:
-    """Runs the stage in the calling thread (the engine's worker thread)."""
+    """Runs the stage in the calling thread (the engine's worker thread), timed on ``clock`` (ns)."""
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, fn: Callable[[Any], Any], clock: Clock = SYSTEM_CLOCK) -> None:
         self.fn = fn
+        self._now = clock.now_ns
 
     def call(self, item: Any) -> Call:
         """Run the stage on ``item``; an exception becomes ``Call.error`` (the item is then dropped)."""
+        _now = self._now
         c0, t0 = _cpu(), _now()
         try:
             out = self.fn(item)
