@@ -118,3 +118,17 @@ def test_one_validation_serves_every_worker_of_the_study(tmp_path: Path) -> None
     validation_runs = sum(1 for e in evs for r in e.runs if r["repeat_index"] >= 100000)
     assert validation_runs == (1 + 1) * 2  # (1 candidate + defaults) x 2 rounds, once
     assert len({repr(o.summary["validation"]) for o in outs}) == 1
+
+
+def test_a_small_space_with_infeasible_corners_answers_each_proposal_with_a_feasible_one(tmp_path: Path) -> None:
+    """Most of the grid oversubscribes 4 CPUs: after each infeasible proposal the next trial is a feasible
+    configuration nobody measured, so the study holds about the budget of trials."""
+    space = TuneSpace(intra_op_num_threads=[1, 4, 8], concurrency=[1, 4, 8], max_oversubscription=1.0)
+    spec = TuneSpec(model="null", base=BenchConfig(backend="null", warmup=WarmupOptions(iterations=2)), space=space,
+                    goal=Goal("throughput", slo_p99_ms=60.0, effective_cpus=4), plan=TrialPlan(duration_s=0.5),
+                    n_trials=12, output=tmp_path, validate=False)
+    out = tune(spec, SurfaceEvaluator(LatencySurface(base_ms=20.0, cpus=4, noise_cv=0.04)), info=_info())
+    grid = len(space.grid(_info()))
+    trials = out.study.get_trials()
+    assert out.search.stop_reason == f"every one of the {grid} feasible configurations is measured"
+    assert out.search.infeasible <= grid, Counter(t.state.name for t in trials)

@@ -214,6 +214,8 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
             out.infeasible += 1
             in_a_row_infeasible += 1
             _emit(on_trial, trial.number, params, "pruned", {}, why)
+            if small:  # the space is known and small: the next trial is a feasible one nobody has measured
+                _explore(study, s, info, rng)
             if in_a_row_infeasible >= s.max_infeasible:
                 out.stop_reason = f"{s.max_infeasible} infeasible suggestions in a row: widen the space"
                 break
