@@ -22,7 +22,8 @@ from inferperf.analysis.serving_sim import Setup, simulate
 from inferperf.analysis.serving_stats import intervals, summarize
 from inferperf.clock import FakeClock
 from inferperf.errors import UsageError
-from inferperf.serve.batcher import BatchPolicy, DynamicBatcher, Request, decide
+from inferperf.policy.batching import BatchPolicy, decide
+from inferperf.serve.batcher import DynamicBatcher, Request
 from tests.fake_loop import run_fake
 
 MU = 1000.0  # service rate per s (mean 1 ms)
@@ -194,10 +195,14 @@ def _real_batches(arrivals_ns: np.ndarray, policy: BatchPolicy, slots: int, serv
     (BatchPolicy(max_batch_size=4, dynamic=True), 2),
 ])
 def test_simulator_forms_the_same_batches_as_the_server(policy: BatchPolicy, slots: int) -> None:
+    """The simulator's default decision function is the server's, and its batches are the server's."""
+    from inferperf.serve import batcher
+
+    assert batcher.decide is decide and batcher.BatchPolicy is BatchPolicy
     arrivals = poisson_ns(1500.0, 1500, seed=12)  # ns apart: no arrival ties a deadline (ties have no order)
     service = Exponential(1.2e6)
     real, real_t, seen = _real_batches(arrivals, policy, slots, service, seed=13)
-    sim = simulate(np.asarray(seen), Setup(policy, instances=slots), service, decide=decide, seed=13)
+    sim = simulate(np.asarray(seen), Setup(policy, instances=slots), service, seed=13)
     order = np.argsort(sim.dispatch_ns, kind="stable")
     sim_batches: list[list[int]] = []
     last = None

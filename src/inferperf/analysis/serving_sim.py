@@ -4,9 +4,8 @@ dynamic batcher in front of I model instances (a discrete-event simulation; pure
 Per replica, in order: the server's own work per request (HTTP, decode, encode: one FIFO worker, the event
 loop, drawing from ``overhead``; skipped when None), admission to the batcher queue (``max_queue_size``
 waiting requests, the next one is rejected, as :class:`~inferperf.serve.batcher.DynamicBatcher`), batch
-formation by the **server's own decision function** (``decide(queue, now_ns, policy) -> (take,
-wait_until_ns)``, passed in by the caller: the same function the server runs, so the simulation cannot drift
-from it), and I instances, each running one batch at a time for a time drawn from ``service`` at the batch's
+formation by the **server's own decision function** (:func:`inferperf.policy.batching.decide`, the one
+``serve/`` runs, so the simulation cannot drift from it; a caller may pass another), and I instances, each running one batch at a time for a time drawn from ``service`` at the batch's
 rows. Like the server, ``decide`` is asked whenever an instance is free and something changed (an arrival, a
 batch finished, the oldest request's delay ran out).
 
@@ -34,10 +33,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
+from ..policy.batching import decide as batching_decide
 from .service_model import ServiceModel, ServiceStream, stream_seed
 
 BALANCERS = ("round-robin", "random", "least-outstanding", "power-of-two")
-#: ``decide(queue, now_ns, policy) -> (take, wait_until_ns)``: the batcher's pure rule (the policy module's)
+#: ``decide(queue, now_ns, policy) -> (take, wait_until_ns)``: the batcher's pure rule
 DecideFn = Callable[[Sequence[Any], int, Any], tuple[int, "int | None"]]
 
 
@@ -46,7 +46,7 @@ class Setup:
     """What is simulated.
 
     Attributes:
-        policy: the batcher's policy (``BatchPolicy``: ``dynamic``, ``max_batch_size``, ``max_queue_delay_ns``,
+        policy: the batcher's policy (:class:`inferperf.policy.batching.BatchPolicy`: ``dynamic``, ``max_batch_size``, ``max_queue_delay_ns``,
             ``preferred_batch_sizes``), handed to ``decide`` as it is.
         replicas: R servers behind the balancer (>= 1).
         instances: I model instances per replica (>= 1).
@@ -118,7 +118,7 @@ def _assignment(n: int, setup: Setup, rng: np.random.Generator) -> np.ndarray | 
     return None
 
 
-def simulate(arrivals_ns: Any, setup: Setup, service: ServiceModel, *, decide: DecideFn,
+def simulate(arrivals_ns: Any, setup: Setup, service: ServiceModel, *, decide: DecideFn = batching_decide,
              overhead: ServiceModel | None = None, rows: Any = None, keys: Sequence[Hashable] | None = None,
              seed: int = 0, method: str = "auto") -> SimRun:
     """Simulate ``arrivals_ns`` (int ns from 0, non-decreasing) through ``setup`` until every request finished.
@@ -128,7 +128,7 @@ def simulate(arrivals_ns: Any, setup: Setup, service: ServiceModel, *, decide: D
         setup: balancer, replicas, instances, queue limit, batch policy.
         service: model-call time by batch rows. overhead: the server's own time per request (one worker per
             replica, before the batcher), or None.
-        decide: the batcher's decision function (``inferperf``'s policy module / ``serve.batcher.decide``).
+        decide: the batcher's decision function (default the policy module's, which the server runs).
         rows: rows per request (int array, default 1 each). keys: batching keys (default all equal).
         seed: seeds the balancer and every replica's service streams.
         method: ``auto`` (the recursion where it applies), ``events`` or ``recursion``.
