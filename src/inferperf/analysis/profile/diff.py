@@ -61,8 +61,8 @@ def _verdict(change: float, ci_a: list[float] | None, ci_b: list[float] | None, 
     ``unchanged`` when the change is under the minimum with both intervals measured; else ``inconclusive``
     (too few runs for an interval, or a large change whose intervals overlap)."""
     if ci_a is None or ci_b is None:
-        return "inconclusive", (f"too few profiled runs to tell ({runs[0]} vs {runs[1]}; {MIN_RUNS} a side needed):"
-                                " profile with more --runs")
+        return "inconclusive", (f"too few profiled runs: {runs[0]} vs {runs[1]}, {MIN_RUNS} a side needed; profile"
+                                " with more --runs")
     if change != change:  # an op with no time in A: no relative change
         return "inconclusive", "no time in A: no relative change"
     if abs(change) < min_change_percent:
