@@ -154,3 +154,19 @@ def test_ctrl_c_to_the_group_keeps_the_own_servers_result(tmp_path: Path) -> Non
     kinds = sorted(d["kind"] for d in _results(out))
     assert kinds == ["load", "load", "serve"] and "server result written" in err
     assert "interrupted by SIGINT: kept 1 finished step and the interrupted step 2" in err
+
+
+def test_sigterm_during_find_max_rate_is_quiet_and_keeps_the_steps(server: str, tmp_path: Path) -> None:
+    """Issue 23 item 7: SIGTERM during --find-max-rate printed ~30 'Task was destroyed but it is pending!'."""
+    out = tmp_path / "out"
+    p = _start([server, "--model", "mlp", "--find-max-rate", "--slo-p99-ms", "1000", "--request-rate", "200",
+                "--warmup-s", "0.2", "-o", str(out)])  # fmt: skip
+    _until_line(p, "200 ")  # the first step's row: the drain, then the second step (400 req/s, 1,000 requests)
+    time.sleep(1.0)
+    rc, _, err = _finish(p, signal.SIGTERM)
+    assert rc == 143, err
+    docs = _results(out)  # step 1, and step 2 marked interrupted unless the signal came during the drain
+    assert 1 <= len(docs) <= 2 and not docs[0]["metrics"]["client"].get("interrupted")
+    assert docs[-1]["metrics"]["client"]["stress"]["stop_reason"] == "interrupted (SIGTERM)"
+    assert "Task was destroyed" not in err and "Traceback" not in err and "error:" not in err
+    assert [ln for ln in err.splitlines() if ln.startswith("interrupted by SIGTERM: kept")]
