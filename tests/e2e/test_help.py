@@ -64,3 +64,42 @@ def test_load_prints_no_table_header_before_an_input_error(tmp_path) -> None:
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 2, p.stderr
     assert "unreachable" in p.stderr and "concurrency" not in p.stdout and "req/s" not in p.stdout
+
+
+def test_session_and_workload_flags_are_declared_once() -> None:
+    """Issue 25 item 2: --intra-op-num-threads, --shape, --dim, --session-config ... were declared again in bench,
+    serve, optimize, profile, tune and sweep, each with its own help text. Each now comes from one alias in
+    cli/options.py: one help text for one value, one for an axis (a comma list). The exceptions are other flags
+    that share a name: bench's --backend takes a list (a runtime comparison), sweep's --shape/--dim are axes of
+    their own format, tune's --session-config takes KEY=V1|V2, load's flags speak to an HTTP server."""
+    import typing
+
+    from inferperf.cli import options
+
+    def help_of(alias: object) -> str:
+        return typing.get_args(alias)[1].help
+
+    shared: dict[str, set[str]] = {}
+    for alias_name in dir(options):
+        alias = getattr(options, alias_name)
+        if typing.get_origin(alias) is typing.Annotated:
+            flag = {"Backend": "backend", "IntraOpThreads": "intra_op_num_threads",
+                    "InterOpThreads": "inter_op_num_threads", "ExecutionMode": "execution_mode",
+                    "GraphOptimizationLevel": "graph_optimization_level", "Providers": "providers",
+                    "SessionConfig": "session_config", "Shape": "shape", "Dim": "dim", "BatchSize": "batch_size",
+                    "InputData": "input_data", "Concurrency": "concurrency",
+                    "SessionMode": "session_mode"}[alias_name.removesuffix("Axis")]
+            shared.setdefault(flag, set()).add(help_of(alias))
+    exempt = {("bench", "backend"), ("sweep", "shape"), ("sweep", "dim"), ("tune", "session_config"),
+              ("serve", "input_data"),  # serve's --input-data feeds the warm-up (and BYTES inputs)
+              ("bench", "concurrency"), ("bench", "session_mode")}  # one value: bench's own scenario flags
+    group = typer.main.get_command(app)
+    ctx = group.make_context("inferperf", ["--help"], resilient_parsing=True)
+    seen = 0
+    for name in ("bench", "serve", "optimize", "profile", "tune", "sweep"):
+        cmd = group.get_command(ctx, name)
+        for param in cmd.params:
+            if param.name in shared and (name, param.name) not in exempt:
+                assert param.help in shared[param.name], f"inferperf {name} declares --{param.name} again: {param.help!r}"
+                seen += 1
+    assert seen >= 40

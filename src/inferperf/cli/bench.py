@@ -17,7 +17,8 @@ from ..measure.loop import LiveState
 from ..results.io import save
 from ..results.model import Result
 from . import app
-from .options import build_config
+from .options import (BatchSize, Dim, ExecutionMode, GraphOptimizationLevel, InputData, InterOpThreads,
+    IntraOpThreads, Providers, SessionConfig, Shape, build_config)
 from .render import live_progress, print_result
 
 DEFAULT_MODEL = "zoo:resnet50"
@@ -55,24 +56,22 @@ def bench_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file or zoo:NAME (default zoo:resnet50)")] = None,
     backend: Annotated[Optional[str], Opt(help="onnxruntime | openvino | torch | null (scripted latency, runs no model);"
                                               " a comma list compares runtimes (NAME=MODEL gives one its own model)")] = None,
-    intra_op_num_threads: Annotated[Optional[int], Opt(help="ORT intra-op threads; default: effective CPUs; 0: ORT's default")] = None,
-    inter_op_num_threads: Annotated[Optional[int], Opt(help="ORT inter-op threads (parallel mode)")] = None,
-    execution_mode: Annotated[Optional[str], Opt(help="sequential | parallel")] = None,
-    graph_optimization_level: Annotated[Optional[str], Opt(help="disable | basic | extended | all")] = None,
-    providers: Annotated[Optional[str], Opt(help="comma list, e.g. CPUExecutionProvider")] = None,
+    intra_op_num_threads: IntraOpThreads = None,
+    inter_op_num_threads: InterOpThreads = None,
+    execution_mode: ExecutionMode = None,
+    graph_optimization_level: GraphOptimizationLevel = None,
+    providers: Providers = None,
     disable_mem_pattern: Annotated[bool, Opt("--disable-mem-pattern", help="enable_mem_pattern=False")] = False,
     disable_cpu_mem_arena: Annotated[bool, Opt("--disable-cpu-mem-arena", help="enable_cpu_mem_arena=False")] = False,
-    session_config: Annotated[Optional[list[str]], Opt(help="KEY=VALUE (repeatable): ORT session.* entries; OpenVINO properties"
-                                                                   " (PERFORMANCE_HINT=THROUGHPUT, NUM_STREAMS=2, DEVICE=CPU);"
-                                                                   " torch.device=cuda, torch.compile=default")] = None,
-    shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640 (or 1x3x640x640 for a one-input model); repeatable")] = None,
-    dim: Annotated[Optional[list[str]], Opt(help="symbolic dims everywhere they appear: batch=4,seq=128")] = None,
-    batch_size: Annotated[Optional[int], Opt(help="leading symbolic dim (rows per query); default 1")] = None,
+    session_config: SessionConfig = None,
+    shape: Shape = None,
+    dim: Dim = None,
+    batch_size: BatchSize = None,
     input_pool_size: Annotated[Optional[int], Opt(help="distinct seeded inputs cycled through (default 16)")] = None,
     seed: Annotated[Optional[int], Opt(help="seed of the input generator (default 0)")] = None,
     int_range: Annotated[Optional[list[str]], Opt(help="NAME=LO:HI inclusive range of an integer input")] = None,
     value: Annotated[Optional[list[str]], Opt(help="NAME=V: fill an input with a constant")] = None,
-    input_data: Annotated[Optional[Path], Opt(help=".npz keyed by input name, or .npy for a one-input model")] = None,
+    input_data: InputData = None,
     force: Annotated[bool, Opt("--force", help="allow an input pool over 25 % of RAM")] = False,
     warmup: Annotated[Optional[int], Opt(help="warm-up runs (default 10)")] = None,
     warmup_s: Annotated[Optional[float], Opt(help="minimum warm-up seconds (default 0)")] = None,

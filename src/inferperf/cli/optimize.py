@@ -15,7 +15,7 @@ from rich.table import Table
 from ..errors import GateFailed, UsageError
 from ..zoo import with_default_shapes
 from . import app
-from .options import build_config
+from .options import BatchSize, Dim, IntraOpThreads, Shape, build_config
 
 Opt = typer.Option
 
@@ -159,11 +159,11 @@ def optimize_command(
     sensitivity: Annotated[bool, Opt("--sensitivity", help="rank int8-static's nodes by the error they add")] = False,
     auto_exclude: Annotated[bool, Opt("--auto-exclude", help="keep the worst nodes in fp32 until the gates pass")] = False,
     max_auto_exclude: Annotated[int, Opt(help="most nodes --auto-exclude keeps in fp32")] = 16,
-    shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640 (repeatable)")] = None,
-    dim: Annotated[Optional[list[str]], Opt(help="symbolic dims: batch=1,h=640")] = None,
-    batch_size: Annotated[Optional[int], Opt(help="leading symbolic dim")] = None,
+    shape: Shape = None,
+    dim: Dim = None,
+    batch_size: BatchSize = None,
     seed: Annotated[Optional[int], Opt(help="seed of synthetic data and round shuffling")] = None,
-    intra_op_num_threads: Annotated[Optional[int], Opt(help="ORT intra-op threads while measuring")] = None,
+    intra_op_num_threads: IntraOpThreads = None,
     warmup: Annotated[Optional[int], Opt(help="warm-up runs per measurement (default 10)")] = None,
     iterations: Annotated[Optional[int], Opt(help="minimum measured queries per run (default 100)")] = None,
     duration_s: Annotated[Optional[float], Opt(help="minimum measured seconds per run (default 5)")] = None,

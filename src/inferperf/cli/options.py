@@ -1,4 +1,11 @@
-"""Turn CLI flag values into a :class:`~inferperf.config.BenchConfig`, layered defaults < file < flags."""
+"""The session and workload flags every command shares, declared once; and CLI flag values turned into a
+:class:`~inferperf.config.BenchConfig`, layered defaults < file < flags.
+
+The aliases below are ``typing.Annotated`` types (typer reads the option from them): a command declares
+``intra_op_num_threads: IntraOpThreads = None`` and gets the one flag with the one help text. One value each
+for the commands that measure one configuration (bench, serve, optimize, profile, tune's fixed shapes); the
+``...Axis`` aliases take comma lists for the commands that search over them (sweep, tune).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,47 @@ import json
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
+import typer
 from pydantic import ValidationError
 
 from ..config import BenchConfig
 from ..errors import UsageError
 from ..workload.shapes import parse_dims, parse_int_range, parse_shape, parse_value
+
+_Opt = typer.Option
+
+# one configuration: bench, serve, optimize, profile (and tune's fixed --shape / --dim)
+Backend = Annotated[Optional[str], _Opt(help="onnxruntime | openvino | torch (or ort, ov, pytorch)")]
+IntraOpThreads = Annotated[Optional[int], _Opt(help="intra-op threads; default: the effective CPUs (shared among"
+                                                    " streams or instances); 0: ORT's own default")]
+InterOpThreads = Annotated[Optional[int], _Opt(help="ORT inter-op threads (parallel execution mode only)")]
+ExecutionMode = Annotated[Optional[str], _Opt(help="ORT execution mode: sequential | parallel")]
+GraphOptimizationLevel = Annotated[Optional[str], _Opt(help="ORT graph optimizations: disable | basic | extended | all")]
+Providers = Annotated[Optional[str], _Opt(help="ORT execution providers, comma list, e.g. CPUExecutionProvider")]
+SessionConfig = Annotated[Optional[list[str]], _Opt(help="KEY=VALUE (repeatable): ORT session.* entries; OpenVINO"
+                                                         " properties (PERFORMANCE_HINT=THROUGHPUT, NUM_STREAMS=2,"
+                                                         " DEVICE=CPU); torch.device=cuda, torch.compile=default")]
+Shape = Annotated[Optional[list[str]], _Opt(help="NAME:1x3x640x640 (or 1x3x640x640 for a one-input model); repeatable")]
+Dim = Annotated[Optional[list[str]], _Opt(help="symbolic dims by name, everywhere they appear: batch=4,seq=128;"
+                                               " repeatable")]
+BatchSize = Annotated[Optional[int], _Opt(help="leading symbolic dim (rows per query); default 1")]
+InputData = Annotated[Optional[Path], _Opt(help="inputs: .npz keyed by input name, or .npy for a one-input model")]
+
+# axes (comma lists): sweep, tune
+_CommaList = Optional[str]
+BackendAxis = Annotated[_CommaList, _Opt(help="axis: comma list of backends")]
+IntraOpThreadsAxis = Annotated[_CommaList, _Opt(help="axis: comma list of intra-op threads (default: the machine's"
+                                                     " thread ladder)")]
+InterOpThreadsAxis = Annotated[_CommaList, _Opt(help="axis: comma list of inter-op threads (parallel mode only)")]
+ExecutionModeAxis = Annotated[_CommaList, _Opt(help="axis: sequential,parallel")]
+GraphOptimizationLevelAxis = Annotated[_CommaList, _Opt(help="axis: disable,basic,extended,all")]
+BatchSizeAxis = Annotated[_CommaList, _Opt(help="axis: comma list of rows per query, e.g. 1,2,4 (the objective becomes"
+                                                " samples/s)")]
+ConcurrencyAxis = Annotated[_CommaList, _Opt(help="axis: comma list of closed-loop streams (HTTP clients of a served"
+                                                  " model)")]
+SessionModeAxis = Annotated[_CommaList, _Opt(help="axis: shared,per-stream")]
 
 #: config field path -> the flag that sets it, for error messages.
 FLAG_OF = {

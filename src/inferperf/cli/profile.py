@@ -9,7 +9,7 @@ import typer
 
 from ..errors import UsageError
 from . import app
-from .options import build_config
+from .options import Backend, GraphOptimizationLevel, IntraOpThreads, Shape, build_config
 
 Opt = typer.Option
 
@@ -38,10 +38,10 @@ def profile_command(
     runs: Annotated[int, Opt(help="profiled runs after warm-up (capped to fit ORT's 1M events)")] = 20,
     warmup_runs: Annotated[int, Opt(help="runs set apart at the start of the trace (kernel search)")] = 3,
     top: Annotated[int, Opt(help="nodes listed")] = 10,
-    shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640; repeatable")] = None,
-    backend: Annotated[Optional[str], Opt(help="onnxruntime (default) | openvino (PERF_COUNT counters) | torch (torch.profiler)")] = None,
-    intra_op_num_threads: Annotated[Optional[int], Opt(help="ORT intra-op threads")] = None,
-    graph_optimization_level: Annotated[Optional[str], Opt(help="disable | basic | extended | all")] = None,
+    shape: Shape = None,
+    backend: Backend = None,
+    intra_op_num_threads: IntraOpThreads = None,
+    graph_optimization_level: GraphOptimizationLevel = None,
     duration_s: Annotated[Optional[float], Opt(help="unprofiled reference: minimum seconds (default 2)")] = 2.0,
     trace_dir: Annotated[Optional[Path], Opt(help="folder for the Chrome trace (default: temp dir)")] = None,
     basis: Annotated[str, Opt(help="--diff: share (of kernel time, drift-robust) | ms")] = "share",
@@ -52,7 +52,8 @@ def profile_command(
     output: Annotated[Optional[Path], Opt("--output", "-o", help="profile Result file (.json)")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
-    """Where the time goes per operator type and node (ONNX Runtime profiler), with Amdahl ceilings."""
+    """Where the time goes per operator type and node, with Amdahl ceilings: ONNX Runtime's profiler (default),
+    OpenVINO's PERF_COUNT counters (--backend openvino) or torch.profiler (--backend torch)."""
     if diff and len(diff) == 1 and model:  # `--diff A B`: B lands in MODEL's place
         diff, model = [diff[0], model], None
     if diff:

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from ..errors import UsageError
 from . import app
 from .bench import check_writable
-from .options import build_config
+from .options import (Backend, Dim, ExecutionMode, GraphOptimizationLevel, InterOpThreads, IntraOpThreads, Providers,
+    SessionConfig, Shape, build_config)
 
 Opt = typer.Option
 
@@ -72,15 +73,15 @@ def serve_command(
     no_metrics: Annotated[bool, Opt("--no-metrics", help="turn Prometheus metrics off: no per-request hooks, GET /metrics answers 404")] = False,
     json_nonfinite: Annotated[Optional[str], Opt(help="NaN/Inf in a JSON answer: error (default: 500, strict JSON)"
                                                        " | literal (NaN/Infinity tokens, as Triton writes them)")] = None,
-    backend: Annotated[Optional[str], Opt(help="onnxruntime | openvino | torch")] = None,
-    intra_op_num_threads: Annotated[Optional[int], Opt(help="threads per instance; default effective CPUs / instances")] = None,
-    inter_op_num_threads: Annotated[Optional[int], Opt(help="ORT inter-op threads (parallel mode)")] = None,
-    execution_mode: Annotated[Optional[str], Opt(help="sequential | parallel")] = None,
-    graph_optimization_level: Annotated[Optional[str], Opt(help="disable | basic | extended | all")] = None,
-    providers: Annotated[Optional[str], Opt(help="comma list, e.g. CPUExecutionProvider")] = None,
-    session_config: Annotated[Optional[list[str]], Opt(help="KEY=VALUE (repeatable): runtime session entries")] = None,
-    shape: Annotated[Optional[list[str]], Opt(help="NAME:1x3x640x640 fixes free dims and shapes warm-up; repeatable")] = None,
-    dim: Annotated[Optional[list[str]], Opt(help="symbolic dims everywhere they appear: h=640,w=640")] = None,
+    backend: Backend = None,
+    intra_op_num_threads: IntraOpThreads = None,
+    inter_op_num_threads: InterOpThreads = None,
+    execution_mode: ExecutionMode = None,
+    graph_optimization_level: GraphOptimizationLevel = None,
+    providers: Providers = None,
+    session_config: SessionConfig = None,
+    shape: Shape = None,
+    dim: Dim = None,
     seed: Annotated[Optional[int], Opt(help="seed of the warm-up inputs (default 0)")] = None,
     warmup: Annotated[Optional[int], Opt(help="warm-up runs per shape and instance (default 10; 0 = ready without"
                                               " warm-up)")] = None,

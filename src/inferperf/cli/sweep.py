@@ -16,6 +16,8 @@ from ..errors import UsageError
 from ..measure.speedup import sig
 from ..workload.shapes import parse_shape
 from . import app
+from .options import (BackendAxis, BatchSizeAxis, ConcurrencyAxis, ExecutionModeAxis, InterOpThreadsAxis,
+    IntraOpThreadsAxis, SessionModeAxis)
 
 Opt = typer.Option
 
@@ -114,15 +116,15 @@ def _settings(base: dict[str, Any], stop_flags: dict[str, float | int | None], w
 def sweep_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file(s) or zoo:NAME, comma-separated (variants)")] = None,
     matrix: Annotated[Optional[Path], Opt(help="YAML matrix: models with per-model shapes, axes, settings (format: docs/sweep-matrix.md)")] = None,
-    backend: Annotated[Optional[str], Opt(help="comma list of backends")] = None,
-    intra_op_num_threads: Annotated[Optional[str], Opt(help="comma list; default: the machine's thread ladder")] = None,
-    inter_op_num_threads: Annotated[Optional[str], Opt(help="comma list (parallel mode only)")] = None,
-    execution_mode: Annotated[Optional[str], Opt(help="sequential,parallel")] = None,
-    batch_size: Annotated[Optional[str], Opt(help="comma list, e.g. 1,2,4")] = None,
+    backend: BackendAxis = None,
+    intra_op_num_threads: IntraOpThreadsAxis = None,
+    inter_op_num_threads: InterOpThreadsAxis = None,
+    execution_mode: ExecutionModeAxis = None,
+    batch_size: BatchSizeAxis = None,
     shape: Annotated[Optional[list[str]], Opt(help="NAME:AxB,CxD (one flag per input; commas = values)")] = None,
     dim: Annotated[Optional[list[str]], Opt(help="SYMBOL=N,N (an axis over a symbolic dim)")] = None,
-    concurrency: Annotated[Optional[str], Opt(help="comma list of stream counts")] = None,
-    session_mode: Annotated[Optional[str], Opt(help="shared,per-stream")] = None,
+    concurrency: ConcurrencyAxis = None,
+    session_mode: SessionModeAxis = None,
     env: Annotated[Optional[list[str]], Opt(help="NAME=V1,V2: environment of the worker, as an axis")] = None,
     beyond_effective: Annotated[bool, Opt("--beyond-effective", help="default ladder also tries 2x the effective CPUs")] = False,
     repeat: Annotated[int, Opt(help="rounds; each case once per round, shuffled")] = 1,

@@ -11,6 +11,8 @@ import typer
 from ..errors import GateFailed, UsageError
 from ..measure.speedup import sig
 from . import app
+from .options import (BackendAxis, BatchSizeAxis, ConcurrencyAxis, Dim, ExecutionModeAxis,
+    GraphOptimizationLevelAxis, InterOpThreadsAxis, IntraOpThreadsAxis, SessionModeAxis, Shape)
 from .sweep import _ints, _words
 
 Opt = typer.Option
@@ -79,8 +81,8 @@ def _build_variants(model: str, names: list[str], output: Path | None, shape: li
 @app.command("tune")
 def tune_command(
     model: Annotated[str, typer.Argument(help="ONNX file or zoo:NAME")],
-    shape: Annotated[Optional[list[str]], Opt(help="input shape NAME:1x3x640x640 (fixed for every trial)")] = None,
-    dim: Annotated[Optional[list[str]], Opt(help="symbolic dim SYMBOL=N (fixed)")] = None,
+    shape: Shape = None,
+    dim: Dim = None,
     config: Annotated[Optional[Path], Opt(help="base settings file (BenchConfig fields) every trial starts from")] = None,
     space: Annotated[Optional[Path], Opt(help="YAML space: axis -> values (format: docs/tune.md)")] = None,
     variants: Annotated[Optional[Path], Opt(help="an `inferperf optimize -o DIR` folder: its variants that passed"
@@ -89,17 +91,17 @@ def tune_command(
                                                  " that passed)")] = None,
     build_variants: Annotated[Optional[str], Opt(help="build these variants first (inferperf optimize --no-measure into"
                                                       " OUTPUT/variants), e.g. fp16,int8-dynamic")] = None,
-    backend: Annotated[Optional[str], Opt(help="axis: comma list of backends")] = None,
-    intra_op_num_threads: Annotated[Optional[str], Opt(help="axis: comma list")] = None,
-    inter_op_num_threads: Annotated[Optional[str], Opt(help="axis: comma list (parallel mode only)")] = None,
-    execution_mode: Annotated[Optional[str], Opt(help="axis: sequential,parallel")] = None,
-    graph_optimization_level: Annotated[Optional[str], Opt(help="axis: disable,basic,extended,all")] = None,
+    backend: BackendAxis = None,
+    intra_op_num_threads: IntraOpThreadsAxis = None,
+    inter_op_num_threads: InterOpThreadsAxis = None,
+    execution_mode: ExecutionModeAxis = None,
+    graph_optimization_level: GraphOptimizationLevelAxis = None,
     enable_mem_pattern: Annotated[Optional[str], Opt(help="axis: true,false")] = None,
     enable_cpu_mem_arena: Annotated[Optional[str], Opt(help="axis: true,false")] = None,
     session_config: Annotated[Optional[list[str]], Opt(help="axis: KEY=V1|V2 (a session.* entry); repeatable")] = None,
-    batch_size: Annotated[Optional[str], Opt(help="axis: rows per query (objective becomes samples/s)")] = None,
-    concurrency: Annotated[Optional[str], Opt(help="axis: closed-loop streams (HTTP clients with --serve)")] = None,
-    session_mode: Annotated[Optional[str], Opt(help="axis: shared,per-stream")] = None,
+    batch_size: BatchSizeAxis = None,
+    concurrency: ConcurrencyAxis = None,
+    session_mode: SessionModeAxis = None,
     serve: Annotated[bool, Opt("--serve", help="tune the served model: each trial starts inferperf serve and drives"
                                              " inferperf load at it")] = False,
     max_batch_size: Annotated[Optional[str], Opt(help="axis (--serve): comma list, 0 = no batching")] = None,
