@@ -79,17 +79,21 @@ def psutil_rss(pid: int) -> RssSource:
 
 
 async def _sample_rss(source: RssSource, interval_s: float, clock: Any, out: list[tuple[int, float]]) -> None:
-    """Read ``source`` every ``interval_s`` and append ``(ns when read, bytes)`` to ``out``.
+    """Read ``source`` every ``interval_s`` (from the first read) and append ``(ns when read, bytes)`` to ``out``.
 
     The source blocks (an HTTP scrape of ``/metrics`` up to its timeout, a psutil read), so it runs in a
     worker thread (:func:`asyncio.to_thread`): the event loop keeps sending and timing requests meanwhile,
     and a slow scrape is never charged to the server's latency.
     """
+    start, k = clock.now_ns(), 0
     while True:
         v = await asyncio.to_thread(source)
         if v is not None:
             out.append((clock.now_ns(), v))
-        await asyncio.sleep(interval_s)
+        k += 1  # reads on a fixed grid: a slow read delays only itself (an overrun one is followed at once)
+        wait_ns = start + round(k * interval_s * 1e9) - clock.now_ns()
+        if wait_ns > 0:
+            await asyncio.sleep(wait_ns / 1e9)
 
 
 def live_interval(k: int, t_s: float, figures: dict[str, float], rss: list[tuple[int, float]], b_ns: int) -> dict:
