@@ -16,6 +16,7 @@ from inferperf.loadgen.options import LoadConfig
 from inferperf.loadgen.soak import parse_rss, soak, soak_block, soak_samples
 from inferperf.loadgen.transport import SimulatedServer
 from tests.fake_loop import run_fake
+from tests.memory_growth import growing_memory
 
 
 def _run(per_request_bytes: float, sawtooth: bool = False):
@@ -99,12 +100,15 @@ def test_cli_fail_on_leak_without_soak_exit_2(capsys) -> None:
 
 
 def test_bench_soak_small_run(tmp_path) -> None:
+    """bench measures in this process: a thread holding 1 MiB more every 25 ms (80 MiB at most) while it
+    soaks is a leak on the psutil RSS (the flat and growing verdicts themselves: the synthetic tests)."""
     from inferperf.results.io import load as load_result
 
     out = tmp_path / "b.json"
-    assert main(["bench", "--backend", "null", "--null-latency-ms", "1", "--soak-s", "1.5", "-o", str(out)]) == 0
+    with growing_memory(every_s=0.025, most_mib=80):
+        assert main(["bench", "--backend", "null", "--null-latency-ms", "1", "--soak-s", "1.5", "-o", str(out)]) == 0
     s = load_result(out).metrics.resources.soak
-    assert s["rss_source"] == "psutil" and len(s["intervals"]) >= 3 and s["verdict"] in ("leak", "no leak")
+    assert s["rss_source"] == "psutil" and len(s["intervals"]) >= 3 and s["verdict"] == "leak", s["rss"]
 
 
 def test_bench_soak_bad_flags_exit_2(capsys) -> None:
