@@ -1,4 +1,4 @@
-"""The only module that reads time.
+"""The only module that reads time (monotonic clocks, and :func:`utc_now` for wall-clock timestamps).
 
 ``SystemClock.now_ns`` is bound directly to :func:`time.perf_counter_ns` (no
 Python wrapper in hot loops); ``FakeClock`` lets tests drive stop rules,
@@ -7,6 +7,7 @@ warm-up and windows with exact values.
 
 from __future__ import annotations
 
+import datetime as _dt
 import time
 from typing import Protocol
 
@@ -69,3 +70,9 @@ SYSTEM_CLOCK = SystemClock()
 #: CPU time of the calling thread in integer ns (:func:`time.thread_time_ns`, bound directly: no wrapper);
 #: a thread waiting for the GIL or a lock does not accumulate it.
 thread_cpu_ns = time.thread_time_ns
+
+
+def utc_now() -> _dt.datetime:
+    """The wall clock now, timezone-aware UTC: for timestamps people read (log lines), never for durations
+    (those come from a :class:`Clock`'s monotonic ``now_ns``)."""
+    return _dt.datetime.now(_dt.timezone.utc)

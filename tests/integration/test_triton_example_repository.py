@@ -170,9 +170,9 @@ def test_a_config_that_cannot_be_the_models_is_unavailable_with_the_reason(repo:
         assert "config.pbtxt input 'INPUT0': dims [8] (after the batch dim: max_batch_size > 0) cannot be the" \
                " model's shape [-1, 16]" in reason
     finally:
-        from inferperf.serve.server import _close_models
+        from inferperf.serve.build import close_models
 
-        _close_models(app)
+        close_models(app.all_models())
 
 
 def test_exit_on_error_makes_an_unavailable_model_fatal(repo: Path) -> None:

@@ -190,6 +190,71 @@ def test_allowed_imports_pass(tmp_path: Path) -> None:
     assert check(src) == []
 
 
+def import_cycles(src: Path = SRC) -> list[frozenset[str]]:
+    """Sets of ``inferperf`` modules that import each other in a ring (top-level and lazy imports alike):
+    the strongly connected components, with more than one module, of the module import graph."""
+    imports: dict[str, set[str]] = {}
+    for path in sorted(src.rglob("*.py")):
+        module, package = _module_name(path, src)
+        imports[module] = {t for _, t in _targets(ast.parse(path.read_text(), str(path)), package, src)}
+
+    def module_of(target: str) -> str:  # `from pkg.mod import name`: the module, not the name in it
+        while target and target not in imports:
+            target = target.rpartition(".")[0]
+        return target
+
+    graph = {m: {module_of(t) for t in ts} - {"", m} for m, ts in imports.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            ring = {stack.pop()}
+            while v not in ring:
+                ring.add(stack.pop())
+            if len(ring) > 1:
+                out.append(frozenset(ring))
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    return out
+
+
+#: import rings found when this check was added (issue 25), each to be broken; no new one may appear
+KNOWN_CYCLES = {frozenset({f"inferperf.{m}" for m in ring}) for ring in (
+    ("cli.bench", "cli.compare"),
+    ("serve.classification", "serve.protocol"),
+    ("serve.repository", "serve.triton_model"),
+    ("report", "report.build", "report.render"),
+    ("sweep.output", "sweep.run"),
+)}
+
+
+def test_no_new_import_cycle_and_serving_has_none() -> None:
+    cycles = import_cycles()
+    assert not [c for c in cycles if c & {"inferperf.serve.app", "inferperf.serve.control", "inferperf.serve.server"}]
+    assert set(cycles) <= KNOWN_CYCLES, "new import cycles:\n" + "\n".join(
+        " <-> ".join(sorted(c)) for c in set(cycles) - KNOWN_CYCLES)
+
+
+def test_an_import_cycle_is_found(tmp_path: Path) -> None:
+    src = _tree(tmp_path, {"serve/app.py": "def f():\n    from .control import X\n",
+                           "serve/control.py": "from .server import close\n",
+                           "serve/server.py": "from .app import ServeApp\n", "serve/build.py": "from . import app\n"})
+    assert import_cycles(src) == [frozenset({"inferperf.serve.app", "inferperf.serve.control", "inferperf.serve.server"})]
+
+
 def test_a_new_top_level_package_needs_a_row(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="'profile' has no row"):
         check(_tree(tmp_path, {"profile/__init__.py": ""}))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
+
+from ..clock import SYSTEM_CLOCK, Clock, utc_now
 
 
 class AccessLog:
@@ -41,17 +43,19 @@ class AccessLogMiddleware:
     """Pure-ASGI middleware writing one :class:`AccessLog` record per HTTP request.
 
     The app adds infer fields through ``scope["state"]["access"]`` (a dict); the request id comes from
-    ``scope["state"]["request_id"]`` (set by the request-id middleware outside this one).
+    ``scope["state"]["request_id"]`` (set by the request-id middleware outside this one). ``ms`` is timed on
+    ``clock`` (``now_ns``, the app's); ``ts`` is ``wall()`` (UTC) when the request ends.
     """
 
-    def __init__(self, app: Any, log: AccessLog) -> None:
-        self.app, self.log = app, log
+    def __init__(self, app: Any, log: AccessLog, clock: Clock = SYSTEM_CLOCK,
+                 wall: Callable[[], dt.datetime] = utc_now) -> None:  # fmt: skip
+        self.app, self.log, self.clock, self.wall = app, log, clock, wall
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        t0 = time.perf_counter_ns()
+        t0 = self.clock.now_ns()
         counts = {"in": 0, "out": 0, "status": 0}
         state = scope.setdefault("state", {})
         state["access"] = {}
@@ -75,11 +79,11 @@ class AccessLogMiddleware:
             client = scope.get("client")
             rid = state.get("request_id", b"")
             record = {
-                "ts": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+                "ts": self.wall().isoformat(timespec="milliseconds"),
                 "request_id": rid.decode() if isinstance(rid, bytes) else str(rid),
                 "method": scope.get("method"), "path": scope.get("path"), "status": counts["status"] or 500,
                 "bytes_in": counts["in"], "bytes_out": counts["out"],
-                "ms": round((time.perf_counter_ns() - t0) / 1e6, 3),
+                "ms": round((self.clock.now_ns() - t0) / 1e6, 3),
                 "client": f"{client[0]}:{client[1]}" if client else None,
                 **state.get("access", {}),
             }  # fmt: skip

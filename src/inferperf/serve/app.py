@@ -11,7 +11,9 @@ shutting down with ``Retry-After``.
 
 The app talks only to ``ServedModel`` objects (``name``, ``version``,
 ``metadata``, ``max_batch_size``, ``options``, ``ready``, ``infer``, ``stats``,
-``close``) and to :class:`~inferperf.serve.metrics.ServerMetrics`.
+``close``), to :class:`~inferperf.serve.metrics.ServerMetrics` and, when serving a repository, to the
+:class:`RepositoryHandler` injected into it (:class:`inferperf.serve.control.ModelControl`); it imports
+neither the server nor the control module.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import time
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.applications import Starlette
@@ -34,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import RuntimeFailure
-from .errors import Cancelled, ServeError, unknown_model, unknown_version
+from .errors import Cancelled, ModelUnloading, ServeError, UnknownModel, unknown_model, unknown_version
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .options import ConnectionLimits
 from .protocol import HEADER_LENGTH, ProtocolError, decode_request, encode_response
@@ -50,6 +51,11 @@ def _json(doc: Any, status: int = 200, headers: dict[str, str] | None = None) ->
 def _error(message: str, status: int, retry_after_s: int | None = None) -> Response:
     headers = {"retry-after": str(retry_after_s)} if retry_after_s is not None else None
     return _json({"error": message}, status, headers)
+
+
+def _refused(e: ServeError) -> Response:
+    """A serving error's answer: ``{"error": str(e)}`` with ``e.status``; a 503 says ``Retry-After`` when it has one."""
+    return _error(str(e), e.status, getattr(e, "retry_after_s", None) if e.status == 503 else None)
 
 
 def _version_order(version: str) -> tuple[int, int | str]:
@@ -82,14 +88,33 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
+class RepositoryHandler(Protocol):
+    """What the app asks of a model repository at run time (Triton's repository extension): ``bind(app)``
+    once (the app whose models it loads and unloads), ``index(ready_only)`` (Triton's index entries),
+    ``await load(name)`` / ``await unload(name)`` (a refusal raises a :class:`ServeError` such as
+    ``ControlError``, answered with its status), and ``reasons`` (name -> why it is unavailable)."""
+
+    reasons: dict[str, str]
+
+    def bind(self, app: ServeApp) -> None: ...
+
+    def index(self, ready_only: bool = False) -> list[dict[str, Any]]: ...
+
+    async def load(self, name: str) -> None: ...
+
+    async def unload(self, name: str) -> None: ...
+
+
 class ServeApp:
     """Holds the models, metrics and shutdown state; builds the ASGI app (:attr:`asgi`).
 
     Args:
         models: served models (``ServedModel``), by their ``name``.
         metrics: this server's metrics (None = a fresh :class:`ServerMetrics`).
-        clock: times decode/encode (``now_ns``).
+        clock: times decode/encode and each model's last use (``now_ns``).
         close_models_on_shutdown: ``await model.close(drain=True)`` in the ASGI lifespan shutdown.
+        repository: the repository handler behind ``/v2/repository/*`` (None = no repository served: those
+            routes answer 400); bound to this app and kept as :attr:`control`.
     """
 
     def __init__(
@@ -98,6 +123,7 @@ class ServeApp:
         metrics: ServerMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
         close_models_on_shutdown: bool = True,
+        repository: RepositoryHandler | None = None,
     ) -> None:
         self.versions: dict[str, dict[str, Any]] = {}
         for m in models:
@@ -105,8 +131,8 @@ class ServeApp:
         # name -> the version served without /versions/{v}: the highest (numeric order), as Triton does
         self.models = {n: vs[max(vs, key=_version_order)] for n, vs in self.versions.items()}
         self.draining: set[str] = set()  # names being unloaded: new requests get 503
-        self.last_used: dict[str, float] = {}  # name -> monotonic s of its last infer (LRU unloading)
-        self.control: Any = None  # a serve.control.ModelControl when serving a repository
+        self.last_used: dict[str, int] = {}  # name -> clock.now_ns() of its last infer (LRU unloading)
+        self.control = repository
         self.metrics = metrics or ServerMetrics(clock=clock)
         self.clock = clock
         self.shutting_down = False
@@ -118,6 +144,8 @@ class ServeApp:
         self.limits = ConnectionLimits()
         self.access_log: Any = None
         self.asgi: ASGIApp = RequestIdMiddleware(self._routes)
+        if repository is not None:
+            repository.bind(self)
 
     def _chain(self) -> None:
         """request id -> access log -> API key -> routes (each only when configured)."""
@@ -129,7 +157,7 @@ class ServeApp:
         if self.access_log is not None:
             from .access_log import AccessLogMiddleware
 
-            app = AccessLogMiddleware(app, self.access_log)
+            app = AccessLogMiddleware(app, self.access_log, self.clock)
         self.asgi = RequestIdMiddleware(app)
 
     def require_api_key(self, key: str, metrics_auth: bool = False) -> None:
@@ -173,7 +201,7 @@ class ServeApp:
                 Route(base + "/stats", self._stats),
                 Route(base + "/infer", self._infer, methods=["POST"]),
             ]
-        handlers = {HTTPException: self._http_error}
+        handlers = {HTTPException: self._http_error, ServeError: self._serve_error}
         return Starlette(routes=routes, exception_handlers=handlers, lifespan=self._lifespan)  # type: ignore[arg-type]
 
     @asynccontextmanager
@@ -186,6 +214,9 @@ class ServeApp:
         if self._close_models:
             for model in self.all_models():
                 await model.close(drain=True)
+
+    async def _serve_error(self, request: Request, exc: ServeError) -> Response:
+        return _refused(exc)  # a lookup's 404/503 (:meth:`_model`), a refused repository request
 
     async def _http_error(self, request: Request, exc: HTTPException) -> Response:
         if exc.status_code == 404:
@@ -214,18 +245,25 @@ class ServeApp:
         return [m for vs in self.versions.values() for m in vs.values()]
 
     def _model(self, request: Request) -> Any:
+        """The model (and version) a model route names: the one lookup behind every model route.
+
+        Raises:
+            ModelUnloading: it is being unloaded (answered 503, ``Retry-After: 1``).
+            UnknownModel: no such model or version is served (answered 404 in Triton's wording, "Request for
+                unknown model: ..."; a repository model that is not loaded says why).
+        """
         name = request.path_params["model_name"]
         if name in self.draining:
-            raise _Unavailable(f"model '{name}' is being unloaded")
+            raise ModelUnloading(name)
         model = self.models.get(name)
         if model is None:
             reason = self.control.reasons.get(name, "") if self.control is not None else ""
-            raise _NotFound(unknown_model(name, list(self.models), reason))
+            raise UnknownModel(unknown_model(name, list(self.models), reason))
         version = request.path_params.get("model_version")
         if version is not None:
             model = self.versions[name].get(version)
             if model is None:
-                raise _NotFound(unknown_version(name, version, sorted(self.versions[name], key=_version_order)))
+                raise UnknownModel(unknown_version(name, version, sorted(self.versions[name], key=_version_order)))
         return model
 
     async def _server_metadata(self, request: Request) -> Response:
@@ -252,12 +290,7 @@ class ServeApp:
         return _error(f"server is {what}", 503, retry_after_s=1)
 
     async def _model_ready(self, request: Request) -> Response:
-        try:
-            model = self._model(request)
-        except _NotFound as e:
-            return _error(str(e), 404)
-        except _Unavailable as e:
-            return _error(str(e), 503, retry_after_s=1)
+        model = self._model(request)
         if model.ready and not self.shutting_down:
             return Response(b"", 200)
         return _error(f"model '{model.name}' is not ready", 503, retry_after_s=1)
@@ -275,12 +308,7 @@ class ServeApp:
         return _json({"model_stats": [m.stats() for m in self.all_models()]})
 
     def _model_doc(self, request: Request, build: Any) -> Response:
-        try:
-            return _json(build(self._model(request)))
-        except _NotFound as e:
-            return _error(str(e), 404)
-        except _Unavailable as e:
-            return _error(str(e), 503, retry_after_s=1)
+        return _json(build(self._model(request)))
 
     async def _repo_index(self, request: Request) -> Response:
         if self.control is None:
@@ -300,25 +328,15 @@ class ServeApp:
         return await self._repo_call(request, "unload")
 
     async def _repo_call(self, request: Request, action: str) -> Response:
-        from .control import ControlError
-
         if self.control is None:
             return _error("this server serves no model repository: start it with --model-repository DIR", 400)
-        try:
-            await getattr(self.control, action)(request.path_params["model_name"])
-        except ControlError as e:
-            return _error(str(e), e.status)
+        await getattr(self.control, action)(request.path_params["model_name"])  # a ControlError: its status
         return _json({})
 
     async def _infer(self, request: Request) -> Response:
-        try:
-            model = self._model(request)
-        except _NotFound as e:
-            return _error(str(e), 404)
-        except _Unavailable as e:
-            return _error(str(e), 503, retry_after_s=1)
+        model = self._model(request)
         metrics, name = self.metrics, model.name
-        self.last_used[name] = time.monotonic()
+        self.last_used[name] = self.clock.now_ns()
         t0 = metrics.request_started(name)
         status = 500
         try:
@@ -353,19 +371,11 @@ class ServeApp:
         except ProtocolError as e:
             return _error(str(e), e.status)
         except ServeError as e:
-            return _error(str(e), e.status, getattr(e, "retry_after_s", None) if e.status == 503 else None)
+            return _refused(e)
         except RuntimeFailure as e:
             return _error(str(e), 500)
         except Exception as e:  # a bug must not take the server down: answer 500 and keep serving
             return _error(f"internal error: {type(e).__name__}: {e}", 500)
-
-
-class _NotFound(Exception):
-    pass
-
-
-class _Unavailable(Exception):
-    pass
 
 
 async def _race_disconnect(infer: Any, receive: Any, name: str) -> Any:

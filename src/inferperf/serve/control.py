@@ -21,11 +21,12 @@ Sources: Triton's docs/protocol/extension_model_repository.md and docs/user_guid
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from ..errors import InferperfError, UsageError
+from ..errors import UsageError
+from .errors import ControlError
 from .repository import check_name, load_served, read_model
 from .warmup import warm_model
 
@@ -39,37 +40,52 @@ def rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-class ControlError(Exception):
-    """A refused repository request: ``status`` (400, 404) and a one-line message."""
+class ServedModels(Protocol):
+    """What model control changes in the app it is bound to (a :class:`~inferperf.serve.app.ServeApp`)."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+    versions: dict[str, dict[str, Any]]  # name -> version -> served model
+    draining: set[str]  # names being unloaded: the app answers 503
+    last_used: dict[str, int]  # name -> clock ns of its last infer
+
+    def replace_model(self, name: str, served: Sequence[Any]) -> list[Any]:
+        """Serve ``served`` as every version of ``name`` (empty: stop serving it); the versions replaced."""
+        ...
 
 
 class ModelControl:
-    """Load and unload the models of the repository at ``root`` in the running ``app`` (a ServeApp).
+    """Load and unload the models of the repository at ``root`` in the running app it is bound to.
 
+    Built before the app and handed to it (``ServeApp(..., repository=control)``), which calls :meth:`bind`.
     ``states`` maps a model name to ``READY``, ``LOADING``, ``UNLOADING`` or ``UNAVAILABLE``, with the
     last failure's message in ``reasons``.
+
+    Raises:
+        UsageError: an unknown ``mode``, ``max_concurrent_loads`` < 1 or ``max_loaded_models`` < 0.
     """
 
-    def __init__(self, app: Any, root: Path, mode: str = "none", max_concurrent_loads: int = 1,
+    app: ServedModels
+
+    def __init__(self, root: Path, mode: str = "none", max_concurrent_loads: int = 1,
                  observer: Any = None, clock: Any = None, max_loaded_models: int = 0) -> None:  # fmt: skip
         if mode not in MODES:
             raise UsageError(f"--model-control-mode {mode!r}: use none or explicit")
         if max_concurrent_loads < 1:
             raise UsageError(f"--max-concurrent-loads {max_concurrent_loads}: use 1 or more")
-        self.app, self.root, self.mode = app, Path(root), mode
+        self.root, self.mode = Path(root), mode
         self.observer, self.clock = observer, clock
         self._limit = asyncio.Semaphore(max_concurrent_loads)
         self._inflight: dict[str, asyncio.Future[None]] = {}
         if max_loaded_models < 0:
             raise UsageError(f"--max-loaded-models {max_loaded_models}: use 0 (no limit) or more")
         self.max_loaded_models = max_loaded_models
-        self.states: dict[str, str] = {n: "READY" for n in app.versions}
+        self.states: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
         self.rss_bytes: dict[str, int] = {}  # resident memory each load added (process RSS after - before)
+
+    def bind(self, app: ServedModels) -> None:
+        """Control ``app``'s models from now on; every model it serves already is ``READY``."""
+        self.app = app
+        self.states.update({n: "READY" for n in app.versions})
 
     def _refuse_in_none_mode(self, what: str) -> None:
         if self.mode == "none":
@@ -150,7 +166,7 @@ class ModelControl:
             others = [n for n in self.app.versions if n != name]
             if not others:
                 return
-            lru = min(others, key=lambda n: self.app.last_used.get(n, 0.0))
+            lru = min(others, key=lambda n: self.app.last_used.get(n, 0))
             await self.unload(lru)
             self.reasons[lru] = f"unloaded to make room for '{name}' (--max-loaded-models {self.max_loaded_models})"
 
@@ -174,90 +190,3 @@ class ModelControl:
             self.app.draining.discard(name)
             self.states[name] = "UNAVAILABLE"
             self.reasons[name] = "unloaded"
-
-
-def prepare_repository(root: Any, clock: Any = None, metrics: bool = True,
-                       warn: Callable[[str], None] | None = None, *, mode: str = "none",
-                       load_models: Sequence[str] | None = None, max_concurrent_loads: int = 1,
-                       max_loaded_models: int = 0, exit_on_error: bool = False) -> Any:  # fmt: skip
-    """Load the models of the repository at ``root`` (:mod:`inferperf.serve.repository`) and build the app,
-    with run-time model control (:mod:`inferperf.serve.control`) attached as ``app.control``.
-
-    ``mode`` is Triton's ``--model-control-mode``: ``none`` loads every model now, ``explicit`` only
-    ``load_models``; ``max_loaded_models`` (0 = no limit) makes later loads unload the least recently
-    used. ``warn`` gets each model's warning line (fields of a Triton config inferperf ignores, and
-    each model left UNAVAILABLE with its reason); ``metrics`` False turns Prometheus metrics off for the
-    whole server.
-
-    A model that cannot be served (its config asks for what inferperf does not do, its file does not load)
-    is UNAVAILABLE with its reason in the repository index while the others are served; with
-    ``exit_on_error`` (Triton's ``--exit-on-error``) it is fatal instead.
-
-    Raises:
-        UsageError / ModelError: a malformed repository, an unknown ``load_models`` name, no model that can be
-            served, or with ``exit_on_error`` any model that cannot (nothing is bound yet; models already
-            loaded are closed).
-    """
-    from ..clock import SYSTEM_CLOCK
-    from .app import ServeApp
-    from .metrics import DisabledMetrics, ServerMetrics
-    from .repository import scan
-    from .server import _close_models
-
-    root = Path(root)
-    failures: dict[str, str] = {}
-    if mode == "explicit":
-        entries = []
-        for n in dict.fromkeys(load_models or []):
-            check_name(n)
-            if not (root / n).is_dir():
-                raise UsageError(f"--load-model {n}: no such model folder in the repository '{root}'")
-            try:
-                entries.append(read_model(root, n))
-            except UsageError as e:
-                if exit_on_error:
-                    raise
-                failures[n] = str(e)
-    elif load_models:
-        raise UsageError("--load-model needs --model-control-mode explicit (mode none loads every model)")
-    else:
-        entries = scan(root, None if exit_on_error else failures)
-    clock = clock or SYSTEM_CLOCK
-    observer = ServerMetrics(clock=clock) if metrics else DisabledMetrics(clock=clock)
-    if max_loaded_models and len(entries) > max_loaded_models:
-        raise UsageError(f"{len(entries)} models to load at start but --max-loaded-models {max_loaded_models}:"
-                         " raise it, or use --model-control-mode explicit with fewer --load-model")
-    served: list[Any] = []
-    memory: dict[str, int] = {}
-    try:
-        for entry in entries:
-            for line in entry.warnings:
-                if warn is not None:
-                    warn(line)
-            before = rss()
-            try:
-                served += load_served(entry, observer=observer, clock=clock)
-            except InferperfError as e:
-                if exit_on_error:
-                    raise
-                failures[entry.name] = str(e)
-                continue
-            memory[entry.name] = max(0, rss() - before)
-        for name, reason in failures.items():
-            if warn is not None:
-                warn(f"model '{name}' is UNAVAILABLE: {reason}")
-        if failures and not served:
-            first = next(iter(failures))
-            raise UsageError(f"no model of the repository '{root}' can be served ({len(failures)} UNAVAILABLE;"
-                             f" '{first}': {failures[first]})")
-        app = ServeApp(served, metrics=observer, clock=clock)
-        app.control = ModelControl(app, root, mode, max_concurrent_loads, observer=observer, clock=clock,
-                                   max_loaded_models=max_loaded_models)
-        app.control.rss_bytes.update(memory)
-        app.control.states.update({n: "UNAVAILABLE" for n in failures})
-        app.control.reasons.update(failures)
-    except BaseException:
-        if served:
-            _close_models(ServeApp(served, metrics=observer, clock=clock))
-        raise
-    return app

@@ -8,7 +8,10 @@
     │   ├── NotReady (503)             the model is loading, warming up or shutting down; ``retry_after_s``
     │   ├── InvalidInput (400)         input values the model cannot take (ids past an embedding table)
     │   ├── Cancelled (499)            the client went away before its batch ran (nothing to answer)
-    │   └── QueueTimeout (504)         still queued at its deadline (--request-timeout-ms): never run
+    │   ├── QueueTimeout (504)         still queued at its deadline (--request-timeout-ms): never run
+    │   ├── UnknownModel (404)         no such model or version served (Triton's wording, see below)
+    │   ├── ModelUnloading (503)       the model is being unloaded; ``retry_after_s``
+    │   └── ControlError (400, 404)    a refused repository request (load/unload: mode, name, failed load)
     └── RuntimeFailure
         └── ModelExecutionError (500)  the runtime failed on the batch holding this request
 
@@ -116,6 +119,38 @@ class QueueTimeout(ServeError):
         self.timeout_ms = timeout_ms
 
 
+class UnknownModel(ServeError):
+    """A request names a model or version that is not served: 404 with :func:`unknown_model` /
+    :func:`unknown_version`'s message (Triton's wording, which its clients check)."""
+
+    status = 404
+
+
+class ModelUnloading(ServeError):
+    """The model is being unloaded (repository control): new requests get 503 with ``Retry-After``.
+
+    Args:
+        model: model name.
+        retry_after_s: seconds a client should wait before retrying (integer, >= 1).
+    """
+
+    status = 503
+
+    def __init__(self, model: str, retry_after_s: int = 1) -> None:
+        super().__init__(f"model '{model}' is being unloaded")
+        self.model = model
+        self.retry_after_s = retry_after_s
+
+
+class ControlError(ServeError):
+    """A refused repository request (:mod:`inferperf.serve.control`): ``status`` 400 (mode, bad name, a load
+    that failed) or 404 (nothing to unload), and a one-line message."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ModelExecutionError(RuntimeFailure):
     """The runtime failed while running the batch that held this request: answer 500, keep serving.
 
@@ -151,5 +186,5 @@ def unknown_version(name: str, version: str, versions: Sequence[str]) -> str:
     return f"Request for unknown model: '{name}' version {version} is not found (versions {list(versions)})"
 
 
-__all__ = ["Cancelled", "InvalidInput", "ModelExecutionError", "NotReady", "QueueFull", "QueueTimeout", "ServeError", "unknown_model",
-           "unknown_version"]
+__all__ = ["Cancelled", "ControlError", "InvalidInput", "ModelExecutionError", "ModelUnloading", "NotReady", "QueueFull",
+           "QueueTimeout", "ServeError", "UnknownModel", "unknown_model", "unknown_version"]

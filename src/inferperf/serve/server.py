@@ -8,7 +8,8 @@ line and port 0 gives an ephemeral port. Shutdown is graceful: readiness turns
 503 at once (liveness stays 200), for ``grace_s`` seconds the server keeps
 serving (so a load balancer can stop sending), then it stops accepting
 connections, answers every request already accepted, drains the batcher
-(``ServedModel.close(drain=True)``) and returns.
+(``ServedModel.close(drain=True)``) and returns. The app is built by :mod:`inferperf.serve.build`
+(``prepare``, ``prepare_repository``, importable from here too).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import importlib.util
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -30,6 +31,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..config import BenchConfig
 from ..errors import UsageError
 from .app import ServeApp
+from .build import close_models, prepare, prepare_repository  # noqa: F401 - prepare*: public here too
 from .http_protocol import http_protocol
 from .metrics import ServerMetrics
 from .options import ListenOptions, ServeOptions
@@ -199,32 +201,6 @@ def _uvicorn_config(app: ServeApp, loop: str = "auto", http: str = "auto") -> uv
     )  # fmt: skip
 
 
-def prepare(
-    model: Any,
-    config: BenchConfig,
-    serve: ServeOptions,
-    name: str | None = None,
-    clock: Clock = SYSTEM_CLOCK,
-    metrics: ServerMetrics | None = None,
-    warmup: bool = True,
-) -> ServeApp:
-    """Load ``model`` (a path / ``zoo:NAME``, or an already built ``ServedModel``) and build the app;
-    ``warmup=False`` (``serve --warmup 0``) serves without warming up.
-
-    Raises:
-        UsageError / ModelError: bad flags or an unloadable model (nothing is bound yet).
-    """
-    if metrics is None:
-        from .metrics import DisabledMetrics
-
-        metrics = ServerMetrics(clock=clock) if serve.metrics else DisabledMetrics(clock=clock)
-    if isinstance(model, str):
-        from .model import ServedModel
-
-        model = ServedModel.load(model, config, serve, name=name, observer=metrics, clock=clock, warmup=warmup)
-    return ServeApp([model], metrics=metrics, clock=clock)
-
-
 def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float = 0.0,
           ready_timeout_s: float = 30.0, loop: str = "auto", http: str = "auto") -> ServerHandle:  # fmt: skip
     """Bind, start uvicorn in a thread and wait until it serves (deadline ``ready_timeout_s``).
@@ -301,20 +277,12 @@ def serving(
     try:
         handle = start(app, host, port, grace_s=grace_s, ready_timeout_s=ready_timeout_s, loop=loop, http=http)
     except BaseException:
-        _close_models(app)
+        close_models(app.all_models())
         raise
     try:
         yield handle
     finally:
         handle.stop()
-
-
-def _close_models(app: ServeApp) -> None:
-    import asyncio
-
-    for m in app.all_models():
-        with contextlib.suppress(Exception):
-            asyncio.run(m.close(drain=False))
 
 
 def run_server(app: ServeApp, host: str, port: int, grace_s: float = 0.0,
@@ -356,20 +324,3 @@ def banner(app: ServeApp, url: str, stack: tuple[str, str] | None = None) -> str
         parts.append(f"model '{m.name}'{version} max_batch_size={m.max_batch_size} dynamic_batching={batching} {inst}")
         parts += list(getattr(m, "notes", []) or [])
     return " | ".join(parts)
-
-
-def prepare_repository(root: Any, clock: Clock = SYSTEM_CLOCK, metrics: bool = True,
-                       warn: Callable[[str], None] | None = None, **control: Any) -> ServeApp:  # fmt: skip
-    """Load a model repository and build the app with run-time model control: see
-    :func:`inferperf.serve.control.prepare_repository` (``mode``, ``load_models``, ``max_concurrent_loads``,
-    ``max_loaded_models`` pass through).
-
-    Raises:
-        UsageError / ModelError: as that function; a ``mode`` other than ``none`` / ``explicit``.
-    """
-    from .control import prepare_repository as prepare
-
-    if control.get("mode", "none") not in ("none", "explicit"):
-        raise UsageError(f"--model-control-mode {control['mode']!r}: use none or explicit")
-
-    return prepare(root, clock=clock, metrics=metrics, warn=warn, **control)
