@@ -17,6 +17,7 @@ MAX_BODY_LINES = 50
 SPLIT = [
     ("pipeline/result.py", "_summary"),
     ("measure/concurrent.py", "measure_concurrent"),
+    ("loadgen/driver.py", "run_step"),
 ]
 
 

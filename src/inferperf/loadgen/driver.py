@@ -484,38 +484,11 @@ async def run_step(
     t0 = clock.now_ns()
     run.last_answer_ns = t0
     tasks: set[asyncio.Task[None]] = set()
-    if closed:
-        senders = [asyncio.ensure_future(run.closed_stream()) for _ in range(mode.concurrency)]
-
-        async def watch() -> None:
-            await asyncio.gather(*senders, return_exceptions=True)
-            run.stopping = True
-            run.finished.set()
-
-        main = asyncio.ensure_future(watch())
-    else:
-        main = asyncio.ensure_future(run.dispatch(mode.schedule, t0, tasks))
+    main, senders = _start_sending(run, mode, t0, tasks)
     start = t0 + round(warmup_s * 1e9)
     run.measure_start_ns = start
-    loop = asyncio.get_running_loop()
-    unsubscribe = STOP.subscribe(lambda: loop.call_soon_threadsafe(run.interrupt))
-    try:
-        await run.until(start)
-        cpu0 = cpu()
-        span = await _control(run, windows, start, None if duration_s is None else round(duration_s * 1e9),
-                              on_window)  # fmt: skip
-        cpu_s = cpu() - cpu0
-    finally:
-        unsubscribe()
-    run.stopping = True
-    if not own_pool and not run.interrupted:  # connections kept for the next step: let in-flight requests answer (bounded by the
-        # request timeout) instead of cancelling them, which would close their connections
-        pending = [t for t in (senders if closed else tasks) if not t.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=timeout_s)
-    for t in [main, *tasks, *(senders if closed else [])]:
-        t.cancel()
-    await asyncio.gather(main, *tasks, *(senders if closed else []), return_exceptions=True)
+    span, cpu_s = await _measure(run, windows, start, duration_s, on_window, cpu)
+    await _wind_down(run, main, senders, tasks, keep_connections=not own_pool, timeout_s=timeout_s)
     if own_pool:
         pool.close()
     n = len(run.sched)
@@ -531,6 +504,62 @@ async def run_step(
         max_connections=cap, transport=transport.describe(), by_send=requests is not None,
         rejection=run.rejection, lost=run.lost, interrupted=run.interrupted,
     )  # fmt: skip
+
+
+def _start_sending(run: _StepRun, mode: Closed | Open, t0: int,
+                   tasks: set[asyncio.Task[None]]) -> tuple[asyncio.Future[Any], list[asyncio.Future[Any]]]:
+    """Start the load: closed loop, one sender per stream and a watcher that ends the step once all have
+    stopped; open loop, the dispatcher that sends on ``mode.schedule`` from ``t0`` (its requests go to ``tasks``).
+
+    Returns:
+        ``(main, senders)``: the task whose end is the load's end, and the closed loop's senders (open: none).
+    """
+    if not isinstance(mode, Closed):
+        return asyncio.ensure_future(run.dispatch(mode.schedule, t0, tasks)), []
+    senders = [asyncio.ensure_future(run.closed_stream()) for _ in range(mode.concurrency)]
+
+    async def watch() -> None:
+        await asyncio.gather(*senders, return_exceptions=True)
+        run.stopping = True
+        run.finished.set()
+
+    return asyncio.ensure_future(watch()), senders
+
+
+async def _measure(run: _StepRun, windows: WindowRule, start: int, duration_s: float | None,
+                   on_window: Callable[[int, int, dict[str, float]], Any] | None,
+                   cpu: Callable[[], float]) -> tuple[tuple, float]:  # fmt: skip
+    """Wait out the warm-up, then run the window control until the step ends (a stop request ends it at once).
+
+    Returns:
+        ``(span, cpu_s)``: :func:`_control`'s ``(start_ns, end_ns, windows_ns, stable)`` and the client's CPU
+        seconds over the measured span.
+    """
+    loop = asyncio.get_running_loop()
+    unsubscribe = STOP.subscribe(lambda: loop.call_soon_threadsafe(run.interrupt))
+    try:
+        await run.until(start)
+        cpu0 = cpu()
+        span = await _control(run, windows, start, None if duration_s is None else round(duration_s * 1e9),
+                              on_window)  # fmt: skip
+        return span, cpu() - cpu0
+    finally:
+        unsubscribe()
+
+
+async def _wind_down(run: _StepRun, main: asyncio.Future[Any], senders: list[asyncio.Future[Any]],
+                     tasks: set[asyncio.Task[None]], *, keep_connections: bool, timeout_s: float) -> None:
+    """Stop sending and end every task of the step (``tasks``: the open loop's requests, read as they are then).
+    With connections kept for the next step (and no stop request), in-flight requests may answer first (bounded
+    by the request timeout): cancelling them would close their connections."""
+    run.stopping = True
+    if keep_connections and not run.interrupted:
+        waiting = [t for t in (*senders, *tasks) if not t.done()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=timeout_s)
+    for t in [main, *tasks, *senders]:
+        t.cancel()
+    await asyncio.gather(main, *tasks, *senders, return_exceptions=True)
 
 
 __all__ = ["Closed", "LATE_SEND_NS", "LOST_AFTER_NS", "MAX_CONSECUTIVE_4XX", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",
