@@ -32,7 +32,7 @@ from ..results.model import SystemInfo
 from .lock import LockedEvaluator, held, lock_path
 from .objective import Goal
 from .search import SearchPass, SearchSettings, search
-from .space import SERVE_AXES, TuneSpace, apply
+from .space import SERVE_AXES, TuneSpace, apply, value_error
 from .study import open_storage, other_machines, quiet_optuna, study_names, tickets_used
 from .trial import Evaluator, TrialPlan
 
@@ -110,6 +110,9 @@ class TuneSpec:
 
     @model_validator(mode="after")
     def _axes(self) -> TuneSpec:
+        why = value_error(self.space)  # backends: the preflight checks them against the registry
+        if why is not None:
+            raise ValueError(why)
         axes = self.space.axes()
         if not axes:
             raise ValueError("the search space is empty: give at least one axis (e.g. --intra-op-num-threads 1,2) or"

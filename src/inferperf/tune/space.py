@@ -224,25 +224,39 @@ def validate_space(doc: dict[str, Any], source: str) -> TuneSpace:
                          f" format: {SPACE_DOC})") from None
 
 
-def check_values(space: TuneSpace, known_backends: list[str]) -> None:
-    """Refuse values no configuration accepts, before any trial runs.
+#: the values each choice axis accepts (the backend axis is checked against the registry: :func:`check_values`)
+CHOICES = {
+    "execution_mode": ["sequential", "parallel"],
+    "graph_optimization_level": ["disable", "basic", "extended", "all"],
+    "session_mode": ["shared", "per-stream"],
+}
 
-    Raises:
-        UsageError: an unknown backend, execution mode, graph level or session mode; an empty space.
+
+def value_error(space: TuneSpace, known_backends: list[str] | None = None) -> str | None:
+    """The first value no configuration accepts, as the one line that refuses it (None when all are fine):
+    an unknown execution mode, graph level or session mode, an empty session-config entry, and, when
+    ``known_backends`` is given, an unknown backend. :class:`~inferperf.tune.run.TuneSpec` refuses with it.
     """
-    choices = {
-        "backend": known_backends,
-        "execution_mode": ["sequential", "parallel"],
-        "graph_optimization_level": ["disable", "basic", "extended", "all"],
-        "session_mode": ["shared", "per-stream"],
-    }
+    choices = {**({"backend": known_backends} if known_backends is not None else {}), **CHOICES}
     for axis, allowed in choices.items():
         for v in getattr(space, axis) or []:
             if v not in allowed:
-                raise UsageError(f"--{axis.replace('_', '-')} {v!r}: unknown value: choose from {', '.join(allowed)}")
+                return f"--{axis.replace('_', '-')} {v!r}: unknown value: choose from {', '.join(allowed)}"
     for key, values in space.session_config.items():
         if not values:
-            raise UsageError(f"--session-config {key}: give one or more values, e.g. {key}=0|1")
+            return f"--session-config {key}: give one or more values, e.g. {key}=0|1"
+    return None
+
+
+def check_values(space: TuneSpace, known_backends: list[str]) -> None:
+    """Refuse values no configuration accepts, before any trial runs (:func:`value_error`).
+
+    Raises:
+        UsageError: an unknown backend, execution mode, graph level or session mode; an empty config entry.
+    """
+    why = value_error(space, known_backends)
+    if why is not None:
+        raise UsageError(why)
 
 
 def apply(base: BenchConfig, params: dict[str, Any]) -> BenchConfig:
