@@ -32,6 +32,19 @@ def bench(model: Any, config: BenchConfig | None = None, **kwargs: Any) -> Resul
     return _bench(model, config, **kwargs)
 
 
+def capacity_plan(model: Any, options: Any, out_dir: Any, **kwargs: Any) -> Any:
+    """Plan the cheapest fleet meeting a p99 SLO at a rate (``inferperf plan``); see :func:`inferperf.plan.plan`.
+
+    ``options`` is an :class:`inferperf.plan.PlanOptions`; returns a :class:`inferperf.plan.PlanOutcome`.
+    (Not named ``plan``: that is the subpackage ``inferperf.plan``.)
+    """
+    from pathlib import Path
+
+    from .plan import plan as _plan
+
+    return _plan(model, options, Path(out_dir), **kwargs)
+
+
 __all__ = [
     "BackendUnavailable",
     "BenchConfig",
@@ -48,6 +61,7 @@ __all__ = [
     "WorkloadOptions",
     "__version__",
     "bench",
+    "capacity_plan",
     "load",
     "save",
 ]

@@ -16,7 +16,7 @@ SCHEMA_VERSION = 1
 
 Scenario = Literal["single-stream", "concurrent", "offline", "server"]
 #: What made a Result: the command (``server`` is a scenario, open-loop load; a server-side Result is ``serve``).
-ResultKind = Literal["bench", "sweep", "optimize", "runtimes", "serve", "load", "profile", "pipeline", "tune"]
+ResultKind = Literal["bench", "sweep", "optimize", "runtimes", "serve", "load", "profile", "pipeline", "tune", "plan"]
 PercentileMethod = Literal["linear", "nearest-rank"]
 #: A Result's verdict: VALID, INVALID (the measurement cannot be trusted), OVERLOADED (a trustworthy measurement
 #: of a target that fell behind the load offered to it: open-loop ``load`` only).
@@ -262,7 +262,8 @@ class ErrorCounts(_Model):
 
 class Metrics(_Model):
     """All measured figures; ``accuracy``, ``server``, ``client``, ``profile`` and ``stages`` are filled by the
-    commands that measure them (optimize and runtimes, serve, load, profile, pipeline); null in bench."""
+    commands that measure them (optimize and runtimes, serve, load, profile, pipeline); null in bench.
+    ``plan`` holds a capacity plan's predictions (kind ``plan``: simulated, never measured)."""
 
     cold_start: ColdStart | None = None
     latency_ms: LatencySummary
@@ -275,6 +276,7 @@ class Metrics(_Model):
     client: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
     stages: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
 
 
 class Samples(_Model):

@@ -1,0 +1,111 @@
+"""``inferperf plan``: the cheapest fleet meeting a p99 SLO at a rate, predicted from measured service times."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import GateFailed, UsageError
+from . import app
+from .sweep import _ints
+
+Opt = typer.Option
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) -> None:
+    """The plan as text: inputs, the chosen option and why, the runner-ups, the notes, the files written."""
+    i = doc["inputs"]
+    print(f"plan for {i['model']}: {i['planned_rate_per_s']:g} req/s (target {i['target_rate_per_s']:g} x burst "
+          f"{i['burst']:g}), p99 <= {i['slo_p99_ms']:g} ms, {i['arrival']} arrivals, {i['balancer']} routing; "
+          f"ranked by {i['ranked_by']}  [predicted, {doc['validation']}]")
+    opts = doc["options"]
+    meeting = [o for o in opts if o["meets_slo"]]
+    if not meeting:
+        print("no option meets the SLO:")
+    for k, o in enumerate(meeting[:4] or opts[:4]):
+        head = "chosen:    " if k == 0 and meeting else "runner-up: " if meeting else "closest:   "
+        p = o["at_planned_rate"] or {}
+        lat = p.get("latency_ms", {})
+        cost = f", {o['cost_per_hour']:.4g}/h" if o["cost_per_hour"] is not None else ""
+        fleet = f"{o['replicas']} replica(s) x {o['cores_per_replica']} core(s) = {o['cores']} cores{cost}" \
+            if o["meets_slo"] else (o["why_not"] or "does not meet the SLO")
+        print(f"{head}{o['label']}: {fleet}")
+        if lat:
+            iv = o.get("intervals_95") or {}
+            p99_iv = f" (95 % {_ms(iv['p99_ms'][0])}-{_ms(iv['p99_ms'][1])})" if iv else ""
+            print(f"           p50 {_ms(lat['p50'])} ms, p99 {_ms(lat['p99'])} ms{p99_iv}, utilisation "
+                  f"{p['utilisation'] * 100:.0f} %, mean batch {p['mean_batch_rows']:.2f} rows; p99 dominated by "
+                  f"{o['dominant'].replace('_', ' ')}")
+        if o["limit_rate_per_s"] is not None:
+            print(f"           stops meeting the SLO at about {o['limit_rate_per_s']:.4g} req/s")
+        print("           from " + "; ".join(f"batch {b}: {', '.join(v)}" for b, v in o["measured_from"].items())
+              + f"  [{o['validation']}]")
+    for n in notes:
+        print(f"note: {n}")
+    for k, f in files.items():
+        print(f"{k.replace('_', ' ')}: {f}")
+
+
+@app.command("plan")
+def plan_command(
+    model: Annotated[str, typer.Argument(help="ONNX file or zoo:NAME")],
+    target_rate: Annotated[float, Opt(help="requests per s the fleet must carry")] = 0.0,
+    slo_p99_ms: Annotated[float, Opt(help="p99 latency to meet at target x burst, ms")] = 0.0,
+    burst: Annotated[float, Opt(help="plan for target x burst (e.g. 1.3)")] = 1.0,
+    price_per_core_hour: Annotated[Optional[float], Opt(help="cost of a core per hour: rank by cost")] = None,
+    from_dir: Annotated[Optional[list[Path]], Opt("--from", help="Results to plan from (bench/sweep; serve for "
+                                                                 "the server's own time); repeatable")] = None,
+    measure: Annotated[bool, Opt("--measure", help="measure a batch-size ladder first (each run a fresh "
+                                                   "process, saved in OUTPUT/measured)")] = False,
+    batch_sizes: Annotated[str, Opt(help="--measure: batch sizes")] = "1,2,4,8",
+    instances: Annotated[str, Opt(help="--measure: instances side by side (threads = CPUs / instances)")] = "1,2",
+    measure_duration_s: Annotated[float, Opt(help="--measure: seconds per run")] = 3.0,
+    balancer: Annotated[str, Opt(help="random | round-robin | least-outstanding | power-of-two")] = "random",
+    arrival: Annotated[str, Opt(help="poisson | constant | mmpp (bursty)")] = "poisson",
+    sim_requests: Annotated[int, Opt(help="simulated arrivals per point")] = 20_000,
+    rounds: Annotated[int, Opt(help="resampling rounds of the chosen option's interval")] = 10,
+    seed: Annotated[int, Opt(help="seed of every simulation")] = 0,
+    json_out: Annotated[bool, Opt("--json", help="print the plan block as JSON")] = False,
+    output: Annotated[Optional[Path], Opt("--output", "-o", help="folder (default ./inferperf-plan-MODEL)")] = None,
+) -> int:
+    """Predict the cheapest configuration (replicas x threads x instances x batching) whose p99 meets the SLO at
+    target x burst, by simulating the server's own batching over measured service times. Writes the plan Result,
+    a serve --config file and a Triton config.pbtxt. Exit 3 when no option meets the SLO."""
+    from ..plan import PlanOptions, plan
+    from ..system import collect_system
+
+    if target_rate <= 0 or slo_p99_ms <= 0:
+        raise UsageError("plan needs --target-rate R (req/s) and --slo-p99-ms S, e.g. --target-rate 500 --slo-p99-ms 50")
+    if not from_dir and not measure:
+        raise UsageError("nothing to plan from: pass --from DIR (bench/sweep Results) or --measure")
+    opts = PlanOptions(target_rate, slo_p99_ms, burst, price_per_core_hour, balancer, arrival, sim_requests, rounds,
+                       seed)
+    opts.check()
+    ladder = None
+    if measure:
+        ladder = {"batch_sizes": _ints(batch_sizes, "--batch-sizes"), "instances": _ints(instances, "--instances"),
+                  "cpus": collect_system().effective_cpus, "duration_s": measure_duration_s}
+    out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    outcome = plan(model, opts, out, [str(p) for p in from_dir or []], ladder, command=["inferperf", *sys.argv[1:]],
+                   progress=progress)
+    doc = outcome.result.metrics.plan or {}
+    if json_out:
+        print(json.dumps(doc, indent=1, allow_nan=False, default=str))
+    else:
+        print_plan(doc, outcome.notes, outcome.files)
+    if outcome.chosen is None:
+        raise GateFailed(f"no option meets p99 <= {slo_p99_ms:g} ms at {opts.planned_rate_per_s:g} req/s "
+                         f"(the plan is in {outcome.files['result']})")
+    return 0

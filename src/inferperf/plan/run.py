@@ -1,0 +1,149 @@
+"""``inferperf plan``: from measured service times to the cheapest fleet meeting a p99 SLO, as a Result.
+
+:func:`plan` reads Results (``--from``) and/or measures a ladder (``--measure``), builds the candidates
+(:mod:`.service`), searches the options (:mod:`.search`), writes the plan Result (kind ``plan``:
+``metrics.plan`` holds inputs, options, curves, the chosen one; nothing in ``latency_ms`` or
+``throughput``, which hold measurements) and the chosen per-replica configuration (:mod:`.deploy`).
+
+Every predicted figure names the Results it came from and says ``not validated``: predictions are
+checked against real runs by ``plan --validate`` (a later issue), not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..fsutil import json_safe
+from ..results.build import new_result
+from ..results.io import save
+from ..results.model import LatencySummary, Metrics, Result, Samples, Throughput, Validity
+from ..system import collect_system
+from .deploy import write
+from .search import Option, PlanOptions, Simulator, search
+from .service import Candidate, Overhead, candidates, ladder_configs, measure, overhead, read_results
+
+NOT_VALIDATED = "not validated"
+
+
+@dataclass
+class PlanOutcome:
+    """What :func:`plan` made: the Result, where it and the deployable files are, the ranked options."""
+
+    result: Result
+    options: list[Option]
+    chosen: Option | None
+    files: dict[str, Path] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def option_doc(o: Option, overhead_src: Overhead | None, price: float | None) -> dict[str, Any]:
+    """One option as plain data (times ms, rates per s, shares 0..1)."""
+    c, p = o.candidate, o.policy
+    cores = o.cores()
+    doc: dict[str, Any] = {
+        "label": o.label, "backend": c.backend, "threads_per_instance": c.threads, "instances": c.instances,
+        "cores_per_replica": c.cores, "replicas": o.replicas, "cores": cores,
+        "cost_per_hour": cores * price if (cores is not None and price is not None) else None,
+        "batching": {"dynamic": p.dynamic, "max_batch_size": p.max_batch_size,
+                     "max_queue_delay_us": p.max_queue_delay_ns // 1000},
+        "meets_slo": o.replicas is not None, "why_not": o.why_not,
+        "at_planned_rate": o.at_plan.to_dict() if o.at_plan is not None else None,
+        "intervals_95": o.intervals, "limit_rate_per_s": o.limit_rate_per_s, "curve": o.curve,
+        "dominant": o.at_plan.dominant if o.at_plan is not None else None,
+        "measured_from": {str(b): v for b, v in c.sources.items()},
+        "server_overhead_from": overhead_src.sources if overhead_src is not None else None,
+        "invalid_sources": c.invalid, "validation": NOT_VALIDATED,
+    }
+    return doc
+
+
+def _notes(options: list[Option], cands: list[Candidate], over: Overhead | None, sim: Simulator) -> list[str]:
+    notes = [f"every predicted figure is {NOT_VALIDATED}: no real serve + load run has checked it on this machine"]
+    if over is None:
+        notes.append("server overhead (HTTP, decode, encode) not measured: predictions leave it out; pass --from "
+                     "a folder with a serve Result (inferperf serve -o) to include it")
+    else:
+        notes.append(f"server overhead {over.mean_ms:.3g} ms per request, from {', '.join(over.sources)}")
+    for c in cands:
+        sizes = c.service.sizes
+        between = sorted(x for x in c.service.outside)
+        if between:
+            notes.append(f"{c.label}: batches of {between} rows are outside the measured sizes {list(sizes)}: scaled "
+                         "from the nearest measured size")
+        notes.append(f"{c.label}: measured batch sizes {list(sizes)}; sizes between them interpolated by quantile")
+        if c.invalid:
+            notes.append(f"{c.label}: {len(c.invalid)} source Result(s) not VALID (noisy runs), used as measured")
+    for o in options:
+        if o.curve and any(pt["past_saturation"] for pt in o.curve):
+            notes.append(f"{o.label}: curve points past saturation (marked) depend on the simulated duration")
+            break
+    notes.append(f"simulation: {sim.method}; {sim.runs} runs of {sim.opts.requests} arrivals")
+    return notes
+
+
+def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | None = None,
+         measure_ladder: dict[str, Any] | None = None, command: list[str] | None = None,
+         progress: Callable[[str], None] | None = None) -> PlanOutcome:
+    """Plan ``model``'s fleet for ``opts`` and write ``out_dir/plan.json`` plus the chosen configuration.
+
+    Args:
+        model: zoo:NAME or ONNX file (selects the Results and the measured model).
+        opts: rate, SLO, burst, price, balancer, arrivals, simulation size.
+        out_dir: where the plan Result, ``serve-config.yaml``, ``triton/`` (and ``measured/``) go.
+        from_paths: folders/files of Results to plan from.
+        measure_ladder: ``{"batch_sizes": [...], "instances": [...], "cpus": N, "duration_s": s}`` to measure
+            now (each run in a fresh process, saved under ``out_dir/measured``).
+
+    Raises:
+        UsageError: bad options, nothing to plan from, no candidate for the model.
+        the measuring worker's error (``--measure``).
+    """
+    opts.check()
+    results = read_results(from_paths) if from_paths else []
+    if measure_ladder:
+        cfgs = ladder_configs(measure_ladder["batch_sizes"], measure_ladder["instances"], measure_ladder["cpus"],
+                              measure_ladder["duration_s"])
+        results += measure(model, cfgs, out_dir / "measured", command=command, progress=progress)
+    if not results:
+        from ..errors import UsageError
+
+        raise UsageError("nothing to plan from: pass --from DIR (bench/sweep Results) or --measure")
+    cands = candidates(results, model)
+    over = overhead(results, model)
+    ranked, sim = search(cands, opts, over, progress=progress)
+    chosen = ranked[0] if ranked and ranked[0].replicas is not None else None
+    notes = _notes(ranked, cands, over, sim)
+    name = cands[0].model if cands else model
+    inputs = {"model": model, "target_rate_per_s": opts.target_rate_per_s, "burst": opts.burst,
+              "planned_rate_per_s": opts.planned_rate_per_s, "slo_p99_ms": opts.slo_p99_ms,
+              "price_per_core_hour": opts.price_per_core_hour, "balancer": opts.balancer, "arrival": opts.arrival,
+              "sim_requests": opts.requests, "rounds": opts.rounds, "seed": opts.seed, "method": sim.method,
+              "ranked_by": "cost" if opts.price_per_core_hour is not None else "cores"}
+    doc = {"inputs": inputs, "chosen": 0 if chosen is not None else None, "validation": NOT_VALIDATED,
+           "options": [option_doc(o, over, opts.price_per_core_hour) for o in ranked]}
+    doc = json_safe(doc)
+    files: dict[str, Path] = {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if chosen is not None:
+        header = (f"inferperf plan: {chosen.label}, {chosen.replicas} replica(s) for {opts.planned_rate_per_s:g} "
+                  f"req/s at p99 <= {opts.slo_p99_ms:g} ms ({NOT_VALIDATED})")
+        files, more = write(chosen, out_dir, name, header)
+        notes += more
+        doc["deploy"] = {k: str(v) for k, v in files.items()}
+    ex = (chosen.candidate if chosen is not None else cands[0]).example
+    result = new_result(
+        kind="plan", model_sha256=ex.model.sha256, key_doc={"plan": inputs, "candidates": [c.label for c in cands]},
+        command=command, system=collect_system(), model=ex.model, config=ex.config,
+        metrics=Metrics(latency_ms=LatencySummary.empty(),
+                        throughput=Throughput(queries_per_s=0.0, samples_per_s=0.0, duration_s=0.0), plan=doc),
+        samples=Samples(), validity=Validity(valid=True), notes=notes)
+    path = out_dir / "plan.json"
+    save(result, path)
+    files = {"result": path, **files}
+    return PlanOutcome(result, ranked, chosen, files, notes)
+
+
+__all__ = ["NOT_VALIDATED", "PlanOutcome", "plan"]

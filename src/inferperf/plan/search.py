@@ -1,0 +1,264 @@
+"""The cheapest fleet that meets a p99 SLO at a rate: simulate each option at growing replica counts.
+
+An *option* is a measured candidate (backend, threads, instances; :mod:`.service`) with a batching policy:
+off, or on up to each measured batch size above 1 with a queue delay of 0 or a tenth of the SLO (at most
+5 ms). For each, the fewest replicas whose simulated p99 at ``target x burst`` meets the SLO with no
+rejection and no growing backlog, starting from the replicas the mean service time needs; then, for the
+cheapest options, the rate where that fleet stops meeting it (bisection) and a p99-versus-rate curve.
+
+Routing: with ``random`` (the default, as Kubernetes' iptables Service) a Poisson stream split at random
+stays Poisson, so one replica at ``rate / R`` stands for all (constant arrivals split at random have
+geometric gaps, drawn as such); other balancers simulate the R replicas together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..analysis.serving_sim import BALANCERS, Setup, simulate
+from ..analysis.serving_stats import Prediction, intervals, summarize
+from ..errors import UsageError
+from ..measure.arrivals import constant, mmpp, poisson
+from ..policy.batching import BatchPolicy
+from .service import Candidate, Overhead
+
+ARRIVALS = ("poisson", "constant", "mmpp")
+#: simulated arrivals at most in a joint simulation of several replicas
+MAX_JOINT_ARRIVALS = 200_000
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What the plan is for (rates per s, times in ms).
+
+    Attributes:
+        target_rate_per_s: the rate to carry. slo_p99_ms: the p99 to meet. burst: planned rate = target x burst.
+        price_per_core_hour: cost per core and hour (None: rank by cores). balancer: see :data:`BALANCERS`.
+        arrival: ``poisson`` | ``constant`` | ``mmpp`` (bursty: 1 s spells alternating 2/3 and 4/3 of the rate).
+        requests: simulated arrivals per point (per replica with random routing). rounds: resampling rounds
+        of the chosen option's interval. seed: seeds every simulation. max_replicas: search cap.
+    """
+
+    target_rate_per_s: float
+    slo_p99_ms: float
+    burst: float = 1.0
+    price_per_core_hour: float | None = None
+    balancer: str = "random"
+    arrival: str = "poisson"
+    requests: int = 20_000
+    rounds: int = 10
+    seed: int = 0
+    max_replicas: int = 1000
+
+    def check(self) -> None:
+        """Raises UsageError naming the flag."""
+        for name, v in (("--target-rate", self.target_rate_per_s), ("--slo-p99-ms", self.slo_p99_ms)):
+            if not (v > 0 and math.isfinite(v)):
+                raise UsageError(f"{name} {v!r}: must be a positive number")
+        if not self.burst >= 1:
+            raise UsageError(f"--burst {self.burst!r}: must be >= 1 (1.3 plans for 30 % over the target)")
+        if self.balancer not in BALANCERS:
+            raise UsageError(f"--balancer {self.balancer!r}: use one of {', '.join(BALANCERS)}")
+        if self.arrival not in ARRIVALS:
+            raise UsageError(f"--arrival {self.arrival!r}: use one of {', '.join(ARRIVALS)}")
+        if self.requests < 1000 or self.rounds < 2:
+            raise UsageError("--sim-requests must be >= 1000 and --rounds >= 2")
+
+    @property
+    def planned_rate_per_s(self) -> float:
+        """``target x burst``."""
+        return self.target_rate_per_s * self.burst
+
+
+@dataclass
+class Option:
+    """One candidate with one batching policy, and what the search found for it."""
+
+    candidate: Candidate
+    policy: BatchPolicy
+    replicas: int | None = None
+    at_plan: Prediction | None = None
+    why_not: str | None = None
+    limit_rate_per_s: float | None = None
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    intervals: dict[str, list[float]] | None = None
+
+    @property
+    def label(self) -> str:
+        """``onnxruntime 1 thread x 2 instances, batching up to 8 rows, delay 2 ms``."""
+        p = self.policy
+        if not p.dynamic:
+            return f"{self.candidate.label}, batching off"
+        return f"{self.candidate.label}, batching up to {p.max_batch_size} rows, delay {p.max_queue_delay_ns / 1e6:g} ms"
+
+    def cores(self) -> int | None:
+        """Cores of the fleet (replicas x cores per replica), None when no fleet meets the SLO."""
+        return None if self.replicas is None else self.replicas * self.candidate.cores
+
+
+def options_for(cands: list[Candidate], opts: PlanOptions) -> list[Option]:
+    """Every candidate with batching off and on (each measured size > 1, delay 0 and SLO / 10 up to 5 ms)."""
+    delay_ns = sorted({0, min(5_000_000, round(opts.slo_p99_ms * 1e5))})
+    out = []
+    for c in cands:
+        sizes = c.service.sizes
+        out.append(Option(c, BatchPolicy(max_batch_size=max(sizes), dynamic=False)))
+        for b in sizes:
+            if b > 1:
+                out += [Option(c, BatchPolicy(max_batch_size=b, dynamic=True, max_queue_delay_ns=d)) for d in delay_ns]
+    return out
+
+
+def capacity_per_s(opt: Option) -> float:
+    """Requests per s one replica can serve at most: instances x the best rows / mean time over the sizes allowed."""
+    c, p = opt.candidate, opt.policy
+    sizes = [b for b in c.service.sizes if b <= p.max_batch_size] if p.dynamic else [1]
+    best = max(b / (c.service.mean_ns(b) / 1e9) for b in sizes)
+    return c.instances * best
+
+
+class Simulator:
+    """Simulates an option at a rate with the plan's arrivals, balancer and seeds; counts its runs."""
+
+    def __init__(self, opts: PlanOptions, overhead: Overhead | None) -> None:
+        self.opts = opts
+        self.overhead = overhead.model if overhead is not None else None
+        self.runs = 0
+        self.method = ("one replica stands for all (random routing keeps a Poisson stream Poisson)"
+                       if opts.balancer == "random" else f"joint simulation of the replicas ({opts.balancer})")
+
+    def arrivals(self, rate_per_s: float, replicas: int, seed: int) -> np.ndarray:
+        """Arrival offsets (int64 ns) for one replica (random routing) or the whole fleet (other balancers)."""
+        o = self.opts
+        joint = o.balancer != "random"
+        n = min(o.requests * replicas, max(o.requests, MAX_JOINT_ARRIVALS)) if joint else o.requests
+        rate = rate_per_s if joint else rate_per_s / replicas
+        if o.arrival == "constant" and not joint and replicas > 1:
+            gaps = np.random.default_rng(seed).geometric(1 / replicas, n)  # every R-th send of a lattice, at random
+            return np.round(np.cumsum(gaps) * (1e9 / rate_per_s)).astype(np.int64)
+        sched = {"poisson": lambda: poisson(rate, seed), "constant": lambda: constant(rate),
+                 "mmpp": lambda: mmpp(rate * 2 / 3, rate * 4 / 3, 1.0, 1.0, seed)}[o.arrival]()
+        return np.fromiter((sched.next_offset_ns() for _ in range(n)), dtype=np.int64, count=n)
+
+    def run(self, opt: Option, rate_per_s: float, replicas: int, seed_offset: int = 0, service: Any = None) -> Any:
+        """One simulated run (a :class:`~inferperf.analysis.serving_sim.SimRun`)."""
+        self.runs += 1
+        seed = self.opts.seed + seed_offset
+        r_sim = 1 if self.opts.balancer == "random" else replicas
+        setup = Setup(opt.policy, replicas=r_sim, instances=opt.candidate.instances,
+                      balancer="round-robin" if r_sim == 1 else self.opts.balancer)
+        return simulate(self.arrivals(rate_per_s, replicas, seed), setup, service or opt.candidate.service,
+                        overhead=self.overhead, seed=seed)
+
+    def predict(self, opt: Option, rate_per_s: float, replicas: int) -> Prediction:
+        """The figures of one run."""
+        return summarize(self.run(opt, rate_per_s, replicas))
+
+    def meets(self, p: Prediction) -> bool:
+        """p99 within the SLO, nothing rejected, no growing backlog."""
+        return p.latency_ms["p99"] <= self.opts.slo_p99_ms and p.rejected_share == 0 and not p.backlog_growing
+
+
+def size_fleet(opt: Option, sim: Simulator) -> None:
+    """Fill ``opt.replicas`` / ``opt.at_plan`` with the fewest replicas meeting the SLO, or ``opt.why_not``."""
+    rate = sim.opts.planned_rate_per_s
+    floor_ms = float(np.percentile(opt.candidate.service.sample_ns(1, (np.arange(2000) + 0.5) / 2000), 99)) / 1e6
+    if floor_ms > sim.opts.slo_p99_ms:
+        opt.why_not = f"one call's measured p99 ({floor_ms:.3g} ms) is over the SLO"
+        return
+    r = max(1, math.ceil(rate / capacity_per_s(opt)))
+    last = None
+    for _ in range(12):
+        if r > sim.opts.max_replicas:
+            break
+        p = sim.predict(opt, rate, r)
+        last = p
+        if sim.meets(p):
+            opt.replicas, opt.at_plan = r, p
+            return
+        r = r + 1 if r < 8 else math.ceil(r * 1.15)
+    opt.at_plan = last
+    opt.why_not = (f"no fleet up to {min(r, sim.opts.max_replicas)} replicas meets the SLO"
+                   + (f" (p99 {last.latency_ms['p99']:.3g} ms there)" if last is not None else ""))
+
+
+def limit_rate(opt: Option, sim: Simulator, steps: int = 7) -> None:
+    """The rate (per s) where ``opt``'s fleet stops meeting the SLO: bisection between the planned rate (met)
+    and the fleet's capacity from mean service times (never met)."""
+    assert opt.replicas is not None
+    lo, hi = sim.opts.planned_rate_per_s, capacity_per_s(opt) * opt.replicas
+    for _ in range(steps):
+        if hi <= lo * 1.01:
+            break
+        mid = (lo + hi) / 2
+        if sim.meets(sim.predict(opt, mid, opt.replicas)):
+            lo = mid
+        else:
+            hi = mid
+    opt.limit_rate_per_s = lo
+
+
+def curve(opt: Option, sim: Simulator, fractions: tuple[float, ...] = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.05)) -> None:
+    """p50/p99 versus rate for ``opt``'s fleet at these fractions of its capacity (points past saturation marked)."""
+    assert opt.replicas is not None
+    cap = capacity_per_s(opt) * opt.replicas
+    for f in fractions:
+        p = sim.predict(opt, cap * f, opt.replicas)
+        opt.curve.append({"rate_per_s": cap * f, "p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"],
+                          "utilisation": p.utilisation, "rejected_share": p.rejected_share,
+                          "past_saturation": p.backlog_growing or f >= 1.0})
+
+
+def resampled_intervals(opt: Option, sim: Simulator) -> None:
+    """``opt.intervals`` at the planned rate: rounds of resampled measured service times and new arrivals."""
+    assert opt.replicas is not None
+    rng = np.random.default_rng(sim.opts.seed + 7)
+    reps = opt.replicas
+
+    def one(k: int) -> Any:
+        return sim.run(opt, sim.opts.planned_rate_per_s, reps, seed_offset=1000 + k,
+                       service=opt.candidate.service.resampled(rng))
+
+    opt.intervals = intervals(one, rounds=sim.opts.rounds)
+
+
+def search(cands: list[Candidate], opts: PlanOptions, overhead: Overhead | None,
+           progress: Callable[[str], None] | None = None, detail: int = 4) -> tuple[list[Option], Simulator]:
+    """Size a fleet for every option, then limit rate, curve (and, for the best, intervals) for the ``detail``
+    cheapest that meet the SLO. Returns the options ranked (meeting first, by cost, then p99) and the simulator.
+
+    Raises:
+        UsageError: bad options, or no candidate.
+    """
+    opts.check()
+    if not cands:
+        raise UsageError("no measured candidate for this model: pass --from DIR with bench/sweep Results, or --measure")
+    sim = Simulator(opts, overhead)
+    allopts = options_for(cands, opts)
+    for i, o in enumerate(allopts):
+        if progress:
+            progress(f"option {i + 1}/{len(allopts)}: {o.label}")
+        size_fleet(o, sim)
+
+    def rank(o: Option) -> tuple[Any, ...]:
+        ok = o.replicas is not None
+        p99 = o.at_plan.latency_ms["p99"] if o.at_plan is not None else math.inf
+        return (not ok, o.cores() or 0, p99, o.label)
+
+    allopts.sort(key=rank)
+    for k, o in enumerate([o for o in allopts if o.replicas is not None][:detail]):
+        if progress:
+            progress(f"rate limit and curve: {o.label} x {o.replicas}")
+        limit_rate(o, sim)
+        curve(o, sim)
+        if k == 0:
+            resampled_intervals(o, sim)
+    return allopts, sim
+
+
+__all__ = ["ARRIVALS", "Option", "PlanOptions", "Simulator", "capacity_per_s", "options_for", "search"]

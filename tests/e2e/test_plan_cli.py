@@ -1,0 +1,91 @@
+"""``inferperf plan`` as a subprocess: a plan from Results, its Result, --json, exit 2/3, and the deployable
+files accepted by ``inferperf serve`` (``--config`` and ``--model-repository``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inferperf.results.io import load, save
+from tests.e2e.test_serve_cli import _banner, _start
+from tests.plan_results import base_result, measured, write_ladder
+
+
+def _plan(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "inferperf", "plan", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def measured_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("plan-cli")
+    base = base_result(folder)
+    d = write_ladder(base, folder / "results")
+    for b, ms in ((1, 1.3), (4, 2.0)):  # two instances side by side, slower each
+        save(measured(base, b, 1, 2, ms, seed=10 + b), d / f"i2-b{b}.json")
+    return d
+
+
+def test_plan_from_results_prints_the_plan_and_writes_result_and_deployable_files(measured_dir: Path,
+                                                                                   tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    p = _plan("mlp", "--target-rate", "1500", "--slo-p99-ms", "20", "--burst", "1.2", "--from", str(measured_dir),
+              "--sim-requests", "4000", "--rounds", "3", "--price-per-core-hour", "0.05", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("plan for mlp: 1800 req/s (target 1500 x burst 1.2), p99 <= 20 ms")
+    assert "[predicted, not validated]" in lines[0] and "ranked by cost" in lines[0]
+    chosen = next(ln for ln in lines if ln.startswith("chosen:"))
+    assert "replica(s)" in chosen and "/h" in chosen
+    assert any("p99 dominated by" in ln for ln in lines) and any("stops meeting the SLO at" in ln for ln in lines)
+    assert any("server overhead (HTTP, decode, encode) not measured" in ln for ln in lines)
+    r = load(out / "plan.json")
+    assert r.kind == "plan" and r.metrics.plan is not None and r.metrics.latency_ms.count == 0
+    doc = r.metrics.plan
+    assert doc["validation"] == "not validated" and doc["chosen"] == 0
+    best = doc["options"][0]
+    assert best["meets_slo"] and best["validation"] == "not validated" and best["measured_from"]["1"]
+    assert best["at_planned_rate"]["latency_ms"]["p99"] <= 20 and best["curve"]
+    assert (out / "serve-config.yaml").is_file() and (out / "triton" / "mlp" / "config.pbtxt").is_file()
+    assert (out / "triton" / "mlp" / "1" / "model.onnx").is_file()
+
+    j = _plan("mlp", "--target-rate", "1500", "--slo-p99-ms", "20", "--from", str(measured_dir), "--json",
+              "--sim-requests", "2000", "--rounds", "2", "-o", str(tmp_path / "j"))
+    assert j.returncode == 0, j.stderr
+    assert json.loads(j.stdout)["inputs"]["planned_rate_per_s"] == 1500
+
+    cfg = out / "serve-config.yaml"
+    model = out / "triton" / "mlp" / "1" / "model.onnx"
+    for args, expect in (([str(model), "--config", str(cfg), "--port", "0"], "dynamic_batching"),
+                         (["--model-repository", str(out / "triton"), "--port", "0"], "mlp")):
+        proc = _start(*args)
+        try:
+            banner = _banner(proc)
+            assert expect in banner
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+
+
+def test_no_option_meeting_the_slo_exits_3_and_bad_flags_exit_2(measured_dir: Path, tmp_path: Path) -> None:
+    p = _plan("mlp", "--target-rate", "100", "--slo-p99-ms", "0.5", "--from", str(measured_dir),
+              "--sim-requests", "2000", "--rounds", "2", "-o", str(tmp_path / "x"))
+    assert p.returncode == 3, p.stderr
+    assert "no option meets the SLO" in p.stdout and "over the SLO" in p.stdout
+    assert p.stderr.strip().splitlines()[-1].startswith("error: no option meets p99 <= 0.5 ms")
+    assert (tmp_path / "x" / "plan.json").is_file()
+    for args, text in ((["--slo-p99-ms", "20", "--from", str(measured_dir)], "--target-rate"),
+                       (["--target-rate", "10", "--slo-p99-ms", "20"], "--from DIR"),
+                       (["--target-rate", "10", "--slo-p99-ms", "20", "--from", str(measured_dir), "--burst", "0.5"],
+                        "--burst"),
+                       (["--target-rate", "10", "--slo-p99-ms", "20", "--from", str(tmp_path / "none")], "not found")):
+        p = _plan("mlp", *args, "-o", str(tmp_path / "y"))
+        assert p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1

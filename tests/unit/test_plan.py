@@ -1,0 +1,112 @@
+"""The planner: service models from Results, the fleet search, the deployable files (plan/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferperf.errors import UsageError
+from inferperf.plan.deploy import serve_settings, triton_config
+from inferperf.plan.search import PlanOptions, capacity_per_s, options_for, search
+from inferperf.plan.service import candidates, ladder_configs, overhead
+from inferperf.results.model import Result
+from inferperf.serve.options import ServeOptions
+from inferperf.serve.triton_config import parse
+from tests.plan_results import base_result, measured
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    return base_result(tmp_path_factory.mktemp("plan"))
+
+
+def test_candidates_pool_samples_per_batch_size_and_keep_instances_apart(base: Result) -> None:
+    rs = [(Path("a.json"), measured(base, 1, 1, 1, 1.0)), (Path("b.json"), measured(base, 1, 1, 1, 1.0, seed=1)),
+          (Path("c.json"), measured(base, 4, 1, 1, 1.6)), (Path("d.json"), measured(base, 1, 1, 2, 1.3)),
+          (Path("e.json"), measured(base, 1, 2, 1, 0.6)),
+          # one session shared by 2 threads is not two instances: left out
+          (Path("f.json"), measured(base, 1, 1, 2, 9.9, session_mode="shared"))]
+    cands = candidates(rs, "mlp")
+    assert [(c.threads, c.instances, c.cores) for c in cands] == [(1, 1, 1), (1, 2, 2), (2, 1, 2)]
+    one = cands[0]
+    assert one.service.sizes == (1, 4) and one.sources == {1: ["a.json", "b.json"], 4: ["c.json"]}
+    assert one.service.mean_ns(1) == pytest.approx(1e6, rel=0.01)
+    assert one.example.config.workload.batch_size == 4  # the largest batch's model file and config
+    assert cands[1].service.mean_ns(1) == pytest.approx(1.3e6, rel=0.01)  # measured side by side, not assumed
+    assert candidates(rs, "zoo:other") == []
+
+
+def test_server_overhead_is_request_minus_queue_minus_model_time(base: Result) -> None:
+    def serve(req: float, q: float, comp: float, n: int) -> Result:
+        r = base.model_copy(update={"kind": "serve"}, deep=True)
+        r.metrics.server = {"request_ms": {"count": n, "mean": req}, "queue_ms": {"count": n, "mean": q},
+                            "compute_ms": {"count": n, "mean": comp}}
+        return r
+
+    o = overhead([(Path("s1.json"), serve(2.0, 0.5, 1.0, 100)), (Path("s2.json"), serve(3.0, 0.5, 1.0, 300))])
+    assert o is not None and o.mean_ms == pytest.approx((0.5 * 100 + 1.5 * 300) / 400)
+    assert o.sources == ["s1.json", "s2.json"] and o.model.base_ns == 1_250_000
+    assert overhead([(Path("b.json"), measured(base, 1, 1, 1, 1.0))]) is None
+
+
+def test_search_picks_the_cheapest_fleet_and_batching_earns_it(base: Result) -> None:
+    """1 ms per call alone, 1.6 ms for 4 rows; 2000 req/s under a 20 ms p99. Batching off needs 3 replicas
+    (2 would run at 100 %: the backlog grows); batching up to 4 carries it on fewer."""
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0)), (Path("b4.json"), measured(base, 4, 1, 1, 1.6))]
+    opts = PlanOptions(2000.0, 20.0, requests=6000, rounds=3)
+    ranked, sim = search(candidates(rs), opts, None)
+    off = next(o for o in ranked if not o.policy.dynamic)
+    assert off.replicas == 3
+    best = ranked[0]
+    assert best.policy.dynamic and best.replicas is not None and best.replicas < 3
+    assert best.at_plan is not None and best.at_plan.latency_ms["p99"] <= 20 and best.intervals is not None
+    assert best.limit_rate_per_s is not None and 2000 <= best.limit_rate_per_s <= capacity_per_s(best) * best.replicas
+    assert best.curve and best.curve[-1]["past_saturation"]
+    assert off.limit_rate_per_s is not None and 2000 < off.limit_rate_per_s < 3000
+    assert sim.runs > len(ranked)
+
+
+def test_an_slo_below_one_call_is_refused_per_option(base: Result) -> None:
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 5.0))]
+    ranked, _ = search(candidates(rs), PlanOptions(100.0, 2.0, requests=2000, rounds=2), None)
+    assert all(o.replicas is None and "over the SLO" in (o.why_not or "") for o in ranked)
+
+
+def test_options_and_bad_inputs(base: Result) -> None:
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0)), (Path("b8.json"), measured(base, 8, 1, 1, 3.0))]
+    labels = [o.label for o in options_for(candidates(rs), PlanOptions(10.0, 50.0))]
+    assert labels == ["onnxruntime 1 thread x 1 instance, batching off",
+                      "onnxruntime 1 thread x 1 instance, batching up to 8 rows, delay 0 ms",
+                      "onnxruntime 1 thread x 1 instance, batching up to 8 rows, delay 5 ms"]
+    for bad, match in ((PlanOptions(0, 50.0), "--target-rate"), (PlanOptions(10.0, 50.0, burst=0.5), "--burst"),
+                       (PlanOptions(10.0, 50.0, balancer="x"), "--balancer"),
+                       (PlanOptions(10.0, 50.0, arrival="x"), "--arrival")):
+        with pytest.raises(UsageError, match=match):
+            bad.check()
+    with pytest.raises(UsageError, match="no measured candidate"):
+        search([], PlanOptions(10.0, 50.0), None)
+
+
+def test_measure_ladder_runs_instances_side_by_side() -> None:
+    cfgs = ladder_configs([1, 4], [1, 2], cpus=2, duration_s=2.0)
+    got = [(c.workload.batch_size, c.concurrency, c.session_mode, c.session.intra_op_num_threads, c.scenario)
+           for c in cfgs]
+    assert got == [(1, 1, "shared", 2, "single-stream"), (4, 1, "shared", 2, "single-stream"),
+                   (1, 2, "per-stream", 1, "concurrent"), (4, 2, "per-stream", 1, "concurrent")]
+    assert all(c.stop.min_duration_s == 2.0 for c in cfgs)
+    with pytest.raises(UsageError, match="--measure"):
+        ladder_configs([], [1], 2, 1.0)
+
+
+def test_deployable_settings_parse_as_serve_and_triton_configs(base: Result) -> None:
+    rs = [(Path("b1.json"), measured(base, 1, 2, 2, 1.0)), (Path("b4.json"), measured(base, 4, 2, 2, 1.6))]
+    opt = options_for(candidates(rs), PlanOptions(10.0, 20.0))[-1]
+    doc = serve_settings(opt)
+    assert doc["session"] == {"intra_op_num_threads": 2}
+    s = ServeOptions.model_validate(doc["serve"])
+    assert (s.max_batch_size, s.dynamic_batching, s.max_queue_delay_us, s.instance_count) == (4, True, 2000, 2)
+    t = parse(triton_config(opt, "mlp"))
+    assert t.serve["max_batch_size"] == 4 and t.serve["max_queue_delay_us"] == 2000
+    assert t.serve["instance_count"] == 2 and np.isfinite(capacity_per_s(opt))
