@@ -1,28 +1,25 @@
-"""Significance between two sets of measurements: bootstrap intervals, between-run tests, multiple comparisons.
+"""Significance between two sets of run-level figures: the ratio-of-means interval, its bootstrap, corrections.
 
-The machinery `compare` (the CI gate), the report and `profile --diff` use to say whether a
-change is real. Part of the base layer, beside :mod:`inferperf.stats` (which keeps the
-one-sample summaries and :func:`inferperf.stats.intervals_separate`, the one rule for
-"do two intervals separate"); like it, pure functions over plain sequences, no I/O, and
-scipy imported lazily inside the functions (``import inferperf`` must not import scipy).
+The machinery `compare` (the CI gate) and `tune`'s validation use to say whether a change is real.
+Part of the base layer, beside :mod:`inferperf.stats` (which keeps the one-sample summaries and
+:func:`inferperf.stats.intervals_separate`, the one rule for "do two intervals separate"); like it,
+pure functions over plain sequences, no I/O, and scipy imported lazily inside the functions
+(``import inferperf`` must not import scipy).
 
 What to feed them (DESIGN: "Repeats are separate runs ... run-level figures get their
 confidence interval from the runs"):
 
 * Run-level figures, one value per run (throughput, per-run p50/p99, cold start, peak RSS,
-  from ``--repeat`` Results): :func:`mean_ratio_ci` (Fieller), :func:`welch_t_test`,
-  :func:`mann_whitney_u`, or the bootstrap functions over those per-run values.
-* One run per side: the bootstrap functions over per-window figures (``metrics.windows``'
-  ``p50_ms`` or ``queries_per_s``), which treats windows as blocks; never a test on pooled
-  per-query samples of two sequential runs (it calls most no-op changes significant).
+  from ``--repeat`` Results): :func:`mean_ratio_ci` (Fieller) for a few runs a side,
+  :func:`bootstrap_log_ratio_se` (the one bootstrap) from :data:`FEW_FOR_BOOTSTRAP` runs a side.
+* One run per side: :func:`bootstrap_log_ratio_se` over per-window figures (``metrics.windows``'
+  ``p50_ms`` or ``queries_per_s``) as blocks; never a test on pooled per-query samples of two
+  sequential runs (it calls most no-op changes significant).
 * Many cases x metrics: :func:`holm` (family-wise error) or :func:`benjamini_hochberg`
-  (false-discovery rate) over the p-values.
+  (false-discovery rate) over the p-values (:func:`adjust` by name).
 
 Sources:
-    * Bootstrap (percentile and BCa intervals): Efron & Tibshirani, *An Introduction to the
-      Bootstrap* (1993), ch. 13-14; through :func:`scipy.stats.bootstrap`.
-    * Welch's t-test: Welch, *Biometrika* 34 (1947) 28-35.
-    * Mann-Whitney U: Mann & Whitney, *Ann. Math. Stat.* 18 (1947) 50-60.
+    * Bootstrap standard error: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 6 and 13.
     * Ratio of means: Fieller, *J. R. Stat. Soc. B* 16 (1954) 175-185, with the
       Welch-Satterthwaite degrees of freedom at the ratio estimate for unequal variances
       (Tamhane & Logan, *J. Biopharm. Stat.* 14 (2004) 843-856; as R's
@@ -33,27 +30,19 @@ Sources:
 
 from __future__ import annotations
 
-import inspect
 import math
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 Values = Sequence[float] | np.ndarray
-Alternative = Literal["two-sided", "less", "greater"]
-BootstrapMethod = Literal["BCa", "percentile"]
 
 #: Bootstrap resamples by default: interval endpoints need >= 1000 (Efron & Tibshirani 1993, ch. 14).
 N_RESAMPLES = 2000
 #: Seed used when none is given: results are reproducible by default, and the seed is recorded.
 DEFAULT_SEED = 0
-#: Per-side sample cap for the bootstrap. Larger inputs are thinned to this many evenly spaced order
-#: statistics (deterministic; the empirical distribution's shape is kept). The interval then reflects
-#: the uncertainty of this many samples, so it is wider than the full data's: conservative.
-MAX_BOOTSTRAP_SAMPLES = 4000
 #: Below this many values per side bootstrap intervals run too narrow (Hesterberg, *Am. Stat.* 69 (2015) 371-386).
 FEW_FOR_BOOTSTRAP = 10
 
@@ -63,13 +52,12 @@ class Interval:
     """A point estimate with its confidence interval, and how it was made.
 
     Attributes:
-        estimate: the statistic on the full data (ratio: unitless; difference: the inputs' unit).
+        estimate: the statistic on the data (a ratio: unitless).
         low, high: the interval's ends (same unit; ``-inf``/``inf`` when unbounded).
         confidence: the coverage asked for, e.g. 0.95.
-        method: how the interval was made, e.g. ``"BCa bootstrap"`` or ``"Fieller"``.
-        n: samples per side (current, baseline) the interval rests on, after thinning.
-        n_resamples, seed: bootstrap settings (``None`` for closed-form intervals).
-        notes: caveats (thinned input, too few values, a fallback taken).
+        method: how the interval was made, e.g. ``"Fieller"``.
+        n: values per side (current, baseline) the interval rests on.
+        notes: caveats (no spread, an unbounded interval).
     """
 
     estimate: float
@@ -78,37 +66,11 @@ class Interval:
     confidence: float
     method: str
     n: tuple[int, int]
-    n_resamples: int | None = None
-    seed: int | None = None
     notes: tuple[str, ...] = ()
 
     def as_pair(self) -> list[float]:
         """``[low, high]``, the form :func:`inferperf.stats.intervals_separate` takes."""
         return [self.low, self.high]
-
-
-@dataclass(frozen=True)
-class HypothesisTest:
-    """Outcome of a two-sample test.
-
-    Attributes:
-        test: ``"welch-t"`` or ``"mann-whitney-u"``.
-        statistic: t (unitless) or U (count of pairs, for the first sample).
-        pvalue: probability, under no difference, of a result at least this extreme.
-        df: degrees of freedom (Welch), ``None`` for U.
-        n: sample sizes (a, b).
-        alternative: ``two-sided``, ``less`` (a below b) or ``greater``.
-        min_pvalue: the smallest p-value the test can give at these sizes (U: 2 / C(n_a + n_b, n_a)
-            two-sided; Welch: 0.0). With 3 runs per side U's is 0.1: no 5 % test can pass.
-    """
-
-    test: str
-    statistic: float
-    pvalue: float
-    df: float | None
-    n: tuple[int, int]
-    alternative: str
-    min_pvalue: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -139,181 +101,9 @@ def _sample(values: Values, side: str, what: str, min_n: int) -> np.ndarray:
     return arr
 
 
-def _thin(arr: np.ndarray, max_samples: int) -> np.ndarray:
-    """``max_samples`` evenly spaced order statistics of ``arr`` (all of it when small enough)."""
-    if arr.size <= max_samples:
-        return arr
-    idx = np.round(np.linspace(0, arr.size - 1, max_samples)).astype(np.int64)
-    return np.sort(arr)[idx]
-
-
-def _check(confidence: float, q: float = 50.0) -> None:
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"percentile level {q} outside [0, 100]")
+def _check(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence {confidence} outside (0, 1): use e.g. 0.95")
-
-
-def _batch(*sizes: int) -> int:
-    """Resamples per vectorized batch: about 2 million values per side in memory at once (16 MB)."""
-    return max(1, 2_000_000 // max(sizes))
-
-
-def _two_sample_bootstrap(current: np.ndarray, baseline: np.ndarray, statistic: Callable[..., np.ndarray],
-                          estimate: float, *, confidence: float, n_resamples: int, method: BootstrapMethod,
-                          seed: int, max_samples: int, notes: tuple[str, ...] = ()) -> Interval:
-    """Resample each side independently; ``statistic(cur, base, axis)`` is vectorized along ``axis``."""
-    from scipy.stats import bootstrap
-
-    if method not in ("BCa", "percentile"):
-        raise ValueError(f"unknown bootstrap method {method!r}: use BCa or percentile")
-    if n_resamples < 100:
-        raise ValueError(f"n_resamples={n_resamples} is too few for a {confidence:.0%} interval: use >= 1000")
-    notes_ = list(notes)
-    cur, base = _thin(current, max_samples), _thin(baseline, max_samples)
-    if cur.size < current.size or base.size < baseline.size:
-        notes_.append(f"thinned to {max_samples} order statistics per side: the interval is conservative (wider)")
-    if min(cur.size, base.size) < FEW_FOR_BOOTSTRAP:
-        notes_.append(f"fewer than {FEW_FOR_BOOTSTRAP} values on a side: bootstrap intervals run narrow")
-    rng = np.random.default_rng(seed)
-    seed_arg = {"rng": rng} if "rng" in inspect.signature(bootstrap).parameters else {"random_state": rng}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # degenerate resamples: handled below, not warned about
-        res = bootstrap((cur, base), statistic, n_resamples=n_resamples, batch=_batch(cur.size, base.size),
-                        vectorized=True, paired=False, confidence_level=confidence, method=method, **seed_arg)
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    label = f"{method} bootstrap"
-    dist = np.asarray(res.bootstrap_distribution, dtype=np.float64)
-    if not (math.isfinite(low) and math.isfinite(high)):
-        if np.all(dist == dist[0]):
-            low = high = float(dist[0])
-            notes_.append("every resample gives the same value: no spread to estimate")
-        else:
-            alpha = 1.0 - confidence
-            low, high = (float(x) for x in np.percentile(dist, [100 * alpha / 2, 100 * (1 - alpha / 2)]))
-            label = "percentile bootstrap"
-            notes_.append(f"{method} undefined for these data: percentile interval instead")
-    return Interval(estimate, low, high, confidence, label, (cur.size, base.size), n_resamples, seed, tuple(notes_))
-
-
-def percentile_ratio_ci(current: Values, baseline: Values, q: float = 50.0, *, confidence: float = 0.95,
-                        n_resamples: int = N_RESAMPLES, method: BootstrapMethod = "BCa", seed: int = DEFAULT_SEED,
-                        max_samples: int = MAX_BOOTSTRAP_SAMPLES) -> Interval:
-    """Bootstrap interval of ``percentile(current, q) / percentile(baseline, q)``: by default the ratio of medians.
-
-    Each side is resampled on its own (independent samples); percentiles use linear
-    interpolation. A ratio of 1.08 on latency means current is 8 % slower.
-
-    Args:
-        current, baseline: 1-D positive values in one unit (latency ms, queries/s, ...).
-        q: percentile level in [0, 100]; 50 is the median.
-        confidence: coverage in (0, 1).
-        n_resamples: bootstrap resamples (>= 100; default :data:`N_RESAMPLES`).
-        method: ``BCa`` (bias-corrected and accelerated; falls back to the percentile interval,
-            noted, when BCa is undefined) or ``percentile``.
-        seed: seed of the resampling (recorded in the result): same seed, same interval.
-        max_samples: per-side cap; larger inputs are thinned (see :data:`MAX_BOOTSTRAP_SAMPLES`).
-
-    Returns:
-        An :class:`Interval` of the unitless ratio; its estimate uses all the data.
-
-    Raises:
-        ValueError: fewer than 2 values on a side, NaN/inf values, a baseline value <= 0, a
-            negative current value, or a bad level, confidence, method or resample count.
-    """
-    _check(confidence, q)
-    cur = _sample(current, "current", "percentile ratio", 2)
-    base = _sample(baseline, "baseline", "percentile ratio", 2)
-    if np.any(base <= 0):
-        raise ValueError("percentile ratio needs positive baseline values: use percentile_difference_ci instead")
-    if np.any(cur < 0):
-        raise ValueError("percentile ratio needs non-negative current values: use percentile_difference_ci instead")
-
-    def ratio(c: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.percentile(c, q, axis=axis) / np.percentile(b, q, axis=axis)
-
-    est = float(np.percentile(cur, q) / np.percentile(base, q))
-    return _two_sample_bootstrap(cur, base, ratio, est, confidence=confidence, n_resamples=n_resamples,
-                                 method=method, seed=seed, max_samples=max_samples)
-
-
-def percentile_difference_ci(current: Values, baseline: Values, q: float = 99.0, *, confidence: float = 0.95,
-                             n_resamples: int = N_RESAMPLES, method: BootstrapMethod = "BCa",
-                             seed: int = DEFAULT_SEED, max_samples: int = MAX_BOOTSTRAP_SAMPLES) -> Interval:
-    """Bootstrap interval of ``percentile(current, q) - percentile(baseline, q)``: by default the p99 difference.
-
-    A tail percentile rests on the few samples beyond it: with fewer than
-    :func:`inferperf.stats.min_samples_for` (q) samples a side, the interval is mostly the maximum's
-    (a note says so). Other arguments, the seed and the thinning are as :func:`percentile_ratio_ci`.
-
-    Args:
-        current, baseline: 1-D values in one unit (e.g. latency in ms).
-        q: percentile level in [0, 100].
-
-    Returns:
-        An :class:`Interval` in the inputs' unit (positive: current is higher).
-
-    Raises:
-        ValueError: fewer than 2 values on a side, NaN/inf values, or a bad level, confidence,
-            method or resample count.
-    """
-    from .stats import min_samples_for
-
-    _check(confidence, q)
-    cur = _sample(current, "current", "percentile difference", 2)
-    base = _sample(baseline, "baseline", "percentile difference", 2)
-
-    def diff(c: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.percentile(c, q, axis=axis) - np.percentile(b, q, axis=axis)
-
-    need = min_samples_for(q)
-    few = min(cur.size, base.size) < need
-    notes = (f"p{q:g} from fewer than {need} samples a side: the interval mostly reflects the maximum",) if few else ()
-    est = float(np.percentile(cur, q) - np.percentile(base, q))
-    return _two_sample_bootstrap(cur, base, diff, est, confidence=confidence, n_resamples=n_resamples,
-                                 method=method, seed=seed, max_samples=max_samples, notes=notes)
-
-
-def welch_t_test(a: Values, b: Values, alternative: Alternative = "two-sided") -> HypothesisTest:
-    """Welch's unequal-variance t-test of mean(a) vs mean(b), for run-level values (one per run).
-
-    t = (mean_a - mean_b) / sqrt(s_a²/n_a + s_b²/n_b), with Welch-Satterthwaite degrees of freedom
-    (Welch 1947); through ``scipy.stats.ttest_ind(equal_var=False)``. Not for raw per-query
-    latencies: they are skewed (use the bootstrap or :func:`mann_whitney_u`).
-
-    Raises:
-        ValueError: fewer than 2 values on a side, NaN/inf values, both sides without spread.
-    """
-    from scipy.stats import ttest_ind
-
-    x = _sample(a, "a", "Welch t-test", 2)
-    y = _sample(b, "b", "Welch t-test", 2)
-    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-    if va + vb == 0:
-        raise ValueError("Welch t-test: both samples have zero variance, t is undefined: compare the values directly")
-    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
-    res = ttest_ind(x, y, equal_var=False, alternative=alternative)
-    return HypothesisTest("welch-t", float(res.statistic), float(res.pvalue), float(df), (x.size, y.size), alternative)
-
-
-def mann_whitney_u(a: Values, b: Values, alternative: Alternative = "two-sided") -> HypothesisTest:
-    """Mann-Whitney U rank test (Mann & Whitney 1947) of a vs b, for run-level values; no normality assumed.
-
-    Through ``scipy.stats.mannwhitneyu`` (exact p-value for small samples without ties, normal
-    approximation otherwise). ``statistic`` is U of ``a``; ``min_pvalue`` says whether the sizes can
-    reach significance at all.
-
-    Raises:
-        ValueError: an empty side, NaN/inf values.
-    """
-    from scipy.stats import mannwhitneyu
-
-    x = _sample(a, "a", "Mann-Whitney U", 1)
-    y = _sample(b, "b", "Mann-Whitney U", 1)
-    res = mannwhitneyu(x, y, alternative=alternative)
-    floor = (2.0 if alternative == "two-sided" else 1.0) / math.comb(x.size + y.size, x.size)
-    return HypothesisTest("mann-whitney-u", float(res.statistic), float(res.pvalue), None, (x.size, y.size),
-                          alternative, min(1.0, floor))
 
 
 def fieller_df(va: float, vb: float, r: float, n_a: int, n_b: int) -> float:
@@ -361,6 +151,35 @@ def mean_ratio_ci(current: Values, baseline: Values, confidence: float = 0.95) -
                         notes=("baseline mean not significantly above zero: the interval is unbounded",))
     half = tq * math.sqrt(a * a * vb + b * b * va - tq * tq * va * vb)
     return Interval(r, (a * b - half) / denom, (a * b + half) / denom, confidence, "Fieller", n)
+
+
+def bootstrap_log_ratio_se(current: Values, baseline: Values, n_resamples: int = N_RESAMPLES,
+                           seed: int = DEFAULT_SEED) -> float:
+    """Bootstrap standard error of ``log(mean(current) / mean(baseline))``, each side resampled on its own
+    (independent samples; Efron & Tibshirani 1993, ch. 6): the spread, over ``n_resamples`` seeded resamples,
+    of the resampled log ratio. Run-level figures (one per run) or per-window figures (blocks) go in.
+
+    Returns:
+        The standard error (unitless, on the natural-log scale); ``inf`` when over half the resamples have
+        a mean <= 0 or NaN on a side (no log ratio; callers treat a non-finite error as an undefined
+        interval); 0 (up to rounding) when neither side varies.
+
+    Raises:
+        ValueError: an empty or not 1-D side, or fewer than 100 resamples.
+    """
+    if n_resamples < 100:
+        raise ValueError(f"n_resamples={n_resamples} is too few for a standard error: use >= 1000")
+    cur, base = np.asarray(current, dtype=np.float64), np.asarray(baseline, dtype=np.float64)
+    for side, arr in (("current", cur), ("baseline", base)):
+        if arr.ndim != 1 or arr.size == 0:
+            raise ValueError(f"bootstrap log ratio needs 1-D values on each side; {side} has shape {list(arr.shape)}")
+    rng = np.random.default_rng(seed)
+    mc = cur[rng.integers(0, cur.size, (n_resamples, cur.size))].mean(axis=1)
+    mb = base[rng.integers(0, base.size, (n_resamples, base.size))].mean(axis=1)
+    ok = (mb > 0) & (mc > 0)
+    if int(ok.sum()) < n_resamples // 2:
+        return math.inf
+    return float(np.std(np.log(mc[ok] / mb[ok]), ddof=1))
 
 
 def _pvalues(pvalues: Values, alpha: float) -> np.ndarray:

@@ -14,7 +14,7 @@ Sources:
 Leak and drift verdicts over a soak's series (Newey-West slopes) live in :mod:`inferperf.stats.leak`
 (re-exported here).
 
-Two-sample comparisons (bootstrap ratio and difference intervals, between-run tests,
+Two-sample comparisons (the ratio of run-level means: Fieller's interval and the bootstrap of its log;
 multiple-comparison corrections) live in :mod:`inferperf.significance`.
 """
 

@@ -11,7 +11,7 @@ is below 0.025: a verdict never reads "past the threshold but not significant" f
   Welch-Satterthwaite df at the estimate (:func:`inferperf.significance.fieller_df`).
   Below 10 values a side the bootstrap runs narrow (Hesterberg 2015), so it is not used there.
 * >= 10 runs a side: the bootstrap standard error of the log ratio of means (each side resampled on
-  its own); interval and p-values from the normal approximation on the log scale (Efron & Tibshirani
+  its own; :func:`inferperf.significance.bootstrap_log_ratio_se`, the one bootstrap); interval and p-values from the normal approximation on the log scale (Efron & Tibshirani
   1993, ch. 13, the standard bootstrap interval).
 * Fewer than 2 runs on a side: the windows of each run are the blocks of a block bootstrap (the
   ratio of mean window figures); it sees only the noise within a run, so the interval is centred
@@ -26,12 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...significance import DEFAULT_SEED, fieller_df, mean_ratio_ci
+from ...significance import (DEFAULT_SEED, FEW_FOR_BOOTSTRAP, N_RESAMPLES, bootstrap_log_ratio_se, fieller_df,
+                              mean_ratio_ci)
 
-#: Bootstrap resamples per interval.
-N_RESAMPLES = 2000
-#: From this many runs a side on, the bootstrap; below it, Fieller.
-MIN_RUNS_FOR_BOOTSTRAP = 10
 #: Widening (log scale) of a window-block interval: within-run noise understates between-run noise.
 ONE_RUN_WIDEN = 2.0
 #: Standard normal 0.975 quantile: the half-width of a 95 % interval in standard errors.
@@ -91,18 +88,6 @@ def _p(c: Change, r0: float, above: bool) -> float:
     return float(ndtr(-z) if above else ndtr(z))
 
 
-def _log_se(cur: np.ndarray, base: np.ndarray, seed: int) -> float:
-    """Bootstrap standard error of log(mean(cur) / mean(base)), each side resampled on its own; ``inf`` when
-    over half the resamples have a mean <= 0 (no log ratio)."""
-    rng = np.random.default_rng(seed)
-    mc = cur[rng.integers(0, cur.size, (N_RESAMPLES, cur.size))].mean(axis=1)
-    mb = base[rng.integers(0, base.size, (N_RESAMPLES, base.size))].mean(axis=1)
-    ok = (mb > 0) & (mc > 0)
-    if int(ok.sum()) < N_RESAMPLES // 2:
-        return math.inf
-    return float(np.std(np.log(mc[ok] / mb[ok]), ddof=1))
-
-
 def _normal_change(ratio: float, se: float, method: str, n: tuple[int, int]) -> Change:
     """``ratio`` with the 95 % interval exp(log ratio ± z·se), the inversion of :func:`_p`'s normal test."""
     if not (ratio > 0 and math.isfinite(se)):
@@ -122,8 +107,8 @@ def run_change(base: list[float], cur: list[float], seed: int = DEFAULT_SEED) ->
     if b.size < 2 or c.size < 2 or b.mean() <= 0:
         return None
     n = (int(b.size), int(c.size))
-    if min(n) >= MIN_RUNS_FOR_BOOTSTRAP:
-        return _normal_change(float(c.mean() / b.mean()), _log_se(c, b, seed),
+    if min(n) >= FEW_FOR_BOOTSTRAP:  # from 10 runs a side on the bootstrap; below, Fieller
+        return _normal_change(float(c.mean() / b.mean()), bootstrap_log_ratio_se(c, b, N_RESAMPLES, seed),
                               f"bootstrap of per-run figures ({N_RESAMPLES} resamples), normal on the log scale", n)
     iv = mean_ratio_ci(c, b)
     a_, b_, va, vb = float(c.mean()), float(b.mean()), float(c.var(ddof=1)) / c.size, float(b.var(ddof=1)) / b.size
@@ -140,7 +125,7 @@ def block_change(base_blocks: list[float], cur_blocks: list[float], figure_ratio
     b, c = np.asarray(base_blocks, dtype=np.float64), np.asarray(cur_blocks, dtype=np.float64)
     if b.size < 2 or c.size < 2 or b.mean() <= 0 or c.mean() <= 0 or figure_ratio <= 0:
         return None
-    se = _log_se(c, b, seed)
+    se = bootstrap_log_ratio_se(c, b, N_RESAMPLES, seed)
     return _normal_change(figure_ratio, ONE_RUN_WIDEN * se,
                           f"block bootstrap over windows, one run a side: widened x{ONE_RUN_WIDEN:g}",
                           (int(b.size), int(c.size)))
