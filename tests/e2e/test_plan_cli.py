@@ -82,10 +82,27 @@ def test_no_option_meeting_the_slo_exits_3_and_bad_flags_exit_2(measured_dir: Pa
     assert p.stderr.strip().splitlines()[-1].startswith("error: no option meets p99 <= 0.5 ms")
     assert (tmp_path / "x" / "plan.json").is_file()
     for args, text in ((["--slo-p99-ms", "20", "--from", str(measured_dir)], "--target-rate"),
-                       (["--target-rate", "10", "--slo-p99-ms", "20"], "--from DIR"),
+                       (["--target-rate", "10", "--slo-p99-ms", "20", "--batch-sizes", "1,x"], "--batch-sizes"),
                        (["--target-rate", "10", "--slo-p99-ms", "20", "--from", str(measured_dir), "--burst", "0.5"],
                         "--burst"),
                        (["--target-rate", "10", "--slo-p99-ms", "20", "--from", str(tmp_path / "none")], "not found")):
         p = _plan("mlp", *args, "-o", str(tmp_path / "y"))
         assert p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_measure_runs_the_ladder_in_fresh_workers_and_plans_from_it(tmp_path: Path) -> None:
+    from inferperf.config import BenchConfig
+    from inferperf.plan.service import candidates, ladder_configs, measure
+    from tests.models import seeded_mlp_onnx
+
+    model = seeded_mlp_onnx(tmp_path / "mlp.onnx")
+    base = BenchConfig.model_validate({"backend": "null", "null_latency_ms": [1.0], "warmup": {"iterations": 1},
+                                       "stop": {"min_iterations": 20}})
+    cfgs = ladder_configs([1, 2], [1], cpus=1, duration_s=0.2, base=base)
+    got = measure(str(model), cfgs, tmp_path / "measured")
+    assert [p.name for p, _ in got] == ["b1-i1-t1.json", "b2-i1-t1.json"]
+    assert all(p.is_file() and r.kind == "bench" for p, r in got)
+    (c,) = candidates(got, str(model))
+    assert c.service.sizes == (1, 2) and c.threads == 1 and c.instances == 1
+    assert c.service.mean_ns(1) >= 1e6  # the null backend's scripted 1 ms per call

@@ -64,7 +64,7 @@ def plan_command(
     from_dir: Annotated[Optional[list[Path]], Opt("--from", help="Results to plan from (bench/sweep; serve for "
                                                                  "the server's own time); repeatable")] = None,
     measure: Annotated[bool, Opt("--measure", help="measure a batch-size ladder first (each run a fresh "
-                                                   "process, saved in OUTPUT/measured)")] = False,
+                                                   "process, saved in OUTPUT/measured); the default without --from")] = False,
     batch_sizes: Annotated[str, Opt(help="--measure: batch sizes")] = "1,2,4,8",
     instances: Annotated[str, Opt(help="--measure: instances side by side (threads = CPUs / instances)")] = "1,2",
     measure_duration_s: Annotated[float, Opt(help="--measure: seconds per run")] = 3.0,
@@ -84,8 +84,7 @@ def plan_command(
 
     if target_rate <= 0 or slo_p99_ms <= 0:
         raise UsageError("plan needs --target-rate R (req/s) and --slo-p99-ms S, e.g. --target-rate 500 --slo-p99-ms 50")
-    if not from_dir and not measure:
-        raise UsageError("nothing to plan from: pass --from DIR (bench/sweep Results) or --measure")
+    measure = measure or not from_dir  # nothing measured given: measure what the plan needs
     opts = PlanOptions(target_rate, slo_p99_ms, burst, price_per_core_hour, balancer, arrival, sim_requests, rounds,
                        seed)
     opts.check()
