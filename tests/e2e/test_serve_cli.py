@@ -118,6 +118,8 @@ def test_port_in_use_is_one_line_exit_2(mlp: Path) -> None:
         (["--timeout-keep-alive-s", "0"], "error: --timeout-keep-alive-s 0: use seconds >= 1"),
         (["--request-receipt-timeout-s", "-2"], "error: --request-receipt-timeout-s -2: use seconds >= 0"),
         (["--limit-concurrency", "-1"], "error: --limit-concurrency -1: use 0 (no limit) or more"),
+        (["--access-log", "/nonexistent-inferperf-dir/a.jsonl"],
+         "error: --access-log '/nonexistent-inferperf-dir/a.jsonl' cannot be written (No such file or directory)"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(mlp: Path, args: list[str], text: str) -> None:

@@ -71,3 +71,9 @@ def test_an_empty_api_key_is_refused_by_the_app(key: str) -> None:
 def test_an_unknown_model_control_mode_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"^--model-control-mode 'poll': use none or explicit$"):
         prepare_repository(tmp_path, mode="poll")
+
+
+def test_an_access_log_that_cannot_be_written_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "no-such-dir" / "access.jsonl"
+    with pytest.raises(UsageError, match=r"^--access-log '.*access.jsonl' cannot be written \(No such file"):
+        ServeApp([]).log_access(target)

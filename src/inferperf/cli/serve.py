@@ -114,10 +114,9 @@ def serve_command(
     conn = ConnectionLimits(request_receipt_timeout_s=request_receipt_timeout_s,
                             timeout_keep_alive_s=timeout_keep_alive_s, limit_concurrency=limit_concurrency)
     if access_log not in (None, "-"):
-        try:
-            Path(access_log).open("a").close()  # appendable now, before the models load
-        except OSError as e:
-            raise UsageError(f"--access-log '{access_log}' cannot be written ({e.strerror}): check the path") from None
+        from ..serve.access_log import AccessLog
+
+        AccessLog(access_log).close()  # appendable now (the library's check), before the models load
     if model_repository is not None:
         per_model = {"MODEL": model, "--model-name": model_name, "--max-batch-size": max_batch_size,
                      "--dynamic-batching": dynamic_batching or None, "--max-queue-delay-us": max_queue_delay_us,

@@ -19,14 +19,22 @@ from typing import Any, TextIO
 import orjson
 
 from ..clock import SYSTEM_CLOCK, Clock, utc_now
+from ..errors import UsageError
 
 
 class AccessLog:
-    """Where lines go: a file opened for appending (``path``), or stderr for ``"-"``."""
+    """Where lines go: a file opened for appending (``path``), or stderr for ``"-"``.
+
+    Raises:
+        UsageError: the file cannot be opened for appending (the ``--access-log`` line the CLI prints too).
+    """
 
     def __init__(self, target: str | Path) -> None:
         self._own = str(target) != "-"
-        self._out: TextIO = open(target, "a", buffering=1) if self._own else sys.stderr  # noqa: SIM115
+        try:
+            self._out: TextIO = open(target, "a", buffering=1) if self._own else sys.stderr  # noqa: SIM115
+        except OSError as e:
+            raise UsageError(f"--access-log '{target}' cannot be written ({e.strerror}): check the path") from None
 
     def write(self, record: dict[str, Any]) -> None:
         """Write one record as a JSON line."""
