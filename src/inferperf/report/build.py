@@ -28,6 +28,7 @@ from .profile import profile_charts
 from .load import load_charts, load_findings
 from .tune import tune_charts, tune_findings
 from .pipeline import pipeline_charts, pipeline_findings, pipeline_tables
+from .plan import plan_charts, plan_findings
 from .collect import Entry, collect
 from .http import HTTP_KINDS, http_label
 from .comparisons import precision, runtimes
@@ -241,7 +242,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     kinds = ("sweep", "bench", "runtimes", "optimize")
     coll.entries.sort(key=lambda e: (kinds.index(e.kind) if e.kind in kinds else len(kinds), e.kind, e.source,
                                      -e.result.metrics.throughput.samples_per_s))
-    entries = coll.entries
+    entries = [e for e in coll.entries if e.kind != "plan"]  # a plan predicts: it is drawn apart, never a case
     labels = unique_labels(entries)
     rows = [case_row(lab, e) for lab, e in zip(labels, entries)]
     cases = [analyse_case(lab, e) for lab, e in zip(labels, entries)]
@@ -261,10 +262,11 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
         if t:
             charts.append(t)
     charts += scale_charts
-    fastest = max(range(len(entries)), key=lambda i: entries[i].result.metrics.throughput.samples_per_s)
-    heat = ch.cpu_heatmap(fastest, labels[fastest], entries[fastest].result)
-    if heat:
-        charts.append(heat)
+    if entries:
+        fastest = max(range(len(entries)), key=lambda i: entries[i].result.metrics.throughput.samples_per_s)
+        heat = ch.cpu_heatmap(fastest, labels[fastest], entries[fastest].result)
+        if heat:
+            charts.append(heat)
     rss_order = sorted(range(len(entries)), key=lambda i: -entries[i].result.metrics.throughput.queries_per_s)[:10]
     rss = ch.rss_lines([labels[i] for i in rss_order], [entries[i].result for i in rss_order])
     if rss:
@@ -274,6 +276,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     charts += load_charts(coll.of_kind("load"), coll.of_kind("serve"))  # issue 13: report/load.py
     charts += tune_charts(coll.of_kind("tune"))  # issue 15: report/tune.py
     charts += pipeline_charts(coll.of_kind("pipeline"))  # issue 17: report/pipeline.py
+    charts += plan_charts(coll.of_kind("plan"))  # issue 26: report/plan.py
 
     plans, plan_notes = _capacity(entries, labels, opts)
     issues = bottlenecks(cases, found)
@@ -282,6 +285,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     summ += [{"kind": "load", "text": t, "values": {}} for t in load_findings(coll.of_kind("load"), opts.slo_p99_ms)]
     summ += [{"kind": "tune", "text": t, "values": {}} for t in tune_findings(coll.of_kind("tune"))]
     summ += [{"kind": "pipeline", "text": t, "values": {}} for t in pipeline_findings(coll.of_kind("pipeline"))]
+    summ += [{"kind": "plan", "text": t, "values": {}} for t in plan_findings(coll.of_kind("plan"))]
     capacity = [{"model": name, "workload": name, **p.as_dict()} for name, p in plans]
     recs += [{"kind": "capacity", "text": n + ".", "values": {}} for n in plan_notes]
     rep = Report(

@@ -24,7 +24,7 @@ GROUP_TITLES = {
     "batch": "Batch size", "size": "Input size", "concurrency": "Concurrency", "resources": "CPU and memory",
     "precision": "Precision comparison", "runtimes": "Runtime comparison",
     "profile": "Operator profile", "load": "Load (HTTP)", "serve": "Serving (server side)",
-    "tune": "Tuning", "pipeline": "Pipeline stages",
+    "tune": "Tuning", "pipeline": "Pipeline stages", "plan": "Capacity plan (predicted)",
 }  # fmt: skip
 
 SECTION_TITLES = {

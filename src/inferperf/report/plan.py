@@ -1,0 +1,84 @@
+"""Report charts and findings for capacity plans (Results of kind ``plan``): predicted p99 versus rate per option.
+
+Reads ``metrics.plan`` only (see docs/results-schema.md, "Plan block"). A plan is a prediction: every chart
+and line says "predicted" and the plan's validation ("not validated"), and curve points at or past
+saturation are drawn apart (their percentiles depend on the simulated duration).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .charts import Chart, _layout
+
+_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
+
+
+def _plans(entries: list[Any]) -> list[tuple[int, dict[str, Any]]]:
+    rs = [e.result if hasattr(e, "result") else e for e in entries]
+    return [(i, r.metrics.plan) for i, r in enumerate(rs) if r.kind == "plan" and r.metrics.plan]
+
+
+def plan_charts(entries: list[Any]) -> list[Chart]:
+    """One chart per plan: each option's fleet, p99 against offered rate, the SLO line and the planned rate."""
+    out: list[Chart] = []
+    for i, doc in _plans(entries):
+        inputs = doc.get("inputs", {})
+        slo, planned = inputs.get("slo_p99_ms"), inputs.get("planned_rate_per_s")
+        data: list[dict[str, Any]] = []
+        xs: list[float] = []
+        drawn = [o for o in doc.get("options", []) if o.get("curve")]
+        for k, o in enumerate(drawn):
+            pts = [p for p in o["curve"] if p.get("p99_ms") is not None]
+            color = _COLORS[k % len(_COLORS)]
+            name = f"{o['label']} x {o['replicas']}" + (" (chosen)" if k == 0 and doc.get("chosen") == 0 else "")
+            ok = [p for p in pts if not p["past_saturation"]]
+            past = [p for p in pts if p["past_saturation"]]
+            data.append({"type": "scatter", "mode": "lines+markers", "name": name, "line": {"color": color},
+                         "x": [p["rate_per_s"] for p in ok], "y": [p["p99_ms"] for p in ok]})
+            if past:
+                data.append({"type": "scatter", "mode": "markers", "name": f"{name}: at or past saturation",
+                             "marker": {"symbol": "x", "color": color}, "showlegend": k == 0,
+                             "x": [p["rate_per_s"] for p in past], "y": [p["p99_ms"] for p in past]})
+            xs += [p["rate_per_s"] for p in pts]
+        if not data:
+            continue
+        shapes = []
+        if slo is not None:
+            shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": slo, "y1": slo,
+                           "line": {"color": "#d62728", "dash": "dash"}})
+        if planned is not None:
+            shapes.append({"type": "line", "yref": "paper", "y0": 0, "y1": 1, "x0": planned, "x1": planned,
+                           "line": {"color": "#7f7f7f", "dash": "dot"}})
+        layout = _layout(f"Plan for {inputs.get('model')}: predicted p99 vs rate ({doc.get('validation')})",
+                         {"title": "offered rate (req/s)"}, {"title": "p99 ms (predicted)", "type": "log"},
+                         shapes=shapes)
+        out.append(Chart(id=f"plan-p99-{i}", group="plan", title=f"Plan: p99 vs rate, {inputs.get('model')}",
+                         figure={"data": data, "layout": layout},
+                         caption=(f"simulated ({inputs.get('method')}); red dashed: SLO p99 <= {slo:g} ms; dotted: "
+                                  f"planned rate {planned:g} req/s; x: at or past saturation; "
+                                  f"{doc.get('validation')}") if slo is not None and planned is not None else "",
+                         points=len(xs)))
+    return out
+
+
+def plan_findings(entries: list[Any]) -> list[str]:
+    """One line per plan: the chosen fleet and where it stops meeting the SLO, or that nothing meets it."""
+    out = []
+    for _, doc in _plans(entries):
+        i = doc.get("inputs", {})
+        head = f"plan for {i.get('model')} at {i.get('planned_rate_per_s'):g} req/s, p99 <= {i.get('slo_p99_ms'):g} ms"
+        if doc.get("chosen") is None:
+            out.append(f"{head}: no option meets the SLO (predicted, {doc.get('validation')})")
+            continue
+        o = doc["options"][doc["chosen"]]
+        p99 = (o.get("at_planned_rate") or {}).get("latency_ms", {}).get("p99")
+        limit = o.get("limit_rate_per_s")
+        p99_text = "-" if p99 is None else f"{p99:.3g}"
+        out.append(f"{head}: {o['label']} x {o['replicas']} replica(s) ({o['cores']} cores), predicted p99 "
+                   f"{p99_text} ms" + (f", stops meeting the SLO at about {limit:.4g} req/s" if limit else "")
+                   + f" ({o.get('validation')})")
+    return out
+
+
+__all__ = ["plan_charts", "plan_findings"]

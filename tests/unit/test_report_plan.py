@@ -1,0 +1,39 @@
+"""report over a plan Result: the p99-vs-rate chart per option with the SLO line, a summary line, no case row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inferperf.plan import PlanOptions, plan
+from inferperf.report.build import build
+from tests.plan_results import base_result, write_ladder
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("report-plan")
+    measured = write_ladder(base_result(root), root / "measured")
+    plan("mlp", PlanOptions(1500.0, 20.0, requests=3000, rounds=2), root / "plan", [str(measured)])
+    return root
+
+
+def test_a_plan_is_drawn_as_predicted_p99_vs_rate_with_the_slo_line(folder: Path) -> None:
+    rep = build([folder])
+    (chart,) = [c for c in rep.charts if c.group == "plan"]
+    fig = chart.figure
+    assert "predicted" in fig["layout"]["title"]["text"] and "not validated" in fig["layout"]["title"]["text"]
+    slo = [s for s in fig["layout"]["shapes"] if s.get("xref") == "paper"]
+    assert slo and slo[0]["y0"] == 20.0
+    planned = [s for s in fig["layout"]["shapes"] if s.get("yref") == "paper"]
+    assert planned and planned[0]["x0"] == 1500.0
+    assert fig["data"][0]["name"].endswith("(chosen)") and fig["data"][0]["x"]
+    assert any("past saturation" in d["name"] for d in fig["data"])
+    assert any(s["kind"] == "plan" and "replica(s)" in s["text"] and "not validated" in s["text"] for s in rep.summary)
+    assert all(r["kind"] != "plan" for r in rep.rows) and len(rep.rows) == 2  # the two measured Results only
+
+
+def test_a_folder_holding_only_a_plan_still_reports(folder: Path) -> None:
+    rep = build([folder / "plan" / "plan.json"])
+    assert rep.rows == [] and [c.group for c in rep.charts] == ["plan"]
