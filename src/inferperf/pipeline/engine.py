@@ -1,9 +1,11 @@
 """The real executor: stages on worker threads (or process workers behind proxy threads), fed by a closed-loop
-or open-loop source, the queues and the source's rules kept by one coordinator (this thread) on a clock.
+or open-loop source, the queues and the source's rules applied by one state machine on a clock.
 
-The coordinator drives the same state machine as the simulator (:class:`~.chain.Chain`, rules from
-:mod:`inferperf.policy.pipeline`): it hands an item to an idle worker's inbox, and each worker thread runs
-its call and reports back; every hand-off is timestamped on the clock into a :class:`Trace`.
+The run drives the same state machine as the simulator (:class:`~.chain.Chain`, rules from
+:mod:`inferperf.policy.pipeline`): an item goes to an idle worker's inbox, the worker thread runs its call
+and reports it; on the real clock the worker applies its report to the chain itself, under one lock (its
+next item then follows at once), and the calling thread handles the source's timers and the drain. Every
+hand-off is timestamped on the clock into a :class:`Trace`.
 
 - Closed loop (``concurrency`` N): N items in flight; a new one is sent when one finishes or fails.
 - Open loop (a :mod:`~inferperf.measure.arrivals` schedule): items sent at their intended times; latency
@@ -63,6 +65,7 @@ class _Workers:
         self.capture_errors: dict[str, str] = {}
         self.busy = 0
         self._seq = itertools.count()
+        self.on_done: Callable[[tuple], None] = self.reports.put  # a report: (seq, stage, worker, rec, taken, call)
         self.threads = [threading.Thread(target=self._loop, args=(s, w), daemon=True, name=f"stage-{st.name}-{w}")
                         for s, st in enumerate(stages) for w in range(len(st.workers))]
         for t in self.threads:
@@ -88,7 +91,7 @@ class _Workers:
                 except Exception as e:  # noqa: BLE001 - an item that cannot be copied: no standalone run
                     self.capture_errors.setdefault(st.name, f"{type(e).__name__}: {e}")
             taken = self.now()  # the thread has the item: from here on the call's own time
-            self.reports.put((seq, s, w, rec, taken, call(payload)))
+            self.on_done((seq, s, w, rec, taken, call(payload)))
 
     def stop(self) -> None:
         """Halt the threads (a worker stuck in a call is a daemon: it is left behind)."""
@@ -98,7 +101,12 @@ class _Workers:
 
 
 class _Coordinator:
-    """The event loop of one run: source timers, workers' reports, the drain; on the real or a fake clock."""
+    """The event loop of one run: source timers, workers' reports, the drain; on the real or a fake clock.
+
+    On the real clock a worker applies its own report to the chain under one lock as soon as its call returns
+    (so a free worker takes its next item at once, with no thread hop), and this thread handles the timers.
+    On a fake clock the reports queue up and this thread applies them in virtual-time order.
+    """
 
     def __init__(self, chain: Chain, workers: _Workers, clock: Clock, schedule: Any, items: Iterator[Any],
                  stop: StopRule, on_progress: Callable[[int], None] | None) -> None:
@@ -108,6 +116,23 @@ class _Coordinator:
         self.due: int | None = None  # open loop: the next item's intended time
         self.upcoming: Any = None  # open loop: its payload, made before the wait (the copy is not the send's)
         self.last_report = chain.start_ns
+        self.fake = bool(getattr(clock, "is_fake", False))
+        self.cond = threading.Condition()  # real clock: guards the chain (workers and this thread)
+        self.armed = float("inf")  # real clock: the timer this thread waits for
+        self.closed = False  # real clock: the run is over, late reports are left out
+        if not self.fake:
+            workers.on_done = self._apply
+
+    def _apply(self, report: tuple) -> None:
+        """Real clock, on the worker's thread: apply its report now; wake this thread if the source or the
+        drain changed (the stop rule's timer moved earlier, or the source stopped)."""
+        _, s, w, rec, taken, call = report
+        with self.cond:
+            if self.closed:
+                return
+            self.chain.completed(s, w, rec, call, self.clock.now_ns(), taken_ns=taken)
+            if self.chain.stopped or self.chain.timer_ns() < self.armed:
+                self.cond.notify()
 
     def next_arrival(self) -> None:
         """Open loop: the next due time and payload (None: the schedule or the items ended)."""
@@ -137,56 +162,72 @@ class _Coordinator:
         self.workers.busy -= 1
         heapq.heappush(self.pending, (call.end_ns, seq, s, w, rec, taken, call))
 
-    def wait(self) -> None:
-        """Wait for the next event: on the real clock until a report comes or the next timer is due; on a
-        fake clock, every busy worker answers first, then the clock moves to the earliest event."""
-        now, timer = self.clock.now_ns(), self.timer()
-        if not getattr(self.clock, "is_fake", False):
-            limit = min(timer, now + _PROGRESS_NS if self.on_progress else timer)
-            try:
-                self._take(self.workers.reports.get(timeout=max(0.0, min(limit - now, 3600e9)) / 1e9))
-                while True:
-                    self._take(self.workers.reports.get_nowait())
-            except queue.Empty:
-                pass
-            return
-        while self.workers.busy:
-            try:
-                self._take(self.workers.reports.get(timeout=_FAKE_ANSWER_S))
-            except queue.Empty:
-                raise RuntimeFailure(f"a worker did not answer within {_FAKE_ANSWER_S:g} s on a fake clock") from None
-        t_next = min(self.pending[0][0] if self.pending else float("inf"), timer)
-        if t_next == float("inf"):
-            raise RuntimeFailure("the pipeline waits for nothing that can happen (fake clock)")
-        if t_next > now:
-            self.clock.advance_ns(int(t_next) - now)  # type: ignore[attr-defined]
-
-    def step(self) -> None:
-        """Handle what is due now: timers first (arrivals before completions at one time, as the simulator
-        orders its events), then the reports of calls that have ended."""
-        t = self.clock.now_ns()
+    def _timers(self, t: int) -> None:
+        """What is due at ``t`` without a report: the next arrival, the stop rule, progress."""
         c = self.chain
         if self.due is not None and not c.stopped and self.due <= t:
             if c.send(t, self.due, self.upcoming):
                 self.next_arrival()
         if c.timer_ns() <= t:
             c.poll_source(t)
-        while self.pending and self.pending[0][0] <= t:
-            _, _, s, w, rec, taken, call = heapq.heappop(self.pending)
-            c.completed(s, w, rec, call, t, taken_ns=taken)
         if self.on_progress is not None and t - self.last_report > _PROGRESS_NS:
             self.on_progress(c.sent)
             self.last_report = t
 
-    def run(self) -> None:
-        """Start the source, then handle events until :meth:`finished`."""
+    def _start(self) -> None:
         if self.schedule is None:
             self.chain.refill(self.clock.now_ns())
         else:
             self.next_arrival()
-        while not self.finished(self.clock.now_ns()):
-            self.wait()
-            self.step()
+
+    def run(self) -> None:
+        """Start the source, then handle events until :meth:`finished`."""
+        if self.fake:
+            self._start()
+            while not self.finished(self.clock.now_ns()):
+                self._advance()
+                self._step_fake()
+            return
+        with self.cond:
+            try:
+                self._start()
+                while not self.finished(now := self.clock.now_ns()):
+                    self.armed = self.timer()
+                    limit = min(self.armed, now + _PROGRESS_NS) if self.on_progress else self.armed
+                    self.cond.wait(timeout=max(0.0, min(limit - now, 3600e9)) / 1e9)
+                    self._timers(self.clock.now_ns())
+            finally:
+                self.closed = True
+
+    # -- fake clock ---------------------------------------------------------------------------------------
+    def _take(self, report: tuple) -> None:
+        seq, s, w, rec, taken, call = report
+        self.workers.busy -= 1
+        heapq.heappush(self.pending, (call.end_ns, seq, s, w, rec, taken, call))
+
+    def _advance(self) -> None:
+        """Every busy worker answers first (the clock does not move meanwhile), then the clock moves to the
+        earliest of their calls' ends and the next timer."""
+        while self.workers.busy:
+            try:
+                self._take(self.workers.reports.get(timeout=_FAKE_ANSWER_S))
+            except queue.Empty:
+                raise RuntimeFailure(f"a worker did not answer within {_FAKE_ANSWER_S:g} s on a fake clock") from None
+        now = self.clock.now_ns()
+        t_next = min(self.pending[0][0] if self.pending else float("inf"), self.timer())
+        if t_next == float("inf"):
+            raise RuntimeFailure("the pipeline waits for nothing that can happen (fake clock)")
+        if t_next > now:
+            self.clock.advance_ns(int(t_next) - now)  # type: ignore[attr-defined]
+
+    def _step_fake(self) -> None:
+        """Timers first (arrivals before completions at one time, as the simulator orders its events), then
+        the calls that have ended, in the order they were started."""
+        t = self.clock.now_ns()
+        self._timers(t)
+        while self.pending and self.pending[0][0] <= t:
+            _, _, s, w, rec, taken, call = heapq.heappop(self.pending)
+            self.chain.completed(s, w, rec, call, t, taken_ns=taken)
 
 
 def run(stages: list[StageRuntime], items: Iterator[Any], *, sizes: list[int | None], policies: list[str],
