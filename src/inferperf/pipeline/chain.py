@@ -1,10 +1,10 @@
 """The pipeline's state machine: queues, idle and blocked workers, the source, all written into a :class:`Trace`.
 
-One copy of the pipeline's semantics, driven by both executors: the real one (:mod:`.engine`: worker
-threads report each finished call, at the clock's time) and the simulator (:mod:`.simulate`: a heap of
+One copy of the pipeline's semantics, driven by both executors: the real one (:mod:`.engine`: each
+finished call reported at the clock's time) and the simulator (:mod:`.simulate`: a heap of
 virtual-time events). Every decision of policy is a pure function of :mod:`inferperf.policy.pipeline`;
 this class only keeps the state they read and records what happens. It never reads a clock: each event
-comes with its time (ns). Single-threaded: the driver calls it from one thread.
+comes with its time (ns). Not thread-safe: the driver makes one call at a time (the engine: under one lock).
 
 Events: :meth:`refill` (closed loop: send up to ``concurrency``), :meth:`send` (open loop: an arrival),
 :meth:`completed` (a worker's call returned), :meth:`poll_source` (the stop rule's timer). The driver
