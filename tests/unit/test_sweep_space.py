@@ -135,3 +135,13 @@ def test_plan_states_both_stop_bounds_and_an_estimate():
     est = lines[-1]
     assert est.startswith("estimate: 2 cases x 3 round(s) = 6 runs")
     assert f"at least {6 * (1.0 + ISOLATION_S):.0f} s" in est and "at most 6.1 min" in est and "BENCHMARKS.md" in est
+
+
+def test_a_case_the_settings_refuse_is_their_one_line() -> None:
+    """Issue 25 item 2: the case's BenchConfig refuses with its own line (was 'sweep case M: : Value error, ...')."""
+    m = Matrix(models=[ModelEntry(path="zoo:tiny-cnn")], axes=Axes(concurrency=[1, 2]),
+               settings={"scenario": "single-stream"})
+    with pytest.raises(UsageError) as e:
+        expand(m, info(2, 2, False))
+    assert str(e.value).startswith("sweep case zoo:tiny-cnn: --scenario single-stream contradicts --concurrency 2:"
+                                   " drop one (matrix settings")

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..config import BenchConfig
-from ..errors import UsageError
+from ..errors import UsageError, settings_message
 from ..results.model import SystemInfo
 from ..zoo import with_default_shapes
 
@@ -291,10 +291,9 @@ def expand(matrix: Matrix, info: SystemInfo, beyond: bool = False) -> tuple[list
             doc["repeat"] = 1
             try:
                 cfg = with_default_shapes(entry.path, BenchConfig.model_validate(doc))  # zoo defaults, as bench
-            except ValidationError as e:
-                err = e.errors()[0]
-                raise UsageError(f"sweep case {entry.path}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
-                                 f" (matrix settings take bench's config keys: {MATRIX_DOC})") from None
+            except ValidationError as e:  # the settings' own line (a field's path, or the rule's flags)
+                raise UsageError(f"sweep case {entry.path}: {settings_message(e)} (matrix settings take bench's"
+                                 f" config keys: {MATRIX_DOC})") from None
             ident = entry.path + "|" + cfg.model_dump_json()
             if ident in seen:
                 collapsed += 1
