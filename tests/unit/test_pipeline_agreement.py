@@ -166,3 +166,11 @@ def test_a_stuck_stage_ends_the_run_at_its_cap_plus_the_drain_on_the_fake_clock(
     assert (tr.t0_ns, tr.t_end_ns, clock.now_ns()) == (0, 1_000 * MS, 2_000 * MS)
     assert tr.completed() == [] and tr.incomplete == 2
     assert [(r.start[1], r.end[1]) for r in tr.items] == [(2 * MS, -1), (-1, -1)]  # in service at the end
+
+
+def test_a_thread_worker_times_its_call_on_its_clock() -> None:
+    from inferperf.pipeline.workers import ThreadWorker
+
+    clock = FakeClock(5 * MS)
+    c = ThreadWorker(lambda x: clock.advance_ns(3 * MS) or x + 1, clock=clock).call(1)
+    assert (c.item, c.start_ns, c.end_ns, c.error) == (2, 5 * MS, 8 * MS, None)
