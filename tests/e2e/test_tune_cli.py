@@ -125,3 +125,27 @@ def test_precision_variants_built_first_are_an_axis(tmp_path):
 def test_precision_without_variants_is_one_line(tmp_path):
     p = cli("tune", "zoo:tiny-cnn", "--precision", "fp16", "-o", str(tmp_path / "t"))
     assert p.returncode == 2 and "--precision needs --variants DIR" in p.stderr
+
+
+def test_sigterm_keeps_the_finished_trials_in_one_line(tmp_path):
+    """Issue 23 item 7: SIGTERM is Ctrl-C for tune: one line says the finished trials are kept, exit 143."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "t"
+    p = subprocess.Popen([sys.executable, "-m", "inferperf", "tune", "zoo:tiny-cnn", "--intra-op-num-threads", "1,2,3,4",
+                          "--concurrency", "1,2,3,4", "--n-trials", "20", "--no-validate", "--trial-duration-s", "2",
+                          "--min-samples", "40", "--warmup", "3", "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None and not list((out / "trials").glob("*")):
+        time.sleep(0.1)  # a trial has finished: the next one is measuring
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    lines = [ln for ln in err.splitlines() if "interrupted" in ln]
+    assert lines == [f"interrupted by SIGTERM: every finished trial is kept in the study ({out}); rerun the same"
+                     " command to continue"]  # fmt: skip
+    assert "Traceback" not in err
