@@ -110,3 +110,17 @@ def test_deployable_settings_parse_as_serve_and_triton_configs(base: Result) -> 
     t = parse(triton_config(opt, "mlp"))
     assert t.serve["max_batch_size"] == 4 and t.serve["max_queue_delay_us"] == 2000
     assert t.serve["instance_count"] == 2 and np.isfinite(capacity_per_s(opt))
+
+
+def test_server_overhead_enters_the_prediction_as_one_worker_per_replica(base: Result) -> None:
+    from inferperf.analysis.service_model import Deterministic
+    from inferperf.plan.service import Overhead
+
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0))]
+    opts = PlanOptions(200.0, 50.0, requests=3000, rounds=2)
+    (plain,), _ = search(candidates(rs), opts, None, detail=0)
+    (slow,), _ = search(candidates(rs), opts, Overhead(Deterministic(2_000_000), 2.0, ["s.json"]), detail=0)
+    assert plain.at_plan is not None and slow.at_plan is not None
+    assert plain.at_plan.tail_ms["server_overhead"] == 0
+    assert slow.at_plan.tail_ms["server_overhead"] >= 2.0
+    assert slow.at_plan.latency_ms["p50"] >= plain.at_plan.latency_ms["p50"] + 2.0
