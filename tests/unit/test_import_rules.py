@@ -37,7 +37,7 @@ BASE = frozenset({"results", "stats", "significance", "system", "config", "error
 EVERYONE = frozenset({"errors", "fsutil", "_version"})
 ROOT = "inferperf"  # the package root: the public API, which pulls in everything
 TOP = frozenset({"__init__", "__main__", "cli"})  # may import anything
-SERVICES = frozenset({"sweep", "optimize", "serve", "loadgen", "pipeline"})
+SERVICES = frozenset({"sweep", "optimize", "serve", "loadgen", "pipeline", "history"})
 
 #: layer -> the layers it may import (besides itself), row by row of DESIGN's table
 ALLOWED: dict[str, frozenset[str]] = {

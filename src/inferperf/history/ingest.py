@@ -1,0 +1,137 @@
+"""Add Results to the history: idempotent (one Result, one content hash, stored once) and transactional (one
+``add`` is one transaction: a failure leaves nothing of it written)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import subprocess
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from ..errors import UsageError
+from ..results.build import content_hash
+from ..results.io import load, result_files
+from ..results.model import Result
+from .store import points as _points
+from .store import results as _results
+from .store import series as _series
+from .series import drafts
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a measurement came from: ``commit`` (hex), ``branch``, ``time`` (UTC; ``None`` = the Result's
+    ``created_at``)."""
+
+    commit: str | None = None
+    branch: str | None = None
+    time: _dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class AddReport:
+    """What an ``add`` did: Results stored, Results already there (same content hash), points written."""
+
+    added: int
+    duplicates: int
+    points: int
+
+
+def parse_time(text: str) -> _dt.datetime:
+    """An ISO-8601 time as naive UTC (a time without an offset is taken as UTC).
+
+    Raises:
+        UsageError: not an ISO-8601 time.
+    """
+    try:
+        when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"time {text!r} is not ISO-8601: pass e.g. 2026-12-02T18:00:00Z") from None
+    return when.astimezone(_dt.UTC).replace(tzinfo=None) if when.tzinfo else when
+
+
+def git_provenance(cwd: Path | None = None) -> Provenance:
+    """The commit and branch of the git work tree at ``cwd`` (``None`` for each when not in one, or no git)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() or None
+
+    commit = git("rev-parse", "HEAD")
+    branch = git("rev-parse", "--abbrev-ref", "HEAD") if commit else None
+    return Provenance(commit=commit, branch=None if branch == "HEAD" else branch)
+
+
+def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:
+    """Every Result under ``paths`` (files or folders; side files skipped), loaded.
+
+    Raises:
+        UsageError: a missing path, a file that is not a Result, no Result found.
+    """
+    found = [(p, load(p)) for p in result_files(paths)]
+    if not found:
+        raise UsageError(f"no Result files in {', '.join(map(str, paths))}: pass Result files or folders of them")
+    return found
+
+
+def add(engine: sa.Engine, items: Iterable[tuple[str | Path, Result]], provenance: Provenance = Provenance()) -> AddReport:
+    """Store each Result and its points, in one transaction.
+
+    A Result whose content hash is already stored is skipped (counted in ``duplicates``). A point's time is
+    ``provenance.time``, else the Result's ``created_at``.
+
+    Raises:
+        UsageError: a Result whose ``created_at`` is not ISO-8601 (nothing of the add is written).
+    """
+    added = dupes = n_points = 0
+    with engine.begin() as conn:
+        series_ids: dict[str, int] = {}
+        for source, result in items:
+            digest = content_hash(result)
+            if conn.execute(sa.select(_results.c.id).where(_results.c.content_hash == digest)).first():
+                dupes += 1
+                continue
+            when = provenance.time or parse_time(result.created_at)
+            doc = json.dumps(result.model_dump(mode="json"), separators=(",", ":")).encode()
+            rid = conn.execute(_results.insert().values(
+                content_hash=digest, kind=result.kind, created_at=result.created_at, source=str(source),
+                document=zlib.compress(doc, 6))).inserted_primary_key[0]  # fmt: skip
+            rows = []
+            for d in drafts(result):
+                sid = series_ids.get(d.series_key) or _series_id(conn, d)
+                series_ids[d.series_key] = sid
+                rows.append(dict(series_id=sid, result_id=rid, time=when, commit=provenance.commit,
+                                 branch=provenance.branch, values=d.values, median=d.median, lo=d.lo, hi=d.hi,
+                                 runtime=d.runtime, env=d.env, verdict=d.verdict))
+            if rows:
+                conn.execute(_points.insert(), rows)
+            added += 1
+            n_points += len(rows)
+    return AddReport(added=added, duplicates=dupes, points=n_points)
+
+
+def _series_id(conn: sa.Connection, d) -> int:
+    row = conn.execute(sa.select(_series.c.id).where(_series.c.key == d.series_key)).first()
+    if row:
+        return int(row[0])
+    return int(conn.execute(_series.insert().values(key=d.series_key, name=d.series_name, metric=d.metric,
+                                                     direction=d.direction, machine=d.machine,
+                                                     workload=d.workload)).inserted_primary_key[0])
+
+
+def stored_result(engine: sa.Engine, content_hash_hex: str) -> dict | None:
+    """The raw Result document stored under a content hash (``None`` when absent)."""
+    with engine.connect() as conn:
+        blob = conn.execute(sa.select(_results.c.document).where(_results.c.content_hash == content_hash_hex)).scalar()
+    return None if blob is None else json.loads(zlib.decompress(blob))
+
+
+__all__ = ["AddReport", "Provenance", "add", "git_provenance", "parse_time", "read_results", "stored_result"]
