@@ -7,6 +7,7 @@ saturation are drawn apart (their percentiles depend on the simulated duration).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .charts import Chart, _layout
@@ -28,6 +29,8 @@ def plan_charts(entries: list[Any]) -> list[Chart]:
         data: list[dict[str, Any]] = []
         xs: list[float] = []
         drawn = [o for o in doc.get("options", []) if o.get("curve")]
+        steady = [p["p99_ms"] for o in drawn for p in o["curve"] if p.get("p99_ms") and not p["past_saturation"]]
+        top = max([*steady, (slo or 0) * 4]) * 1.5 if steady or slo else None  # saturated points sit on this roof
         for k, o in enumerate(drawn):
             pts = [p for p in o["curve"] if p.get("p99_ms") is not None]
             color = _COLORS[k % len(_COLORS)]
@@ -37,9 +40,13 @@ def plan_charts(entries: list[Any]) -> list[Chart]:
             data.append({"type": "scatter", "mode": "lines+markers", "name": name, "line": {"color": color},
                          "x": [p["rate_per_s"] for p in ok], "y": [p["p99_ms"] for p in ok]})
             if past:
-                data.append({"type": "scatter", "mode": "markers", "name": f"{name}: at or past saturation",
-                             "marker": {"symbol": "x", "color": color}, "showlegend": k == 0,
-                             "x": [p["rate_per_s"] for p in past], "y": [p["p99_ms"] for p in past]})
+                data.append({"type": "scatter", "mode": "markers", "name": "at or past saturation (p99 in the hover)",
+                             "marker": {"symbol": "triangle-up-open", "color": color, "size": 9},
+                             "showlegend": k == 0, "hoverinfo": "text",
+                             "x": [p["rate_per_s"] for p in past],
+                             "y": [min(p["p99_ms"], top) if top else p["p99_ms"] for p in past],
+                             "text": [f"{o['label']}: {p['rate_per_s']:.4g} req/s, p99 {p['p99_ms']:.4g} ms (backlog "
+                                      "grows: depends on the simulated duration)" for p in past]})
             xs += [p["rate_per_s"] for p in pts]
         if not data:
             continue
@@ -51,12 +58,15 @@ def plan_charts(entries: list[Any]) -> list[Chart]:
             shapes.append({"type": "line", "yref": "paper", "y0": 0, "y1": 1, "x0": planned, "x1": planned,
                            "line": {"color": "#7f7f7f", "dash": "dot"}})
         layout = _layout(f"Plan for {inputs.get('model')}: predicted p99 vs rate ({doc.get('validation')})",
-                         {"title": "offered rate (req/s)"}, {"title": "p99 ms (predicted)", "type": "log"},
+                         {"title": "offered rate (req/s)"},
+                         {"title": "p99 ms (predicted)", "type": "log",
+                          **({"range": [math.log10(min(steady + [slo or steady[0]]) / 1.5), math.log10(top * 1.4)]}
+                             if steady and top else {})},
                          shapes=shapes)
         out.append(Chart(id=f"plan-p99-{i}", group="plan", title=f"Plan: p99 vs rate, {inputs.get('model')}",
                          figure={"data": data, "layout": layout},
                          caption=(f"simulated ({inputs.get('method')}); red dashed: SLO p99 <= {slo:g} ms; dotted: "
-                                  f"planned rate {planned:g} req/s; x: at or past saturation; "
+                                  f"planned rate {planned:g} req/s; triangles: at or past saturation, drawn at the top; "
                                   f"{doc.get('validation')}") if slo is not None and planned is not None else "",
                          points=len(xs)))
     return out
