@@ -229,3 +229,26 @@ def test_importances_from_few_trials_carry_a_caveat_and_a_defaults_twin_is_named
     twins = [c for c in v2["candidates"] if c["label"] in v2["same_as_defaults"]]
     assert [(c["params"].get("intra_op_num_threads"), c["params"].get("concurrency", 1)) for c in twins] == [(2, 1)]
     assert "validated twice" in v2["note"]
+
+
+def test_the_gp_sampler_looks_torch_up_without_importing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--sampler gp`` checks torch is installed with ``importlib.util.find_spec`` (issue 25 item 4): making the
+    sampler imports no torch, and without torch it is one line naming the extra."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    from inferperf.errors import BackendUnavailable
+    from inferperf.tune.run import make_sampler
+
+    space = TuneSpace()
+    if importlib.util.find_spec("torch") is not None:
+        code = ("import sys; from inferperf.tune.run import make_sampler; from inferperf.tune.objective import Goal;"
+                "from inferperf.tune.space import TuneSpace;"
+                "s = make_sampler('gp', 0, Goal(), TuneSpace(), 20); print(type(s).__name__, 'torch' in sys.modules)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+        assert out.stdout.split() == ["GPSampler", "False"]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    with pytest.raises(BackendUnavailable, match=r"^--sampler gp needs torch: pip install 'inferperf\[torch\]'$"):
+        make_sampler("gp", 0, Goal(), space, 20)

@@ -16,6 +16,7 @@ trials are kept, cached configurations are not measured again, and the budget co
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import time
 import warnings
@@ -160,10 +161,8 @@ def make_sampler(name: str, seed: int, goal: Goal, space: TuneSpace, budget: int
             return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
                                               n_startup_trials=max(3, min(10, budget // 3)))
         if name == "gp":
-            try:
-                import torch  # noqa: F401
-            except ImportError:
-                raise BackendUnavailable("--sampler gp needs torch: pip install 'inferperf[torch]'") from None
+            if importlib.util.find_spec("torch") is None:  # looked up, not imported: GPSampler imports it when used
+                raise BackendUnavailable("--sampler gp needs torch: pip install 'inferperf[torch]'")
             return optuna.samplers.GPSampler(seed=seed, n_startup_trials=max(3, min(10, budget // 3)))
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
