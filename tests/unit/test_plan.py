@@ -124,3 +124,12 @@ def test_server_overhead_enters_the_prediction_as_one_worker_per_replica(base: R
     assert plain.at_plan.tail_ms["server_overhead"] == 0
     assert slow.at_plan.tail_ms["server_overhead"] >= 2.0
     assert slow.at_plan.latency_ms["p50"] >= plain.at_plan.latency_ms["p50"] + 2.0
+
+
+def test_a_fleet_capped_before_it_meets_the_slo_names_the_largest_tried(base: Result) -> None:
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0))]
+    (o,), _ = search(candidates(rs), PlanOptions(1900.0, 20.0, requests=4000, rounds=2, max_replicas=2), None)
+    assert o.replicas is None and o.why_not is not None
+    assert o.why_not.startswith("no fleet up to 2 replicas meets the SLO (p99 ")  # 2 at 95 %: 3 never simulated
+    (o,), _ = search(candidates(rs), PlanOptions(2500.0, 20.0, requests=2000, rounds=2, max_replicas=2), None)
+    assert o.why_not == "the mean service time alone needs 3 replicas, over the cap of 2"

@@ -172,18 +172,21 @@ def size_fleet(opt: Option, sim: Simulator) -> None:
         opt.why_not = f"one call's measured p99 ({floor_ms:.3g} ms) is over the SLO"
         return
     r = max(1, math.ceil(rate / capacity_per_s(opt)))
-    last = None
+    last, tried = None, 0
     for _ in range(12):
         if r > sim.opts.max_replicas:
             break
         p = sim.predict(opt, rate, r)
-        last = p
+        last, tried = p, r
         if sim.meets(p):
             opt.replicas, opt.at_plan = r, p
             return
         r = r + 1 if r < 8 else math.ceil(r * 1.15)
     opt.at_plan = last
-    opt.why_not = (f"no fleet up to {min(r, sim.opts.max_replicas)} replicas meets the SLO"
+    if not tried:
+        opt.why_not = f"the mean service time alone needs {r} replicas, over the cap of {sim.opts.max_replicas}"
+        return
+    opt.why_not = (f"no fleet up to {tried} replicas meets the SLO"
                    + (f" (p99 {last.latency_ms['p99']:.3g} ms there)" if last is not None else ""))
 
 
