@@ -33,6 +33,8 @@ def test_a_plan_is_drawn_as_predicted_p99_vs_rate_with_the_slo_line(folder: Path
     assert past and max(past[0]["y"]) <= 10 ** fig["layout"]["yaxis"]["range"][1]  # on the roof, not off the chart
     assert any(s["kind"] == "plan" and "replica(s)" in s["text"] and "not validated" in s["text"] for s in rep.summary)
     assert all(r["kind"] != "plan" for r in rep.rows) and len(rep.rows) == 2  # the two measured Results only
+    (cap,) = [r for r in rep.recommendations if r["kind"] == "capacity"]  # not "none was asked for"
+    assert cap["text"].startswith("Fleet (inferperf plan): plan for mlp")
 
 
 def test_a_folder_holding_only_a_plan_still_reports(folder: Path) -> None:

@@ -281,13 +281,17 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     plans, plan_notes = _capacity(entries, labels, opts)
     issues = bottlenecks(cases, found)
     recs = recommendations(cases, plans, opts.slo_p99_ms, prec, rts, opts.target_qps)
+    fleet = plan_findings(coll.of_kind("plan"))
     summ = summary(cases, recs, issues, prec, rts)
     summ += [{"kind": "load", "text": t, "values": {}} for t in load_findings(coll.of_kind("load"), opts.slo_p99_ms)]
     summ += [{"kind": "tune", "text": t, "values": {}} for t in tune_findings(coll.of_kind("tune"))]
     summ += [{"kind": "pipeline", "text": t, "values": {}} for t in pipeline_findings(coll.of_kind("pipeline"))]
-    summ += [{"kind": "plan", "text": t, "values": {}} for t in plan_findings(coll.of_kind("plan"))]
+    summ += [{"kind": "plan", "text": t, "values": {}} for t in fleet]
     capacity = [{"model": name, "workload": name, **p.as_dict()} for name, p in plans]
     recs += [{"kind": "capacity", "text": n + ".", "values": {}} for n in plan_notes]
+    if fleet and opts.target_qps is None:  # a plan Result answers capacity: no "none was asked for"
+        recs = [r for r in recs if r["kind"] != "capacity"]
+        recs += [{"kind": "capacity", "text": f"Fleet (inferperf plan): {t}.", "values": {}} for t in fleet]
     rep = Report(
         title=opts.title, generated_at=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tool_version=__version__, inputs=given, notes=coll.notes, summary=summ,
