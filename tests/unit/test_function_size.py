@@ -18,6 +18,8 @@ SPLIT = [
     ("pipeline/result.py", "_summary"),
     ("measure/concurrent.py", "measure_concurrent"),
     ("loadgen/driver.py", "run_step"),
+    ("tune/search.py", "search"),
+    ("tune/search.py", "step"),
 ]
 
 

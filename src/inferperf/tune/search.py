@@ -181,99 +181,151 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
     Raises:
         KeyboardInterrupt: after telling the running trial FAIL (every finished trial is kept; a rerun resumes).
     """
-    import optuna
-
     import random
 
-    out = SearchPass()
-    rng = random.Random(hash((s.fingerprint, s.search_budget)) & 0xFFFF)
-    grid_size = len(s.space.grid(info, s.base.concurrency))
-    small = grid_size <= s.search_budget  # the budget measures the whole space: never answer a re-proposal twice
-    in_a_row_cached = in_a_row_infeasible = 0
+    p = _Pass(study, budget_study, s, evaluator, info, on_trial, out=SearchPass(),
+              rng=random.Random(hash((s.fingerprint, s.search_budget)) & 0xFFFF),
+              grid_size=len(s.space.grid(info, s.base.concurrency)))  # fmt: skip
     (s.output / "trials").mkdir(parents=True, exist_ok=True)
-    while True:
-        if s.deadline is not None and time.monotonic() >= s.deadline:
-            out.stop_reason = "time budget (--timeout-s) spent"
-            break
-        sweep_stale(study)
-        if len({t.user_attrs.get("config_key") for t in measured_trials(study)}) >= grid_size:
-            out.stop_reason = f"every one of the {grid_size} feasible configurations is measured"
-            break
-        if not free_configs(study, s, info, waiting_taken=False):
-            out.stop_reason = (f"every one of the {grid_size} feasible configurations is measured or being measured"
-                               " by another worker")
-            break
-        trial = study.ask()
+    while not (reason := p.ended() or p.step()):
+        pass
+    p.out.stop_reason = reason
+    return p.out
+
+
+@dataclass
+class _Pass:
+    """One pass of :func:`search`: its context, what it did (``out``) and its streaks of cached and infeasible
+    answers in a row. :meth:`step` runs one trial through the module docstring's steps 1-6."""
+
+    study: Any
+    budget_study: Any
+    s: SearchSettings
+    evaluator: Evaluator
+    info: SystemInfo
+    on_trial: Callable[[dict[str, Any]], None] | None
+    out: SearchPass
+    rng: Any
+    grid_size: int
+    cached_in_a_row: int = 0
+    infeasible_in_a_row: int = 0
+
+    @property
+    def small(self) -> bool:
+        """The budget measures the whole space: never answer a re-proposal twice."""
+        return self.grid_size <= self.s.search_budget
+
+    def ended(self) -> str:
+        """Why the pass ends before asking for another trial (``""``: it goes on); sweeps stale trials."""
+        if self.s.deadline is not None and time.monotonic() >= self.s.deadline:
+            return "time budget (--timeout-s) spent"
+        sweep_stale(self.study)
+        if len({t.user_attrs.get("config_key") for t in measured_trials(self.study)}) >= self.grid_size:
+            return f"every one of the {self.grid_size} feasible configurations is measured"
+        if not free_configs(self.study, self.s, self.info, waiting_taken=False):
+            return (f"every one of the {self.grid_size} feasible configurations is measured or being measured"
+                    " by another worker")
+        return ""
+
+    def step(self) -> str:
+        """Ask for one trial and answer it: pruned (infeasible, or being measured), failed, cached or measured.
+
+        Returns:
+            Why the pass ends after it (``""``: it goes on).
+        """
+        import optuna
+
+        s, trial = self.s, self.study.ask()
         params = TuneSpace.normalize(suggest(trial, s.space, s.base.concurrency), s.base.concurrency)
         trial.set_user_attr("config", params)
-        why = s.space.infeasible(params, info)
+        why = s.space.infeasible(params, self.info)
         if why:
-            trial.set_user_attr("pruned_reason", why)
-            set_constraints(trial, s.goal, [math.inf] * len(s.goal.constraint_names))
-            _tell_pruned(study, trial, s.goal, optuna.trial.TrialState.PRUNED, _worst(s.goal))
-            out.infeasible += 1
-            in_a_row_infeasible += 1
-            _emit(on_trial, trial.number, params, "pruned", {}, why)
-            if small:  # the space is known and small: the next trial is a feasible one nobody has measured
-                _explore(study, s, info, rng)
-            if in_a_row_infeasible >= s.max_infeasible:
-                out.stop_reason = f"{s.max_infeasible} infeasible suggestions in a row: widen the space"
-                break
-            continue
-        in_a_row_infeasible = 0
+            return self._infeasible(trial, params, why)
+        self.infeasible_in_a_row = 0
         try:
             cfg = apply(s.base, params)
         except UsageError as e:
             trial.set_user_attr("error", str(e))
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            out.failed += 1
-            _emit(on_trial, trial.number, params, "failed", {}, str(e))
-            continue
-        serve = {**s.serve_base, **serve_params(params)} if evaluator.served else {}
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.out.failed += 1
+            _emit(self.on_trial, trial.number, params, "failed", {}, str(e))
+            return ""
+        serve = {**s.serve_base, **serve_params(params)} if self.evaluator.served else {}
         key = config_key(s.model_of(params)[1], cfg, serve, s.fingerprint)
         trial.set_user_attr("config_key", key)
-        hit = next((t for t in measured_trials(study) if t.user_attrs.get("config_key") == key), None)
+        hit = next((t for t in measured_trials(self.study) if t.user_attrs.get("config_key") == key), None)
         if hit is not None:
-            for name in FIGURE_ATTRS:
-                if name in hit.user_attrs:
-                    trial.set_user_attr(name, hit.user_attrs[name])
-            trial.set_user_attr("cached_from", hit.number)
-            set_constraints(trial, s.goal, hit.user_attrs.get("constraint", []))
-            if hit.state == optuna.trial.TrialState.COMPLETE:
-                study.tell(trial, hit.values)
-            else:
-                trial.set_user_attr("pruned_reason", hit.user_attrs.get("pruned_reason", ""))
-                _tell_pruned(study, trial, s.goal, optuna.trial.TrialState.PRUNED,
-                             hit.intermediate_values.get(0) if hit.intermediate_values else _worst(s.goal))
-            out.cached += 1
-            in_a_row_cached += 1
-            _emit(on_trial, trial.number, params, "cached", hit.user_attrs, f"= trial {hit.number}")
-            if small or in_a_row_cached % s.explore_after == 0:
-                _explore(study, s, info, rng)  # none left: the next round of the loop ends the pass
-            if in_a_row_cached >= s.max_cached:
-                out.stop_reason = f"{s.max_cached} suggestions in a row were already measured: the search has converged"
-                break
-            continue
-        in_a_row_cached = 0
-        busy = next((t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-                     if t.user_attrs.get("config_key") == key and t.number != trial.number), None)
-        if busy is not None:  # another worker measures it right now: no second measurement, no ticket
-            trial.set_user_attr("pruned_reason", f"being measured by trial {busy}")
-            set_constraints(trial, s.goal, [0.0] * len(s.goal.constraint_names))
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            _emit(on_trial, trial.number, params, "pruned", {}, f"being measured by trial {busy}")
-            _explore(study, s, info, rng)
-            continue
-        ticket = claim_ticket(budget_study)
+            return self._cached(trial, params, hit)
+        self.cached_in_a_row = 0
+        if self._busy(trial, params, key):
+            return ""
+        ticket = claim_ticket(self.budget_study)
         if ticket >= s.search_budget:
             trial.set_user_attr("over_budget", True)
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            out.validator = ticket == s.search_budget
-            out.stop_reason = f"search budget of {s.search_budget} measured trials spent"
-            break
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.out.validator = ticket == s.search_budget
+            return f"search budget of {s.search_budget} measured trials spent"
         trial.set_user_attr("ticket", ticket)
-        _measure(study, trial, s, evaluator, cfg, params, key, out, on_trial)
-    return out
+        _measure(self.study, trial, s, self.evaluator, cfg, params, key, self.out, self.on_trial)
+        return ""
+
+    def _busy(self, trial: Any, params: dict[str, Any], key: str) -> bool:
+        """Another worker measures this configuration right now: tell it PRUNED (no second measurement, no
+        ticket) and enqueue a free one. False when none does."""
+        import optuna
+
+        busy = next((t.number for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                     if t.user_attrs.get("config_key") == key and t.number != trial.number), None)
+        if busy is None:
+            return False
+        trial.set_user_attr("pruned_reason", f"being measured by trial {busy}")
+        set_constraints(trial, self.s.goal, [0.0] * len(self.s.goal.constraint_names))
+        self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        _emit(self.on_trial, trial.number, params, "pruned", {}, f"being measured by trial {busy}")
+        _explore(self.study, self.s, self.info, self.rng)
+        return True
+
+    def _infeasible(self, trial: Any, params: dict[str, Any], why: str) -> str:
+        """Tell an impossible combination PRUNED at no cost (no ticket); on a small space enqueue a feasible one."""
+        import optuna
+
+        s = self.s
+        trial.set_user_attr("pruned_reason", why)
+        set_constraints(trial, s.goal, [math.inf] * len(s.goal.constraint_names))
+        _tell_pruned(self.study, trial, s.goal, optuna.trial.TrialState.PRUNED, _worst(s.goal))
+        self.out.infeasible += 1
+        self.infeasible_in_a_row += 1
+        _emit(self.on_trial, trial.number, params, "pruned", {}, why)
+        if self.small:  # the space is known and small: the next trial is a feasible one nobody has measured
+            _explore(self.study, s, self.info, self.rng)
+        if self.infeasible_in_a_row >= s.max_infeasible:
+            return f"{s.max_infeasible} infeasible suggestions in a row: widen the space"
+        return ""
+
+    def _cached(self, trial: Any, params: dict[str, Any], hit: Any) -> str:
+        """Answer a configuration measured before from that trial (its figures, constraints and state)."""
+        import optuna
+
+        s = self.s
+        for name in FIGURE_ATTRS:
+            if name in hit.user_attrs:
+                trial.set_user_attr(name, hit.user_attrs[name])
+        trial.set_user_attr("cached_from", hit.number)
+        set_constraints(trial, s.goal, hit.user_attrs.get("constraint", []))
+        if hit.state == optuna.trial.TrialState.COMPLETE:
+            self.study.tell(trial, hit.values)
+        else:
+            trial.set_user_attr("pruned_reason", hit.user_attrs.get("pruned_reason", ""))
+            _tell_pruned(self.study, trial, s.goal, optuna.trial.TrialState.PRUNED,
+                         hit.intermediate_values.get(0) if hit.intermediate_values else _worst(s.goal))
+        self.out.cached += 1
+        self.cached_in_a_row += 1
+        _emit(self.on_trial, trial.number, params, "cached", hit.user_attrs, f"= trial {hit.number}")
+        if self.small or self.cached_in_a_row % s.explore_after == 0:
+            _explore(self.study, s, self.info, self.rng)  # none left: the next round of the loop ends the pass
+        if self.cached_in_a_row >= s.max_cached:
+            return f"{s.max_cached} suggestions in a row were already measured: the search has converged"
+        return ""
 
 
 def free_configs(study: Any, s: SearchSettings, info: SystemInfo, waiting_taken: bool = True) -> list[dict[str, Any]]:
