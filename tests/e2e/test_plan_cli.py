@@ -106,3 +106,25 @@ def test_measure_runs_the_ladder_in_fresh_workers_and_plans_from_it(tmp_path: Pa
     (c,) = candidates(got, str(model))
     assert c.service.sizes == (1, 2) and c.threads == 1 and c.instances == 1
     assert c.service.mean_ns(1) >= 1e6  # the null backend's scripted 1 ms per call
+
+
+def test_without_from_the_cli_measures_what_it_needs_with_the_base_settings_given(tmp_path: Path) -> None:
+    from tests.models import seeded_mlp_onnx
+
+    model = seeded_mlp_onnx(tmp_path / "mlp.onnx")
+    out = tmp_path / "plan"
+    p = _plan(str(model), "--target-rate", "100", "--slo-p99-ms", "50", "--backend", "null", "--batch-sizes", "1,2",
+              "--instances", "1", "--measure-duration-s", "0.2", "--sim-requests", "2000", "--rounds", "2",
+              "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "measure 1/2: batch 1" in p.stderr and "measure 2/2: batch 2" in p.stderr
+    t = _cpus()  # one instance: threads = the effective CPUs
+    assert sorted(f.name for f in (out / "measured").glob("*.json")) == [f"b1-i1-t{t}.json", f"b2-i1-t{t}.json"]
+    assert load(out / "measured" / f"b1-i1-t{t}.json").config.backend == "null"
+    assert "chosen:" in p.stdout and load(out / "plan.json").kind == "plan"
+
+
+def _cpus() -> int:
+    from inferperf.system import collect_system
+
+    return collect_system().effective_cpus

@@ -11,6 +11,7 @@ import typer
 
 from ..errors import GateFailed, UsageError
 from . import app
+from .options import Backend, Dim, Shape, build_config
 from .sweep import _ints
 
 Opt = typer.Option
@@ -68,6 +69,9 @@ def plan_command(
     batch_sizes: Annotated[str, Opt(help="--measure: batch sizes")] = "1,2,4,8",
     instances: Annotated[str, Opt(help="--measure: instances side by side (threads = CPUs / instances)")] = "1,2",
     measure_duration_s: Annotated[float, Opt(help="--measure: seconds per run")] = 3.0,
+    backend: Backend = None,
+    shape: Shape = None,
+    dim: Dim = None,
     balancer: Annotated[str, Opt(help="random | round-robin | least-outstanding | power-of-two")] = "random",
     arrival: Annotated[str, Opt(help="poisson | constant | mmpp (bursty)")] = "poisson",
     sim_requests: Annotated[int, Opt(help="simulated arrivals per point")] = 20_000,
@@ -90,8 +94,9 @@ def plan_command(
     opts.check()
     ladder = None
     if measure:
+        base = build_config({"backend": backend, "workload.shapes": shape, "workload.dims": dim})
         ladder = {"batch_sizes": _ints(batch_sizes, "--batch-sizes"), "instances": _ints(instances, "--instances"),
-                  "cpus": collect_system().effective_cpus, "duration_s": measure_duration_s}
+                  "cpus": collect_system().effective_cpus, "duration_s": measure_duration_s, "base": base}
     out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
 
     def progress(line: str) -> None:

@@ -94,8 +94,9 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
         opts: rate, SLO, burst, price, balancer, arrivals, simulation size.
         out_dir: where the plan Result, ``serve-config.yaml``, ``triton/`` (and ``measured/``) go.
         from_paths: folders/files of Results to plan from.
-        measure_ladder: ``{"batch_sizes": [...], "instances": [...], "cpus": N, "duration_s": s}`` to measure
-            now (each run in a fresh process, saved under ``out_dir/measured``).
+        measure_ladder: ``{"batch_sizes": [...], "instances": [...], "cpus": N, "duration_s": s, "base":
+            BenchConfig | None}`` to measure now (each run in a fresh process, saved under ``out_dir/measured``;
+            ``base``: backend, shapes, dims every run starts from).
 
     Raises:
         UsageError: bad options, nothing to plan from, no candidate for the model.
@@ -105,7 +106,7 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
     results = read_results(from_paths) if from_paths else []
     if measure_ladder:
         cfgs = ladder_configs(measure_ladder["batch_sizes"], measure_ladder["instances"], measure_ladder["cpus"],
-                              measure_ladder["duration_s"])
+                              measure_ladder["duration_s"], base=measure_ladder.get("base"))
         results += measure(model, cfgs, out_dir / "measured", command=command, progress=progress)
     if not results:
         from ..errors import UsageError
