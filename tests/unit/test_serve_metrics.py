@@ -108,3 +108,19 @@ def test_the_reservoir_is_a_uniform_seeded_sample() -> None:
     assert a[-1] > 9000  # late values get in
     assert np.array_equal(a, sample(0)) and not np.array_equal(a, sample(1))
 
+
+
+def test_each_model_instance_has_a_busy_seconds_counter() -> None:
+    """Issue 31 item 1: the busy share per instance is rate(inferperf_instance_busy_seconds_total); the label is
+    model_instance (Prometheus gives every target an ``instance`` label)."""
+    m = ServerMetrics(clock=FakeClock(), process=False)
+    m.batch_executed("m", 4, 2, [0, 0], 3_000_000, False, 0)
+    m.batch_executed("m", 1, 1, [0], 1_500_000, False, 1)
+    m.batch_executed("m", 1, 1, [0], 2_000_000, False, 0)
+    m.batch_executed("m", 1, 1, [0], 0, True)  # the call raised: which instance is not known, nothing added
+    s = _samples(m)
+    assert s[("inferperf_instance_busy_seconds_total", (("model", "m"), ("model_instance", "0")))] == 0.005
+    assert s[("inferperf_instance_busy_seconds_total", (("model", "m"), ("model_instance", "1")))] == 0.0015
+    assert len([k for k in s if k[0] == "inferperf_instance_busy_seconds_total"]) == 2
+    m.reset()
+    assert not [k for k in _samples(m) if k[0] == "inferperf_instance_busy_seconds_total"]

@@ -56,9 +56,11 @@ class Observer(Protocol):
         """A queued request dropped because its client went away."""
 
     def batch_executed(
-        self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int], compute_ns: int, failed: bool
+        self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int], compute_ns: int, failed: bool,
+        instance: int | None = None,
     ) -> None:  # pragma: no cover - protocol
-        """One model call finished: rows, requests, each request's queue time (ns), compute time (ns)."""
+        """One model call finished: rows, requests, each request's queue time (ns), compute time (ns), the model
+        instance that ran it (None: not known)."""
 
 
 class NullObserver:
@@ -77,7 +79,7 @@ class NullObserver:
         """No-op."""
 
     def batch_executed(self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int],
-                       compute_ns: int, failed: bool) -> None:
+                       compute_ns: int, failed: bool, instance: int | None = None) -> None:
         """No-op."""
 
 

@@ -23,6 +23,9 @@ Exposed names (``model`` label on all but the process ones):
 ``inferperf_queue_depth`` and ``inferperf_inflight_requests`` (gauges),
 ``inferperf_rejected_total{model,reason}``, ``inferperf_cancelled_total{model}``,
 ``inferperf_inference_count_total`` / ``inferperf_execution_count_total``,
+``inferperf_instance_busy_seconds_total{model,model_instance}`` (seconds each model instance spent running
+batches: the instance thread's concat + model call + split of each call that returned; its rate is the instance's
+busy share; the label is not ``instance``, which Prometheus gives every scraped target),
 and ``process_cpu_seconds_total`` / ``process_resident_memory_bytes`` ...
 (prometheus-client's ProcessCollector, Linux).
 
@@ -185,6 +188,7 @@ class ServerMetrics:
         self._gauges: dict[str, dict[str, int]] = {k: {} for k in _GAUGES}
         self._samples = {k: _Reservoir(self._max_samples, f"{self._sample_seed}:{k}") for k in _HISTOGRAMS}
         self._batch_rows: dict[int, int] = {}
+        self._busy_ns: dict[tuple[str, str], int] = {}
         self.window_start_ns = clock.now_ns()
 
     def _hist(self, kind: str, model: str) -> _Hist:
@@ -228,9 +232,14 @@ class ServerMetrics:
         self._inc("cancelled", (model,))
 
     def batch_executed(
-        self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int], compute_ns: int, failed: bool
+        self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int], compute_ns: int, failed: bool,
+        instance: int | None = None,
     ) -> None:
-        """One model call ran: ``batch_rows`` rows from ``n_requests`` requests; their queue waits and the call time (ns)."""
+        """One model call ran: ``batch_rows`` rows from ``n_requests`` requests; their queue waits and the call time
+        (ns), on model instance ``instance`` (its busy seconds grow by ``compute_ns``; None: not known)."""
+        if instance is not None:
+            key = (model, str(instance))
+            self._busy_ns[key] = self._busy_ns.get(key, 0) + compute_ns
         self._hist("batch", model).observe(batch_rows)
         self._batch_rows[batch_rows] = self._batch_rows.get(batch_rows, 0) + 1
         for q in queue_ns:
@@ -282,6 +291,12 @@ class ServerMetrics:
             for key, n in self._counters[attr].items():
                 cfam.add_metric(list(key), n)
             yield cfam
+        busy = CounterMetricFamily("inferperf_instance_busy_seconds",
+                                   "Seconds each model instance spent running batches.",
+                                   labels=["model", "model_instance"])
+        for key, ns in self._busy_ns.items():
+            busy.add_metric(list(key), ns / 1e9)
+        yield busy
         for attr, (name, doc) in _GAUGES.items():
             gfam = GaugeMetricFamily(name, doc, labels=["model"])
             for model, n in self._gauges[attr].items():
@@ -328,7 +343,7 @@ class DisabledMetrics(ServerMetrics):
         pass
 
     def batch_executed(self, model: str, batch_rows: int, n_requests: int, queue_ns: list[int], compute_ns: int,
-                       failed: bool) -> None:
+                       failed: bool, instance: int | None = None) -> None:
         pass
 
     def request_started(self, model: str) -> int:

@@ -313,7 +313,7 @@ class ServedModel:
         st.inference_count += total
         st.execution_count += 1
         st.last_inference_ms = int(time.time() * 1000)
-        self._observer.batch_executed(self.name, total, n, queue_ns, compute_ns, False)
+        self._observer.batch_executed(self.name, total, n, queue_ns, compute_ns, False, out.instance)
 
     def reset_stats(self) -> None:
         """Zero the statistics-extension counters (after the warm-up requests, which are not counted)."""
