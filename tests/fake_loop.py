@@ -9,6 +9,7 @@ the serve batcher tests and the load-generator tests.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import selectors
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -46,9 +47,35 @@ class FakeTimeLoop(asyncio.SelectorEventLoop):
         return self._fake.now_ns() / 1e9
 
 
-def run_fake(clock: FakeClock, main: Callable[[], Awaitable[Any]], timeout_s: float = 60.0) -> Any:
-    """Run ``main()`` to completion on a :class:`FakeTimeLoop` (``timeout_s`` of FAKE time)."""
+class InlineExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A default executor that runs each call at once on the calling (loop) thread.
+
+    With real worker threads, ``asyncio.to_thread(f)`` on a fake loop returns at a fake time that depends
+    on real thread scheduling (the loop keeps jumping its clock while the thread waits for the GIL), so a
+    value read in the thread (an RSS source) lands at a different fake time on every run. Inline, the call
+    takes no fake time unless ``f`` advances the clock itself: the same samples on every run.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        f: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - delivered to the awaiting coroutine, as a thread would
+            f.set_exception(e)
+        return f
+
+
+def run_fake(clock: FakeClock, main: Callable[[], Awaitable[Any]], timeout_s: float = 60.0,
+             inline_threads: bool = False) -> Any:  # fmt: skip
+    """Run ``main()`` to completion on a :class:`FakeTimeLoop` (``timeout_s`` of FAKE time).
+
+    ``inline_threads``: ``asyncio.to_thread`` calls run inline (:class:`InlineExecutor`), for tests whose
+    figures must not depend on real thread scheduling; leave it off where a call must really run beside the
+    loop (a blocking source the loop must not wait for).
+    """
     loop = FakeTimeLoop(clock)
+    if inline_threads:
+        loop.set_default_executor(InlineExecutor())
     try:
         return loop.run_until_complete(asyncio.wait_for(main(), timeout=timeout_s))
     finally:
