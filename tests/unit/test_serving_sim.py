@@ -24,6 +24,7 @@ from inferperf.clock import FakeClock
 from inferperf.errors import UsageError
 from inferperf.policy.batching import BatchPolicy, decide
 from inferperf.serve.batcher import DynamicBatcher, Request
+from inferperf.serve.errors import QueueFull
 from tests.fake_loop import run_fake
 
 MU = 1000.0  # service rate per s (mean 1 ms)
@@ -156,10 +157,10 @@ def test_state_aware_balancers_beat_random_at_high_load() -> None:
 
 
 def _real_batches(arrivals_ns: np.ndarray, policy: BatchPolicy, slots: int, service: Exponential,
-                  seed: int) -> tuple[list[list[int]], list[int], list[int]]:
+                  seed: int, max_queue_size: int = 0) -> tuple[list[list[int]], list[int], list[int], list[int]]:
     """Run the server's DynamicBatcher on fake time with these arrivals; each model call sleeps the next time of
     the replica-0 service stream (the simulator's draw order). Returns batches (request ids), dispatch ns,
-    arrival ns as the batcher saw them."""
+    arrival ns as the batcher saw them, and the ids it refused (QueueFull)."""
     clock = FakeClock()
     stream = ServiceStream(service, stream_seed(seed, 0, 0))
 
@@ -169,7 +170,7 @@ def _real_batches(arrivals_ns: np.ndarray, policy: BatchPolicy, slots: int, serv
             r.future.set_result(r.inputs["id"])
 
     async def main() -> DynamicBatcher:
-        b = DynamicBatcher("m", policy, execute, slots=slots, clock=clock)
+        b = DynamicBatcher("m", policy, execute, slots=slots, clock=clock, max_queue_size=max_queue_size)
         b.record = True
         pending = []
         for i, a in enumerate(arrivals_ns.tolist()):
@@ -179,34 +180,39 @@ def _real_batches(arrivals_ns: np.ndarray, policy: BatchPolicy, slots: int, serv
             req = Request(inputs={"id": i}, rows=1, key="k", arrival_ns=clock.now_ns())
             pending.append((req, asyncio.ensure_future(b.submit(req))))
             await asyncio.sleep(0)
-        await asyncio.gather(*(f for _, f in pending))
+        outcomes = await asyncio.gather(*(f for _, f in pending), return_exceptions=True)
         await b.close()
         b.arrivals = [r.arrival_ns for r, _ in pending]  # type: ignore[attr-defined]
+        b.refused = [i for i, o in enumerate(outcomes) if isinstance(o, QueueFull)]  # type: ignore[attr-defined]
+        assert all(isinstance(o, (int, QueueFull)) for o in outcomes)
         return b
 
     b = run_fake(clock, main, timeout_s=3600)
     batches = [[r.inputs["id"] for r in batch] for _, batch in b.dispatched]
-    return batches, [t for t, _ in b.dispatched], b.arrivals  # type: ignore[attr-defined]
+    return batches, [t for t, _ in b.dispatched], b.arrivals, b.refused  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("policy", "slots"), [
-    (BatchPolicy(max_batch_size=8, dynamic=True, max_queue_delay_ns=2_000_000), 1),
-    (BatchPolicy(max_batch_size=8, dynamic=True, max_queue_delay_ns=1_500_000, preferred_batch_sizes=(2, 4)), 2),
-    (BatchPolicy(max_batch_size=4, dynamic=True), 2),
+@pytest.mark.parametrize(("policy", "slots", "max_queue"), [
+    (BatchPolicy(max_batch_size=8, dynamic=True, max_queue_delay_ns=2_000_000), 1, 0),
+    (BatchPolicy(max_batch_size=8, dynamic=True, max_queue_delay_ns=1_500_000, preferred_batch_sizes=(2, 4)), 2, 0),
+    (BatchPolicy(max_batch_size=4, dynamic=True), 2, 0),
+    (BatchPolicy(max_batch_size=2, dynamic=True, max_queue_delay_ns=500_000), 1, 3),  # near saturation: refusals
 ])
-def test_simulator_forms_the_same_batches_as_the_server(policy: BatchPolicy, slots: int) -> None:
+def test_simulator_forms_the_same_batches_as_the_server(policy: BatchPolicy, slots: int, max_queue: int) -> None:
     """The simulator's default decision function is the server's, and its batches are the server's."""
     from inferperf.serve import batcher
 
     assert batcher.decide is decide and batcher.BatchPolicy is BatchPolicy
     arrivals = poisson_ns(1500.0, 1500, seed=12)  # ns apart: no arrival ties a deadline (ties have no order)
     service = Exponential(1.2e6)
-    real, real_t, seen = _real_batches(arrivals, policy, slots, service, seed=13)
-    sim = simulate(np.asarray(seen), Setup(policy, instances=slots), service, seed=13)
-    order = np.argsort(sim.dispatch_ns, kind="stable")
+    real, real_t, seen, refused = _real_batches(arrivals, policy, slots, service, seed=13, max_queue_size=max_queue)
+    sim = simulate(np.asarray(seen), Setup(policy, instances=slots, max_queue_size=max_queue), service, seed=13)
+    assert np.flatnonzero(sim.rejected).tolist() == refused
+    assert bool(refused) == bool(max_queue)
+    order = [i for i in np.argsort(sim.dispatch_ns, kind="stable").tolist() if not sim.rejected[i]]
     sim_batches: list[list[int]] = []
     last = None
-    for i in order.tolist():
+    for i in order:
         key = (int(sim.dispatch_ns[i]), int(sim.done_ns[i]))
         if key != last:
             sim_batches.append([])
@@ -214,7 +220,7 @@ def test_simulator_forms_the_same_batches_as_the_server(policy: BatchPolicy, slo
         sim_batches[-1].append(i)
     assert len(real) > 300 and max(map(len, real)) > 1  # batches formed, not one request each
     assert sim_batches == real
-    assert np.abs(np.asarray(sorted(set(sim.dispatch_ns.tolist()))) - np.asarray(real_t)).max() <= 2_000
+    assert np.abs(np.asarray(sorted(set(sim.dispatch_ns[~sim.rejected].tolist()))) - np.asarray(real_t)).max() <= 2_000
 
 
 # ---------------------------------------------------------------- measured service times, outputs
