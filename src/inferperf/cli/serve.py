@@ -102,6 +102,10 @@ def serve_command(
                                        " accepting (then every accepted request is answered)")] = 0.0,
     config: Annotated[Optional[Path], Opt(help="settings file (.yaml/.json/.toml): BenchConfig fields + serve:")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="write a Result (kind serve) here when the server stops")] = None,
+    mock_generate: Annotated[bool, Opt("--mock-generate", help="serve a MOCK OpenAI-compatible token server"
+                                                                " (tests and demos; see docs/generate.md) instead of a model")] = False,
+    mock_profile: Annotated[Optional[Path], Opt(help="--mock-generate: its latency model (YAML/JSON of MockProfile keys)")] = None,
+    mock_log: Annotated[Optional[Path], Opt(help="--mock-generate: append the mock's true send times here (JSON lines)")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
     """Serve MODEL (or every model of --model-repository) over KServe v2 REST (gRPC is out of scope) with
@@ -109,6 +113,10 @@ def serve_command(
     gracefully on SIGTERM/SIGINT."""
     from ..serve.options import ConnectionLimits, ListenOptions
 
+    if mock_generate or mock_profile is not None or mock_log is not None:
+        from .serve_mock import serve_mock
+
+        return serve_mock(mock_generate, model, model_repository, mock_profile, mock_log, host, port, loop, http)
     _check_auth(api_key, metrics_auth, host)
     ListenOptions(host=host, port=port, grace_s=grace_s)  # the library's checks, before any model loads
     conn = ConnectionLimits(request_receipt_timeout_s=request_receipt_timeout_s,
