@@ -74,4 +74,6 @@ def test_a_server_killed_during_step_2_ends_the_run_with_exit_1_and_keeps_steps_
     c = second.metrics.client
     assert c["target_lost"] and second.validity.verdict == "INVALID"
     assert second.validity.reasons[0].startswith("target lost: ")
-    assert second.metrics.throughput.duration_s < DURATION_S  # the step ended when the target was lost
+    # the step ended when the target was lost: the reason is the driver's own (it stops the step at once), not
+    # the after-the-fact 'last window completed no request' that a step which ran its whole duration gets
+    assert c["lost_reason"].startswith(("could not connect for ", "every request failed for ")), c["lost_reason"]
