@@ -45,6 +45,28 @@ def capacity_plan(model: Any, options: Any, out_dir: Any, **kwargs: Any) -> Any:
     return _plan(model, options, Path(out_dir), **kwargs)
 
 
+def history_add(paths: Any, db: str | None = None, **provenance: Any) -> Any:
+    """Add Result files or folders to the history database ``db`` (a path or URL; default
+    ``$INFERPERF_HISTORY_DB``, else ``./inferperf-history.db``); ``provenance``: ``commit``, ``branch``, ``time``
+    (a naive-UTC datetime). Returns an :class:`inferperf.history.AddReport`. See ``inferperf history add``."""
+    import os
+
+    from .history import Provenance, add, open_store, read_results
+
+    one = isinstance(paths, (str, os.PathLike))
+    return add(open_store(db), read_results([paths] if one else paths), Provenance(**provenance))
+
+
+def history_check(db: str | None = None, series: str | None = None, max_regression: float = 0.05) -> Any:
+    """The history gate over the series matching the glob ``series``: an :class:`inferperf.history.gate.CheckReport`
+    whose ``exit_code`` is 3 when a newest point (or an unacknowledged change) is worse beyond ``max_regression``
+    (0.05 = 5 %). See ``inferperf history check``."""
+    from .history import open_store
+    from .history.gate import check
+
+    return check(open_store(db), series, max_regression)
+
+
 __all__ = [
     "BackendUnavailable",
     "BenchConfig",
@@ -62,6 +84,8 @@ __all__ = [
     "__version__",
     "bench",
     "capacity_plan",
+    "history_add",
+    "history_check",
     "load",
     "save",
 ]

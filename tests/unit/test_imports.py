@@ -5,9 +5,9 @@ import sys
 
 import inferperf
 
-#: DESIGN: `import inferperf` imports no runtime (onnxruntime, openvino, torch), nor scipy, plotly, optuna or
-#: locust, so worker processes start fast; onnx and pynvml are loaded only by the functions that need them.
-HEAVY = ["onnxruntime", "onnx", "openvino", "torch", "scipy", "plotly", "optuna", "locust", "pynvml"]
+#: DESIGN: `import inferperf` imports no runtime (onnxruntime, openvino, torch), nor scipy, plotly, optuna,
+#: locust or sqlalchemy (the history store), so worker processes start fast; onnx and pynvml are loaded only by the functions that need them.
+HEAVY = ["onnxruntime", "onnx", "openvino", "torch", "scipy", "plotly", "optuna", "locust", "pynvml", "sqlalchemy"]
 #: the modules every process imports first: the package, the CLI, and the base pieces a worker reads
 LIGHT = ["inferperf", "inferperf.cli", "inferperf.zoo", "inferperf.system", "inferperf.config", "inferperf.results"]
 
@@ -31,6 +31,7 @@ def test_all_is_curated_and_resolvable():
     for name in inferperf.__all__:
         assert hasattr(inferperf, name), name
     assert {"bench", "Result", "load", "save", "BenchConfig", "UsageError"} <= set(inferperf.__all__)
+    assert {"history_add", "history_check"} <= set(inferperf.__all__)
 
 
 def test_exit_codes_of_the_exception_tree():

@@ -33,6 +33,7 @@ from . import compare as _compare  # noqa: E402,F401
 from . import optimize as _optimize  # noqa: E402,F401
 from . import pipeline as _pipeline  # noqa: E402,F401
 from . import plan as _plan  # noqa: E402,F401
+from . import history as _history  # noqa: E402,F401
 from . import profile as _profile  # noqa: E402,F401
 from . import report as _report  # noqa: E402,F401
 from . import serve as _serve  # noqa: E402,F401

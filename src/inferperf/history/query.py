@@ -1,0 +1,147 @@
+"""Read the history: series and their points (oldest first), change points per series, acks, retention."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..analysis.changepoints import ChangePoint, change_points
+from ..errors import UsageError
+from .store import acks, points, results, series
+
+
+@dataclass(frozen=True)
+class Point:
+    """One stored point: ``id``, ``time`` (naive UTC), ``commit``, ``branch``, per-run ``values``, ``median``,
+    95 % interval ``lo``/``hi`` (``None`` = none), ``runtime``, ``env``, ``verdict``, ``ack`` (why, or None)."""
+
+    id: int
+    time: _dt.datetime
+    commit: str | None
+    branch: str | None
+    values: list[float]
+    median: float
+    lo: float | None
+    hi: float | None
+    runtime: str
+    env: str
+    verdict: str
+    ack: str | None
+
+
+@dataclass(frozen=True)
+class Series:
+    """A series: ``id``, ``key`` (32 hex), ``name`` (what ``--series`` globs match), ``metric``, ``direction``
+    (``higher``/``lower`` is better), ``machine`` fingerprint, ``workload`` document."""
+
+    id: int
+    key: str
+    name: str
+    metric: str
+    direction: str
+    machine: str
+    workload: dict[str, Any]
+
+
+def all_series(engine: sa.Engine, glob: str | None = None) -> list[Series]:
+    """Every series whose name matches ``glob`` (fnmatch; None = all), by name."""
+    with engine.connect() as c:
+        rows = c.execute(sa.select(series).order_by(series.c.name)).all()
+    out = [Series(r.id, r.key, r.name, r.metric, r.direction, r.machine, r.workload) for r in rows]
+    return [s for s in out if glob is None or fnmatch.fnmatchcase(s.name, glob)]
+
+
+def find_series(engine: sa.Engine, text: str) -> Series:
+    """The one series named ``text``: its full name, its key or a key prefix (>= 6 hex), or a glob matching one.
+
+    Raises:
+        UsageError: none or several match.
+    """
+    every = all_series(engine)
+    hits = [s for s in every if s.name == text or s.key == text]
+    hits = hits or [s for s in every if len(text) >= 6 and s.key.startswith(text)]
+    hits = hits or [s for s in every if fnmatch.fnmatchcase(s.name, text)]
+    if len(hits) != 1:
+        what = "no series" if not hits else f"{len(hits)} series ({', '.join(s.name for s in hits[:3])}...)"
+        raise UsageError(f"{what} match {text!r}: pass a name from `inferperf history ls` or a glob that matches one")
+    return hits[0]
+
+
+def series_points(engine: sa.Engine, series_id: int) -> list[Point]:
+    """The series' points, oldest first (by time, then by insertion)."""
+    q = (sa.select(points, acks.c.why).outerjoin(acks, acks.c.point_id == points.c.id)
+         .where(points.c.series_id == series_id).order_by(points.c.time, points.c.id))  # fmt: skip
+    with engine.connect() as c:
+        rows = c.execute(q).all()
+    return [Point(r.id, r.time, r.commit, r.branch, list(r.values), r.median, r.lo, r.hi, r.runtime, r.env,
+                  r.verdict, r.why) for r in rows]  # fmt: skip
+
+
+def usable(pts: list[Point]) -> list[Point]:
+    """The points the analysis reads: every point but INVALID ones."""
+    return [p for p in pts if p.verdict != "INVALID"]
+
+
+def half_width(p: Point) -> float:
+    """Half the point's 95 % interval (``nan`` when it has none)."""
+    return (p.hi - p.lo) / 2 if p.lo is not None and p.hi is not None else math.nan
+
+
+def analyse(pts: list[Point], min_effect: float = 0.0) -> list[ChangePoint]:
+    """Change points of ``pts`` (already :func:`usable`), indices into ``pts``, environment cuts included."""
+    return change_points([p.median for p in pts], env=[p.env for p in pts], half_widths=[half_width(p) for p in pts],
+                         min_effect=min_effect)
+
+
+def ack(engine: sa.Engine, s: Series, point: str, why: str) -> Point:
+    """Accept the change at ``point`` (its id, its commit or a commit prefix of >= 6 hex, or ``latest``) of ``s``.
+
+    Raises:
+        UsageError: an empty ``why``, a point that is not in the series or not unique.
+    """
+    if not why.strip():
+        raise UsageError("--why is empty: say why the change is intended (it is kept with the point)")
+    pts = series_points(engine, s.id)
+    if point == "latest":
+        hits = pts[-1:]
+    else:
+        hits = [p for p in pts if str(p.id) == point or (p.commit and len(point) >= 6 and p.commit.startswith(point))]
+    if len(hits) != 1:
+        raise UsageError(f"{'no' if not hits else len(hits)} points of {s.name} match {point!r}: pass a point id or "
+                         "commit from `inferperf history show`, or latest")
+    with engine.begin() as c:
+        c.execute(acks.delete().where(acks.c.point_id == hits[0].id))
+        c.execute(acks.insert().values(point_id=hits[0].id, why=why.strip(),
+                                       created_at=_dt.datetime.now(_dt.UTC).replace(tzinfo=None)))
+    return series_points(engine, s.id)[pts.index(hits[0])]
+
+
+def remove(engine: sa.Engine, glob: str | None, older_than: _dt.datetime | None) -> tuple[int, int]:
+    """Delete the points of the series matching ``glob`` (None: all) older than ``older_than`` (None: all of
+    them), then the series and Results no point refers to any more. One transaction.
+
+    Returns:
+        ``(points removed, Results removed)``.
+    """
+    ids = [s.id for s in all_series(engine, glob)]
+    with engine.begin() as c:
+        cond = points.c.series_id.in_(ids)
+        if older_than is not None:
+            cond = cond & (points.c.time < older_than)
+        gone = [r[0] for r in c.execute(sa.select(points.c.id).where(cond)).all()]
+        for chunk in range(0, len(gone), 500):
+            part = gone[chunk:chunk + 500]
+            c.execute(acks.delete().where(acks.c.point_id.in_(part)))
+            c.execute(points.delete().where(points.c.id.in_(part)))
+        c.execute(series.delete().where(~series.c.id.in_(sa.select(points.c.series_id))))
+        n_results = c.execute(results.delete().where(~results.c.id.in_(sa.select(points.c.result_id)))).rowcount
+    return len(gone), int(n_results or 0)
+
+
+__all__ = ["Point", "Series", "ack", "all_series", "analyse", "find_series", "half_width", "remove",
+           "series_points", "usable"]

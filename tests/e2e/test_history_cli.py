@@ -1,0 +1,129 @@
+"""Issue 28 items 2 and 4: ``inferperf history`` as a subprocess: add (idempotent, git provenance), ls, show
+(table + sparkline), export --csv/--json, check's exit codes (3 regressed, 0 not, 2 nothing matched), ack,
+rm, and one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import inferperf
+from inferperf.results.io import save
+from tests.history_results import make
+
+
+def _run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "inferperf", "history", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """10 Results at 2.0 ms then 4 at 2.4 ms (a planted 20 % slowdown), created an hour apart."""
+    for i, lv in enumerate([2.0] * 10 + [2.4] * 4):
+        save(make(lv, seed=i, created_at=f"2026-12-01T{i:02d}:00:00+00:00"), tmp_path / "r" / f"{i:02d}.json")
+    return tmp_path
+
+
+def test_add_ls_show_check_ack_round_trip(folder: Path) -> None:
+    env = {"INFERPERF_HISTORY_DB": str(folder / "h.db")}
+    p = _run("add", "r", "--commit", "c0ffee123456", "--branch", "main", cwd=folder, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "14 Result(s) added (42 points) at c0ffee123456, 0 already there" in p.stdout
+    again = _run("add", "r", "--no-git", cwd=folder, env=env)
+    assert "0 Result(s) added (0 points), 14 already there" in again.stdout
+    ls = _run("ls", cwd=folder, env=env)
+    assert ls.returncode == 0 and ls.stdout.count("m.onnxruntime.bench.single-stream.c1.b1.") == 3
+    assert "change +" in ls.stdout and "at c0ffee123456" in ls.stdout
+    show = _run("show", "*p50_ms*", cwd=folder, env=env)
+    assert show.returncode == 0, show.stderr
+    spark = next(line for line in show.stdout.splitlines() if line.startswith("p50_ms: "))
+    assert spark.split()[1].index("|") == 10  # the change starts at the 11th point
+    check = _run("check", cwd=folder, env=env)
+    assert check.returncode == 3, check.stdout + check.stderr
+    assert check.stdout.count("REGRESSION") == 3 and "3 regression(s)" in check.stdout
+    assert check.stderr.strip().startswith("error: history check: ") and len(check.stderr.splitlines()) == 1
+    for metric in ("p50_ms", "p99_ms", "samples_per_s"):
+        doc = json.loads(_run("export", "--json", "--series", f"*{metric}*", cwd=folder, env=env).stdout)
+        (s,) = doc["series"]
+        at = [c["point"] for c in s["change_points"] if c["kind"] == "change"][-1]  # the one the segment starts at
+        ok = _run("ack", f"*{metric}*", str(at), "--why", "intended: bigger input", cwd=folder, env=env)
+        assert ok.returncode == 0 and "accepted (intended: bigger input)" in ok.stdout
+    passed = _run("check", cwd=folder, env=env)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "gate passed" in passed.stdout and "REGRESSION" not in passed.stdout
+
+
+def test_check_exit_codes_0_and_2(folder: Path) -> None:
+    db = str(folder / "ok.db")
+    assert _run("add", *[f"r/{i:02d}.json" for i in range(10)], "--db", db, "--no-git", cwd=folder).returncode == 0
+    ok = _run("check", "--db", db, cwd=folder)
+    assert ok.returncode == 0 and "gate passed" in ok.stdout
+    none = _run("check", "--db", db, "--series", "nothing*", cwd=folder)
+    assert none.returncode == 2 and "no series match 'nothing*'" in none.stderr
+    assert len(none.stderr.splitlines()) == 1 and "Traceback" not in none.stderr
+    empty = _run("check", "--db", str(folder / "empty.db"), cwd=folder)
+    assert empty.returncode == 2 and "no series in the database" in empty.stderr
+
+
+def test_export_csv_and_json_documents(folder: Path) -> None:
+    db = str(folder / "h.db")
+    _run("add", "r", "--db", db, "--no-git", cwd=folder)
+    rows = list(csv.DictReader(io.StringIO(_run("export", "--csv", "--db", db, cwd=folder).stdout)))
+    assert len(rows) == 42 and {r["metric"] for r in rows} == {"samples_per_s", "p50_ms", "p99_ms"}
+    assert all(len(r["values"].split()) == int(r["runs"]) == 3 for r in rows)
+    out = folder / "series.json"
+    assert _run("export", "--json", "--db", db, "-o", str(out), cwd=folder).returncode == 0
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "inferperf-history/1" and len(doc["series"]) == 3
+    s = next(s for s in doc["series"] if s["metric"] == "p50_ms")
+    assert [c["index"] for c in s["change_points"]] == [10] and s["change_points"][0]["rel_change"] > 0.15
+    both = _run("export", "--db", db, cwd=folder)
+    assert both.returncode == 2 and "exactly one of --csv or --json" in both.stderr
+
+
+def test_add_reads_commit_and_branch_from_git(folder: Path) -> None:
+    g = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["init", "-q", "-b", "feature"], ["add", "r"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *cmd], cwd=folder, check=True, env={**os.environ, **g}, timeout=30)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True).stdout.strip()
+    db = str(folder / "h.db")
+    assert f"at {head[:12]}" in _run("add", "r/00.json", "--db", db, cwd=folder).stdout
+    rows = list(csv.DictReader(io.StringIO(_run("export", "--csv", "--db", db, cwd=folder).stdout)))
+    assert {(r["commit"], r["branch"]) for r in rows} == {(head, "feature")}
+
+
+def test_rm_by_series_and_age(folder: Path) -> None:
+    db = str(folder / "h.db")
+    _run("add", "r", "--db", db, "--no-git", cwd=folder)
+    assert _run("rm", "--db", db, cwd=folder).returncode == 2
+    gone = _run("rm", "--db", db, "--series", "*p99_ms*", cwd=folder)
+    assert "14 point(s) and 0 Result(s) removed" in gone.stdout
+    old = _run("rm", "--db", db, "--older-than", "1d", cwd=folder)  # the Results are from 2026-12-01
+    assert old.returncode == 0 and "28 point(s) and 14 Result(s) removed" in old.stdout
+    bad = _run("rm", "--db", db, "--older-than", "soon", cwd=folder)
+    assert bad.returncode == 2 and "give an age like 30d" in bad.stderr
+
+
+def test_errors_are_one_line(folder: Path) -> None:
+    cases = [(["add", "nope"], "'nope' not found"),
+             (["check", "--db", "redis://x"], "use a file path, sqlite:///PATH or postgresql"),
+             (["check", "--db", str(folder / "h.db"), "--max-regression", "lots"], "is not a percentage"),
+             (["show", "x", "--db", str(folder / "h.db")], "no series match 'x'"),
+             (["add", "r", "--time", "yesterday", "--db", str(folder / "h.db")], "is not ISO-8601")]
+    for args, msg in cases:
+        p = _run(*args, cwd=folder)
+        assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+
+
+def test_the_library_calls(folder: Path) -> None:
+    rep = inferperf.history_add(folder / "r", db=str(folder / "lib.db"), commit="abc")
+    assert (rep.added, rep.points) == (14, 42)
+    assert inferperf.history_check(str(folder / "lib.db")).exit_code == 3

@@ -1,0 +1,125 @@
+"""Issue 28 item 4 (the gate): the newest point against the segment since the last change; verdicts on
+must-say-yes and must-say-no cases; acks; environment changes; exit codes; false-alarm and catch rates."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferperf.history import gate, store
+from inferperf.history.ingest import add
+from inferperf.history.query import Point, Series, ack, all_series
+from tests.history_results import make
+
+T0 = _dt.datetime(2026, 12, 1)
+
+
+def _db(tmp_path: Path, levels: list[float], **kw) -> object:
+    e = store.open_store(str(tmp_path / "h.db"))
+    add(e, [(str(i), make(lv, seed=i, created_at=f"2026-12-01T00:{i:02d}:00+00:00", **kw))
+            for i, lv in enumerate(levels)])
+    return e
+
+
+def _by_metric(report: gate.CheckReport) -> dict[str, str]:
+    return {r.series.metric: r.verdict for r in report.rows}
+
+
+def test_a_10_percent_slower_newest_point_fails_the_gate(tmp_path: Path) -> None:
+    e = _db(tmp_path, [2.0] * 10 + [2.2])
+    rep = gate.check(e, "*p50*")
+    assert _by_metric(rep) == {"p50_ms": "regression"} and rep.exit_code == 3
+    (row,) = rep.rows
+    assert row.baseline_n == 10 and row.worse == pytest.approx(0.10, abs=0.02) and row.pvalue < 0.05
+    assert _by_metric(gate.check(e, "*samples_per_s*")) == {"samples_per_s": "regression"}  # higher is better
+
+
+def test_a_newest_point_within_noise_passes(tmp_path: Path) -> None:
+    e = _db(tmp_path, [2.0] * 10 + [2.02])
+    rep = gate.check(e)
+    assert set(_by_metric(rep).values()) == {"ok"} and rep.exit_code == 0
+
+
+def test_a_small_significant_change_under_the_threshold_passes(tmp_path: Path) -> None:
+    e = _db(tmp_path, [2.0] * 10 + [2.06], noise=0.001)
+    assert _by_metric(gate.check(e, "*samples*", max_regression=0.05)) == {"samples_per_s": "ok"}
+    assert _by_metric(gate.check(e, "*samples*", max_regression=0.02)) == {"samples_per_s": "regression"}
+
+
+def test_a_faster_newest_point_is_an_improvement_exit_0(tmp_path: Path) -> None:
+    e = _db(tmp_path, [2.0] * 10 + [1.7])
+    rep = gate.check(e, "*p50*")
+    assert _by_metric(rep) == {"p50_ms": "improvement"} and rep.exit_code == 0
+
+
+def test_an_unacknowledged_step_stands_until_acked(tmp_path: Path) -> None:
+    e = _db(tmp_path, [2.0] * 10 + [2.4] * 5)
+    rep = gate.check(e, "*p50*")
+    (row,) = rep.rows
+    assert row.verdict == "regression" and "not acknowledged" in row.reason and rep.exit_code == 3
+    (s,) = all_series(e, "*p50*")
+    ack(e, s, str(row.since.id), "new pre-processing, intended")
+    after = gate.check(e, "*p50*")
+    assert _by_metric(after) == {"p50_ms": "ok"} and after.exit_code == 0
+    assert after.rows[0].baseline_n == 4  # the points from the acked one on, the newest left out
+
+
+def test_an_acked_newest_point_is_acknowledged(tmp_path: Path) -> None:
+    e = _db(tmp_path, [2.0] * 10 + [2.5])
+    (s,) = all_series(e, "*p50*")
+    ack(e, s, "latest", "bigger model")
+    assert _by_metric(gate.check(e, "*p50*")) == {"p50_ms": "acknowledged"}
+
+
+def test_a_runtime_major_change_at_the_newest_point_is_an_environment_change(tmp_path: Path) -> None:
+    e = store.open_store(str(tmp_path / "h.db"))
+    add(e, [(str(i), make(2.0, seed=i, created_at=f"2026-12-01T00:{i:02d}:00+00:00")) for i in range(10)])
+    add(e, [("new", make(3.0, seed=99, created_at="2026-12-01T01:00:00+00:00", runtime="2.0.0"))])
+    rep = gate.check(e, "*p50*")
+    assert _by_metric(rep) == {"p50_ms": "environment"} and rep.exit_code == 0
+    assert "onnxruntime 2" in rep.rows[0].reason
+
+
+def test_an_invalid_newest_point_is_not_judged(tmp_path: Path) -> None:
+    e = _db(tmp_path, [2.0] * 10)
+    add(e, [("bad", make(3.0, seed=50, created_at="2026-12-01T02:00:00+00:00", valid=False))])
+    rep = gate.check(e, "*p50*")
+    assert _by_metric(rep) == {"p50_ms": "ok"} and rep.rows[0].newest.median < 2.5
+
+
+def test_no_matching_series_gives_no_rows(tmp_path: Path) -> None:
+    e = _db(tmp_path, [2.0] * 3)
+    assert gate.check(e, "nothing*").rows == []
+    assert _by_metric(gate.check(store.open_store(str(tmp_path / "h.db")), "*p50*")) == {"p50_ms": "ok"}
+
+
+def _points(levels: np.ndarray, rng, runs: int = 5, noise: float = 0.04) -> list[Point]:
+    """Points of ``runs`` per-run values each at ``noise`` between-run noise (relative), median of the runs."""
+    out = []
+    for i, lv in enumerate(levels):
+        values = lv * (1 + noise * rng.standard_normal(runs))
+        out.append(Point(i, T0 + _dt.timedelta(hours=i), None, None, values.tolist(), float(np.median(values)), None,
+                         None, "onnxruntime 1.20.0", "m|onnxruntime 1", "VALID", None))
+    return out
+
+
+SERIES = Series(1, "k", "s", "p50_ms", "lower", "m", {})
+
+
+@pytest.mark.parametrize("noise", [0.03, 0.05])
+def test_catch_rate_and_false_alarms(noise: float) -> None:
+    """Issue 28 item 6's gate targets: a 10 % slowdown caught on the first point after it in >= 80 % of series,
+    <= 5 % false alarms on stationary series (21 points of 5 runs each at 3 or 5 % between-run noise; seeded)."""
+    rng = np.random.default_rng(2026)
+    caught = alarms = 0
+    n = 200
+    for _ in range(n):
+        levels = np.full(21, 100.0)
+        alarms += gate.judge(SERIES, _points(levels, rng, noise=noise)).verdict == "regression"
+        levels[-1] = 110.0
+        caught += gate.judge(SERIES, _points(levels, rng, noise=noise)).verdict == "regression"
+    assert caught / n >= 0.80
+    assert alarms / n <= 0.05
