@@ -103,6 +103,19 @@ class SearchPass:
     validator: bool = False
 
 
+def exploration_seed(fingerprint: str, search_budget: int) -> int:
+    """The seed of the stream that picks unmeasured configurations to explore.
+
+    Derived from recorded values (machine fingerprint, search budget) through sha256, so every process and every
+    rerun draws the same stream (Python's ``hash`` of a str changes with ``PYTHONHASHSEED``).
+
+    Returns:
+        An int in [0, 2**32).
+    """
+    digest = hashlib.sha256(f"{fingerprint}\x00{search_budget}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
 def config_key(model_sha256: str, cfg: BenchConfig, serve: dict[str, Any], fingerprint: str) -> str:
     """16 hex digits: the model hash, what defines the configuration (not how long it is measured), the serving
     knobs and the machine fingerprint."""
@@ -184,7 +197,7 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
     import random
 
     p = _Pass(study, budget_study, s, evaluator, info, on_trial, out=SearchPass(),
-              rng=random.Random(hash((s.fingerprint, s.search_budget)) & 0xFFFF),
+              rng=random.Random(exploration_seed(s.fingerprint, s.search_budget)),
               grid_size=len(s.space.grid(info, s.base.concurrency)))  # fmt: skip
     (s.output / "trials").mkdir(parents=True, exist_ok=True)
     while not (reason := p.ended() or p.step()):
