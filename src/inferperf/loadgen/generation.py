@@ -1,0 +1,231 @@
+"""Token-stream answers read on the load client's chunk callback: OpenAI-compatible chat and completions.
+
+:class:`TokenStream` is an :class:`~inferperf.loadgen.http1.StreamSink`: each body piece goes through the
+incremental :class:`~inferperf.loadgen.sse.SseParser` as it arrives, so event times are socket-read times
+(pieces of one read share one time). Per event (``data:`` JSON):
+
+- a **content** event carries generated text: ``choices[i].delta.content`` (chat; also ``reasoning_content``)
+  or ``choices[i].text`` (completions) non-empty. A role-only or empty event is NOT content (vLLM's first
+  chat event ``{role: assistant, content: ""}`` would otherwise be taken for the first token);
+- ``usage`` (``stream_options.include_usage``) gives the server's prompt and completion token counts;
+- ``finish_reason`` is kept; ``"error"`` makes the request fail as ``finish_error``;
+- an ``event: error`` event or a JSON ``{"error": ...}`` makes it fail as ``stream_error``; an event that is
+  not JSON as ``stream_bad_event``;
+- ``data: [DONE]`` ends the stream; an answer that ends (closed, or the body framing ended) without it is
+  ``stream_incomplete``, the same when the connection broke after the 200 head (``disconnected`` is kept
+  for a break before any answer).
+
+Without streaming (``stream`` false) the body is one JSON answer (``choices[0].message.content`` / ``text``,
+``usage``); only end-to-end latency and token counts come from it.
+
+:class:`GenerationTransport` wraps an ``HttpTransport``: its connections send with a fresh sink per request
+and return a :class:`StreamResponse` whose ``stream`` is the request's :class:`GenRecord`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from .http1 import DISCONNECTED, Response
+from .sse import SseParser
+
+INCOMPLETE, FINISH_ERROR, STREAM_ERROR, BAD_EVENT, BAD_ANSWER = (
+    "stream_incomplete", "finish_error", "stream_error", "stream_bad_event", "bad_answer")
+#: the error kinds of a stream that failed after its 200 head.
+STREAM_FAILURES = (INCOMPLETE, FINISH_ERROR, STREAM_ERROR, BAD_EVENT, BAD_ANSWER)
+
+
+def count_words(text: str) -> int:
+    """Whitespace words in ``text`` (the approximate token count used without ``--tokenizer``)."""
+    return len(text.split())
+
+
+class GenRecord:
+    """One generation request's stream: ``chunk_ns`` (clock ns of each content event, in order; empty without
+    streaming), ``out_tokens`` (the client's count of the generated text), ``usage_in``/``usage_out`` (the
+    server's usage, -1 = not given), ``finish`` (last ``finish_reason`` or None), ``done`` ([DONE] seen)."""
+
+    __slots__ = ("chunk_ns", "out_tokens", "usage_in", "usage_out", "finish", "done")
+
+    def __init__(self, chunk_ns: list[int], out_tokens: int, usage_in: int, usage_out: int, finish: str | None,
+                 done: bool) -> None:  # fmt: skip
+        self.chunk_ns = chunk_ns
+        self.out_tokens = out_tokens
+        self.usage_in = usage_in
+        self.usage_out = usage_out
+        self.finish = finish
+        self.done = done
+
+    @property
+    def first_ns(self) -> int:
+        """Clock ns of the first content event (-1: none)."""
+        return self.chunk_ns[0] if self.chunk_ns else -1
+
+
+class TokenStream:
+    """The sink of one request (module docstring); ``chat`` selects where text is read; ``stream`` False reads
+    one JSON answer; ``count`` counts tokens in the generated text (default: whitespace words)."""
+
+    __slots__ = ("chat", "stream", "count", "parser", "status", "chunk_ns", "texts", "usage_in", "usage_out",
+                 "finish", "done", "error", "_body")  # fmt: skip
+
+    def __init__(self, chat: bool, stream: bool = True, count: Callable[[str], int] = count_words) -> None:
+        self.chat, self.stream, self.count = chat, stream, count
+        self.parser = SseParser()
+        self.status = 0
+        self.chunk_ns: list[int] = []
+        self.texts: list[str] = []
+        self.usage_in = self.usage_out = -1
+        self.finish: str | None = None
+        self.done = False
+        self.error: str | None = None
+        self._body: list[bytes] = []
+
+    def head(self, t_ns: int, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        """The answer's status (headers unused)."""
+        self.status = status
+
+    def chunk(self, t_ns: int, data: bytes) -> None:
+        """A body piece read at ``t_ns``: its completed events are taken in order (a 200 answer only)."""
+        if self.status != 200:
+            return
+        if not self.stream:
+            self._body.append(bytes(data))
+            return
+        for typ, payload in self.parser.feed(data):
+            self._event(t_ns, typ, payload)
+
+    def _event(self, t_ns: int, typ: str, data: str) -> None:
+        if typ == "error":
+            self.error = self.error or STREAM_ERROR
+            return
+        if data == "[DONE]":
+            self.done = True
+            return
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self.error = self.error or BAD_EVENT
+            return
+        if not isinstance(doc, dict):
+            self.error = self.error or BAD_EVENT
+            return
+        if doc.get("error"):
+            self.error = self.error or STREAM_ERROR
+        self._usage(doc.get("usage"))
+        for ch in doc.get("choices") or ():
+            text = self._text(ch)
+            if text:
+                self.chunk_ns.append(t_ns)
+                self.texts.append(text)
+
+    def _text(self, ch: Any) -> str | None:
+        if not isinstance(ch, dict):
+            return None
+        fr = ch.get("finish_reason")
+        if fr:
+            self.finish = fr
+            if fr == "error":
+                self.error = self.error or FINISH_ERROR
+        if not self.chat:
+            return ch.get("text")
+        d = ch.get("delta") or ch.get("message") or {}
+        return (d.get("content") or "") + (d.get("reasoning_content") or "") if isinstance(d, dict) else None
+
+    def _usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self.usage_in = int(usage.get("prompt_tokens", -1) or 0)
+            self.usage_out = int(usage.get("completion_tokens", -1) or 0)
+
+    def _whole(self) -> None:
+        try:
+            doc = orjson.loads(b"".join(self._body))
+        except orjson.JSONDecodeError:
+            self.error = BAD_ANSWER
+            return
+        if not isinstance(doc, dict) or not isinstance(doc.get("choices"), list):
+            self.error = BAD_ANSWER
+            return
+        if doc.get("error"):
+            self.error = STREAM_ERROR
+        self._usage(doc.get("usage"))
+        self.texts = [t for ch in doc["choices"] if (t := self._text(ch))]
+        self.done = True
+
+    def outcome(self, r: Response) -> str | None:
+        """The request's error kind given the HTTP exchange's ``r`` (None = a complete answer)."""
+        if r.error_kind is not None and not (r.error_kind == DISCONNECTED and self.status == 200):
+            return r.error_kind
+        if self.status == 200 and not self.stream and r.error_kind is None:
+            self._whole()
+        if self.error is not None:
+            return self.error
+        if not self.done:
+            return INCOMPLETE
+        return None
+
+    def record(self) -> GenRecord:
+        """The request's :class:`GenRecord` (token count of the text received)."""
+        return GenRecord(self.chunk_ns, self.count("".join(self.texts)) if self.texts else 0, self.usage_in,
+                         self.usage_out, self.finish, self.done)  # fmt: skip
+
+
+class StreamResponse(Response):
+    """A :class:`Response` with the request's :class:`GenRecord` as ``stream``."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, status: int, body_len: int, error_kind: str | None, error_body: bytes | None,
+                 stream: GenRecord) -> None:  # fmt: skip
+        super().__init__(status, body_len, error_kind, error_body)
+        self.stream = stream
+
+
+class _GenConnection:
+    __slots__ = ("conn", "chat", "stream", "count")
+
+    def __init__(self, conn: Any, chat: bool, stream: bool, count: Callable[[str], int]) -> None:
+        self.conn, self.chat, self.stream, self.count = conn, chat, stream, count
+
+    @property
+    def open(self) -> bool:
+        return self.conn.open
+
+    async def send(self, payload: bytes) -> Response:
+        sink = TokenStream(self.chat, self.stream, self.count)
+        r = await self.conn.send(payload, sink)
+        kind = sink.outcome(r)
+        return StreamResponse(r.status, r.body_len, kind, r.error_body, sink.record())
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class GenerationTransport:
+    """Wraps ``inner`` (an ``HttpTransport``) so each request is read as a token stream (module docstring).
+
+    Args:
+        inner: the transport whose connections take ``send(payload, sink)``.
+        chat: chat-completions answers (else completions).
+        stream: requests ask ``stream: true`` (else one JSON answer).
+        count: token counter for the generated text.
+    """
+
+    def __init__(self, inner: Any, chat: bool, stream: bool = True, count: Callable[[str], int] = count_words) -> None:
+        self.inner, self.chat, self.stream, self.count = inner, chat, stream, count
+
+    async def connect(self) -> _GenConnection:
+        """One connection of ``inner``, wrapped (``ConnectError`` passes through)."""
+        return _GenConnection(await self.inner.connect(), self.chat, self.stream, self.count)
+
+    def describe(self) -> dict[str, Any]:
+        """``inner``'s description plus the API read."""
+        return {**self.inner.describe(), "api": "openai-chat" if self.chat else "openai-completions",
+                "stream": self.stream}  # fmt: skip
+
+
+__all__ = ["BAD_ANSWER", "BAD_EVENT", "FINISH_ERROR", "INCOMPLETE", "STREAM_ERROR", "STREAM_FAILURES", "GenRecord",
+           "GenerationTransport", "StreamResponse", "TokenStream", "count_words"]
