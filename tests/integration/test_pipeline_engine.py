@@ -96,12 +96,17 @@ def test_model_stage_runs_the_model_on_the_item():
     assert r.run["pipeline"]["models"][0]["stage"] == "cnn"
 
 
-def test_python_threads_waiting_for_the_gil_are_flagged():
+def test_python_threads_spinning_under_the_gil_get_at_most_one_core():
+    """Smoke test on real threads of what load cannot break: two threads spinning in Python hold the GIL in
+    turn, so their thread CPU time adds up to at most one core however idle the machine (load only lowers
+    it), and the note names the GIL exactly when the check says limited. Whether the check says limited also
+    rests on CPU per wall second, which a loaded machine lowers: that rule is tested on scripted CPU readings
+    in tests/unit/test_pipeline_result.py."""
     s = spec(fn("spin", "spin_5ms", workers=2))
     [r] = run_pipeline(s, quick(concurrency=4, standalone_s=0.5))
     gil = r.metrics.stages["spin"]["gil"]
-    assert gil["limited"] and gil["standalone_cpu_cores"] <= 1.1, gil
-    assert any("GIL" in n for n in r.notes)
+    assert 0 < gil["standalone_cpu_cores"] <= 1.1 and 0 < gil["cpu_cores"] <= 1.1, gil
+    assert any("GIL" in n for n in r.notes) == gil["limited"], (gil, r.notes)
 
 
 def test_bad_function_fails_before_running():

@@ -58,3 +58,43 @@ def test_worker_advice_names_the_flags_to_rerun():
     # 12 ms of CPU per item on 4 CPUs: a 3 ms cycle; b (10 ms) needs ceil(10 / 3) = 4 workers, a (2 ms) one
     assert w["workers"] == {"a": 1, "b": 4} and w["cycle_ms"] == pytest.approx(3.0, rel=0.01)
     assert w["rerun"] == "--workers b=4" and w["limited_by"] == "the CPUs"
+
+
+def gil_verdict(cpu_share: float, workers: int = 2, cpus: int = 2, alone: dict | None = None) -> tuple[dict, bool]:
+    """One thread stage of ``workers`` workers with 5 ms services and a full queue (4 in flight), its CPU
+    readings scripted: each item's thread CPU = ``cpu_share`` x its service time (what ``thread_cpu_ns``
+    would read: 0.5 for two threads taking turns at one GIL, 1.0 for threads that release it, ~0 for a
+    sleep). Returns the stage's ``gil`` block and whether a note names the GIL."""
+    tr = simulate(["spin"], [workers], fixed([5 * MS]), sizes=[4], items=200, concurrency=4)
+    for r in tr.items:
+        if r.start[0] >= 0 and r.end[0] >= 0:
+            r.cpu[0] = round((r.end[0] - r.start[0]) * cpu_share)
+    spec = parse({"name": "gil", "source": {"generator": "m:g"},
+                  "stages": [{"name": "spin", "function": "m:spin", "workers": workers}]})
+    system = collect_system().model_copy(update={"effective_cpus": cpus})
+    r = assemble(tr, spec, PipelineOptions(), system, {}, alone or {})
+    return r.metrics.stages["spin"]["gil"], any("GIL" in n for n in r.notes)
+
+
+def solo(cores: float) -> dict:
+    """A standalone run of the 2-worker 5 ms stage whose threads used ``cores`` cores between them."""
+    return {"items_per_s": 400.0, "items": 400, "workers": 2, "service_ms_mean": 5.0, "cpu_per_wall": cores / 2,
+            "cpu_cores": cores, "errors": 0}
+
+
+def test_threads_sharing_one_core_of_cpu_work_are_gil_limited():
+    gil, noted = gil_verdict(0.5)  # two busy threads, one core between them
+    assert gil["limited"] and noted
+    assert gil["cpu_per_wall"] == pytest.approx(0.5) and gil["cpu_cores"] == pytest.approx(1.0, rel=0.02)
+    # judged on the standalone run when there is one: alone, the stage had one core's worth
+    gil, noted = gil_verdict(1.0, alone={"spin": solo(1.0)})
+    assert gil["limited"] and noted and gil["standalone_cpu_cores"] == 1.0
+
+
+@pytest.mark.parametrize("case", ["two cores", "sleeping", "one worker", "one cpu", "two cores alone"])
+def test_threads_using_their_cores_waiting_or_alone_are_not_gil_limited(case):
+    kwargs = {"two cores": {"cpu_share": 1.0}, "sleeping": {"cpu_share": 0.1},
+              "one worker": {"cpu_share": 1.0, "workers": 1}, "one cpu": {"cpu_share": 0.5, "cpus": 1},
+              "two cores alone": {"cpu_share": 0.5, "alone": {"spin": solo(1.9)}}}
+    gil, noted = gil_verdict(**kwargs[case])
+    assert gil["limited"] is False and not noted
