@@ -148,6 +148,21 @@ def test_errors_over_one_percent_of_requests_sent_are_invalid_and_max_error_rate
     assert result(_manual(1000, 20)).validity.rules["max_error_rate"] == 0.01
 
 
+def test_the_error_share_counts_failures_among_the_requests_sent_in_the_span_never_over_100_percent() -> None:
+    """A warm-up request that fails inside the span is an error of the span (metrics.errors) but was not sent in
+    it: counted against requests_sent it read '43 of 40 requests sent failed (107.5 %)' (--timeout-ms 45)."""
+    clock = FakeClock()  # one stream, every answer a 500 after 0.3 s: sent at 0 (warm-up), 0.3, 0.6 (= the end)
+    s = step(clock, SimulatedServer(clock, service_s=0.3, status=500), Closed(1), duration_s=0.5, warmup_s=0.1)
+    r = result(s)
+    assert r.metrics.errors.count == 2 and r.metrics.client["requests_sent"] == 2
+    assert any(x.startswith("errors: 1 of 2 requests sent failed (50.0 %") for x in r.validity.reasons), r.validity
+    clock = FakeClock()  # the warm-up's one failure lands in the span; the 30 requests sent in it all succeed
+    s = step(clock, SimulatedServer(clock, service_s=lambda i: 0.3 if i == 0 else 0.01,
+                                    status=lambda i: 500 if i == 0 else 200), Closed(1), duration_s=0.5, warmup_s=0.1)
+    r = result(s)
+    assert r.metrics.errors.count == 1 and r.validity.verdict == "VALID", r.validity
+
+
 # ------------------------------------------------------------------------------------- latency convention
 
 
@@ -283,6 +298,8 @@ def test_the_table_names_its_latency_convention_and_marks_lower_bounds_and_verdi
     line = lost_line(r, [r], LoadConfig(concurrency=[2]))
     assert line.startswith("the target stopped answering during the step at concurrency 2: every request failed")
     assert "{" not in line and "\n" not in line
+    r = result(_manual(100, 100))  # nothing answered: the answered-only columns are empty, not 0.00 ms
+    assert r.metrics.latency_ms.count == 0 and table_row(r).split()[2:6] == ["inf", "inf", "-", "-"]
 
 
 def test_a_requests_n_step_that_waits_for_its_backlog_is_still_overloaded() -> None:

@@ -112,8 +112,9 @@ def table_row(r: Any) -> str:
     step = r.config.concurrency if r.config.scenario == "concurrent" else (c.get("target_rate") or 0.0)
     lat = r.metrics.latency_ms
     unc = (c.get("uncorrected_latency_ms") or {}).get("p99", 0.0)
+    ok_p99, unc_p99 = (f"{lat.p99:.2f}", f"{unc:.2f}") if lat.count else ("-", "-")  # no answer: no latency (not 0)
     return (f"{step:>11g} {r.metrics.throughput.queries_per_s:>9.1f} {_all_requests(c, 'p50', lat.p50):>9}"
-            f" {_all_requests(c, 'p99', lat.p99):>9} {lat.p99:>9.2f} {unc:>9.2f}"
+            f" {_all_requests(c, 'p99', lat.p99):>9} {ok_p99:>9} {unc_p99:>9}"
             f" {c.get('send_lag_ms', {}).get('p99', 0.0):>8.2f} {r.metrics.errors.count:>7d}"
             f" {c.get('incomplete', 0):>8d}  {verdict_text(r)}")  # fmt: skip
 

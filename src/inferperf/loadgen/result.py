@@ -280,7 +280,9 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
     by_kind: dict[str, int] = {}
     for e in s.error[m & (s.error > 0)]:
         by_kind[s.error_kinds[int(e)]] = by_kind.get(s.error_kinds[int(e)], 0) + 1
-    reasons = invalid_reasons(client, sum(by_kind.values()), cfg.max_error_rate) + reasons  # target side first
+    sent_in = (s.sent_ns > s.measure_start_ns) & (s.sent_ns <= s.measure_end_ns)  # of the requests_sent, those
+    sent_failed = int((sent_in & (s.error > 0) & (s.done_ns <= s.measure_end_ns)).sum())  # that failed in the span
+    reasons = invalid_reasons(client, sent_failed, cfg.max_error_rate) + reasons  # target side first
     overloaded = overload_reasons(client) if not reasons else []  # an untrusted step says nothing of the server
     if s.stable is False and overloaded:  # a growing backlog raises latency window after window: that is the finding
         notes.append("the windows never settled: latency rose with the backlog (OVERLOADED)")

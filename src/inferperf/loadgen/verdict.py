@@ -5,8 +5,8 @@ Two questions are kept apart (issue 23 item 1):
 - **INVALID** (``validity.valid`` false, ``validity.reasons``): the measurement cannot be trusted.
   Besides the generator-bound, unstable and no-success rules of :mod:`.result`, a step is INVALID when
   the target was lost (the step ended because it stopped answering, ``StepSamples.lost``, or its last
-  window completed nothing while connections failed) or when failed requests are more than
-  ``max_error_rate`` of the requests sent in the span (default :data:`MAX_ERROR_RATE`, 1 %;
+  window completed nothing while connections failed) or when the requests sent in the span that failed
+  in it are more than ``max_error_rate`` of the requests sent in the span (default :data:`MAX_ERROR_RATE`, 1 %;
   ``--max-error-rate`` changes it).
 - **OVERLOADED** (``validity.overloaded``; the measurement is valid): an open-loop step whose target
   fell behind the load offered to it. Any of:
@@ -52,7 +52,9 @@ def invalid_reasons(client: dict[str, Any], errors: int, max_error_rate: float |
 
     Args:
         client: the step's ``metrics.client`` block (``target_lost``, ``lost_reason``, ``requests_sent``).
-        errors: failed requests completed in the span.
+        errors: requests sent in the span that failed in it (a subset of ``requests_sent``: a request sent in
+            the warm-up that fails in the span is in ``metrics.errors`` but not here, so the share is never over
+            100 %).
         max_error_rate: the highest tolerated ``errors / requests_sent`` (None: :data:`MAX_ERROR_RATE`).
     """
     out = []
