@@ -110,6 +110,7 @@ def test_a_stale_trial_is_failed_and_retried_once(tmp_path: Path) -> None:
     assert retry.suggest_categorical("intra_op_num_threads", [1, 2]) == t.params["intra_op_num_threads"]
 
 
+@pytest.mark.timeout(120)
 def test_a_stale_journal_lock_is_broken_after_the_grace_period(tmp_path: Path, caplog) -> None:
     import time
 
@@ -125,5 +126,7 @@ def test_a_stale_journal_lock_is_broken_after_the_grace_period(tmp_path: Path, c
     storage = open_storage(f"journal:{path}", tmp_path, grace_s=3)
     optuna.create_study(storage=storage, study_name="after-a-crash")
     waited = time.monotonic() - t0
-    assert 3 <= waited < 30  # not forever: broken once the grace period passed
+    # broken once the grace period passed (Optuna counts it on the monotonic clock from its first look at the
+    # lock, after t0: a floor load cannot lower); "not forever" is the test's timeout, not a wall-clock bound
+    assert waited >= 3
     assert not os.path.lexists(str(path) + LOCK_FILE_SUFFIX)
