@@ -116,7 +116,12 @@ def test_unload_and_load_under_traffic(explicit) -> None:
             for _ in range(5):
                 assert c.post(f"{url}/v2/repository/models/scale/load").status_code == 200
                 assert c.post(f"{url}/v2/models/scale/infer", json=x4).status_code == 200
-                time.sleep(0.05)  # let the traffic reach it
+                # let the traffic reach it: the second answer counted from here was sent after the load, so it
+                # is a 200 (by order, not by a sleep that a loaded machine may outlast)
+                seen_before, deadline = len(seen["scale"]), time.monotonic() + 30
+                while len(seen["scale"]) < seen_before + 2 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                assert len(seen["scale"]) >= seen_before + 2, "no traffic to 'scale' within 30 s"
                 assert c.post(f"{url}/v2/repository/models/scale/unload").status_code == 200
                 assert c.post(f"{url}/v2/models/scale/infer", json=x4).status_code == 404
     finally:
