@@ -45,10 +45,13 @@ def test_ops_plus_outside_add_up_to_profiled_time(det):
     assert det[0].kind == "profile" and p["runs"] == 6
     total = sum(o["mean_ms"] for o in p["ops"]) + p["outside_kernels_ms"]
     assert total == pytest.approx(p["profiled_run_ms_mean"], rel=0.05)
-    # independent of the trace's own bookkeeping: kernels fit inside the runs, and the trace's run time agrees
-    # with perf_counter_ns around the same session.run calls (a mis-assigned warm-up or event would not)
+    # independent of the trace's own bookkeeping: kernels fit inside the runs, and the measured runs' events lie
+    # inside the perf_counter_ns window around the same session.run calls (a warm-up event counted as measured
+    # would stick out; + 1 us per run for the trace's us rounding) and fill most of it (a missed event would
+    # not). Bounds, not a tolerance: load stretches the events and the window alike; only the gaps between
+    # calls (microseconds against runs of milliseconds) are the window's alone
     assert 0 <= p["outside_kernels_ms"] < p["profiled_run_ms_mean"]
-    assert p["profiled_run_ms_mean"] == pytest.approx(p["profiled_wall_ms_mean"], rel=0.05)
+    assert 0.5 * p["profiled_wall_ms_mean"] <= p["profiled_run_ms_mean"] <= p["profiled_wall_ms_mean"] + 1e-3
     assert p["first_run_ms"] is not None and p["trace_path"] != det[1].metrics.profile["trace_path"]
 
 
