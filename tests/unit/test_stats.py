@@ -89,6 +89,12 @@ def test_percentile_notes_thresholds():
     assert any(n.startswith("p99 from 50") for n in notes) and any(n.startswith("p99.9") for n in notes)
     assert not any(n.startswith("p90") or n.startswith("p95") for n in notes)
     assert stats.percentile_notes(1000) == []
+    assert stats.percentile_notes(1) == ["p50 from 1 samples: needs >= 2 to mean more than the maximum",
+                                         "p90 from 1 samples: needs >= 10 to mean more than the maximum",
+                                         "p95 from 1 samples: needs >= 20 to mean more than the maximum",
+                                         "p99 from 1 samples: needs >= 100 to mean more than the maximum",
+                                         "p99.9 from 1 samples: needs >= 1000 to mean more than the maximum"]
+    assert stats.percentile_notes(0) == []  # nothing reported (a load step the server refused printed 5 such lines)
 
 
 def test_windows_by_completion_time():

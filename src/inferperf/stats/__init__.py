@@ -222,7 +222,13 @@ def latency_summary(latency_ns: Sequence[int] | np.ndarray, method: PercentileMe
 
 
 def percentile_notes(count: int) -> list[str]:
-    """Warnings for the reported percentiles that rest on too few samples (e.g. p99 under 100)."""
+    """Warnings for the reported percentiles that rest on too few samples (e.g. p99 under 100).
+
+    None for ``count`` 0: no percentile is reported then (the empty summary and its Result's own reason, e.g.
+    'no request succeeded', say so), so five 'p50 from 0 samples' lines would only repeat it.
+    """
+    if count <= 0:
+        return []
     notes = []
     for name, q in PERCENTILES.items():
         need = min_samples_for(q)
