@@ -108,3 +108,32 @@ def test_a_real_locust_import_is_drawn_summary_only_with_locusts_percentiles(tmp
     assert loc[0].figure["data"][2]["y"] == pytest.approx([r.metrics.latency_ms.p99 for r in rs])
     assert not any(c.id.startswith("load-tail-") for c in rep.charts)  # no raw samples: no corrected/uncorrected
     assert "summary-only" in render_markdown(rep)
+
+
+def test_the_soak_caption_says_the_slope_once_and_serve_charts_are_told_apart(tmp_path: Path) -> None:
+    """The leak verdict's reason starts with the slope; the caption printed it twice ('RSS slope 450.00 MiB/h
+    450.00 MiB/h (threshold ...)'). Two serve Results of one model had the same chart titles (the model file's
+    name), and their server-time boxes all sat at x = 0 over each other."""
+    from inferperf.stats.leak import leak_verdict
+
+    soak = closed(1)
+    rss = leak_verdict([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [2**20 * (100 + 5 * t) for t in range(6)])
+    soak.metrics.client["soak"] = {"verdict": "leak" if rss["leak"] else "no leak", "rss": rss,
+                                   "intervals": [{"t_s": t, "p99_ms": 20.0, "queries_per_s": 50.0,
+                                                  "rss_bytes": 2**20 * (100 + t)} for t in (1, 2, 3)]}  # fmt: skip
+    q = {"min": 0.1, "p50": 1.0, "p90": 2.0, "p99": 3.0, "mean": 1.2}
+    serves = []
+    for c in (1, 2):  # two servers of one model (not copies: their runs differ)
+        srv = closed(c)
+        srv.kind = "serve"
+        srv.metrics.server = {"batch_sizes": {"1": 5}, "queue_ms": q, "compute_ms": q, "request_ms": q,
+                              "execution_count": 5}
+        serves.append(srv)
+    _, ch = charts_of(tmp_path, [soak, *serves])
+    cap = ch["load-soak-0"].caption
+    slope = rss["reason"].split(" ", 1)[0]
+    assert cap.count(slope) == 1 and cap.startswith("Leak verdict: "), cap
+    titles = [ch[f"serve-{k}-{i}"].figure["layout"]["title"]["text"] for k in ("batch", "dist") for i in (0, 1)]
+    assert len(set(titles)) == 4, titles
+    boxes = ch["serve-dist-0"].figure["data"]
+    assert [b["x"] for b in boxes] == [["queue"], ["compute"], ["request"]]

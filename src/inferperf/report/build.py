@@ -273,7 +273,9 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
         charts.append(rss)
     charts += prec_charts + rt_charts
     charts += profile_charts(coll.of_kind("profile"))  # issue 16: report/profile.py
-    charts += load_charts(coll.of_kind("load"), coll.of_kind("serve"))  # issue 13: report/load.py
+    label_of = {id(e.result): lab for e, lab in zip(entries, labels)}
+    serves = coll.of_kind("serve")
+    charts += load_charts(coll.of_kind("load"), serves, [label_of.get(id(e.result), "") for e in serves])  # report/load.py
     charts += tune_charts(coll.of_kind("tune"))  # issue 15: report/tune.py
     charts += pipeline_charts(coll.of_kind("pipeline"))  # issue 17: report/pipeline.py
     charts += plan_charts(coll.of_kind("plan"))  # issue 26: report/plan.py

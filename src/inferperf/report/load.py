@@ -155,9 +155,11 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
     return out
 
 
-def _serve_charts(i: int, r: Any) -> list[Chart]:
+def _serve_charts(i: int, r: Any, label: str | None = None) -> list[Chart]:
+    """Batch-size histogram and server-time boxes of one serve Result, titled by its report label (the raw-data
+    table's, distinct per Result; the model file's name when none is given)."""
     s = r.metrics.server or {}
-    label = str(r.model.path).rsplit("/", 1)[-1]
+    label = label or str(r.model.path).rsplit("/", 1)[-1]
     out: list[Chart] = []
     bs = s.get("batch_sizes") or {}
     if bs:
@@ -171,7 +173,7 @@ def _serve_charts(i: int, r: Any) -> list[Chart]:
     for k in ("queue_ms", "compute_ms", "request_ms"):
         q = s.get(k)
         if q:
-            boxes.append({"type": "box", "name": k[:-3], "q1": [q["p50"]], "median": [q["p50"]], "q3": [q["p90"]],
+            boxes.append({"type": "box", "name": k[:-3], "x": [k[:-3]], "q1": [q["p50"]], "median": [q["p50"]], "q3": [q["p90"]],
                           "lowerfence": [q["min"]], "upperfence": [q["p99"]], "mean": [q["mean"]]})
     if boxes:
         fig = {"data": boxes, "layout": _layout(f"{label}: server time", {}, {"title": {"text": "ms"}})}
@@ -192,8 +194,12 @@ def _soak_chart(i: int, r: Any) -> Chart:
                      "y": [None if x.get("rss_bytes") is None else x["rss_bytes"] / 2**20 for x in iv]})
     rss = sk.get("rss") or {}
     verdict = str(sk.get("verdict", "")).upper()
-    slope = f" RSS slope {rss['slope_bytes_per_hour'] / 2**20:.2f} MiB/h" if rss.get("slope_bytes_per_hour") is not None \
-        else ""
+    if rss.get("reason"):  # the verdict's own reason starts with the slope: say it once
+        slope = f" RSS slope {rss['reason']}"
+    elif rss.get("slope_bytes_per_hour") is not None:
+        slope = f" RSS slope {rss['slope_bytes_per_hour'] / 2**20:.2f} MiB/h"
+    else:
+        slope = ""
     lay = _layout(f"soak: {verdict}", {"title": {"text": "s since soak start"}, "domain": [0, 0.85]},
                   {"title": {"text": "p99 ms"}},
                   yaxis2={"title": {"text": "req/s"}, "overlaying": "y", "side": "right"},
@@ -201,7 +207,7 @@ def _soak_chart(i: int, r: Any) -> Chart:
                           "anchor": "free"})  # fmt: skip
     model = r.run.get("model_name") or str(r.model.path)
     return Chart(f"load-soak-{i}", "load", f"{model}: soak timeline (verdict: {verdict})", {"data": data, "layout": lay},
-                 f"Leak verdict: {sk.get('verdict')}.{slope} {rss.get('reason', '')}".strip(), len(t) * len(data))
+                 f"Leak verdict: {sk.get('verdict')}.{slope}", len(t) * len(data))
 
 
 def _table(c: Chart) -> Chart:
@@ -219,13 +225,15 @@ def _table(c: Chart) -> Chart:
     return c
 
 
-def load_charts(load_entries: list[Any], serve_entries: list[Any] = ()) -> list[Chart]:
-    """Charts for kind ``load`` entries (grouped per workload) and kind ``serve`` entries (server-side); each
-    carries ``extra["table"]`` for the Markdown report."""
-    return [_table(c) for c in _charts(load_entries, serve_entries)]
+def load_charts(load_entries: list[Any], serve_entries: list[Any] = (),
+                serve_labels: list[str] | None = None) -> list[Chart]:
+    """Charts for kind ``load`` entries (grouped per workload) and kind ``serve`` entries (server-side, titled by
+    ``serve_labels``, one per serve entry: the report's case labels); each carries ``extra["table"]`` for the
+    Markdown report."""
+    return [_table(c) for c in _charts(load_entries, serve_entries, serve_labels)]
 
 
-def _charts(load_entries: list[Any], serve_entries: list[Any]) -> list[Chart]:
+def _charts(load_entries: list[Any], serve_entries: list[Any], serve_labels: list[str] | None = None) -> list[Chart]:
     out: list[Chart] = []
     groups = load_groups(load_entries)
     names = group_labels(groups)
@@ -234,7 +242,7 @@ def _charts(load_entries: list[Any], serve_entries: list[Any]) -> list[Chart]:
     soaks = [e.result for e in load_entries if (e.result.metrics.client or {}).get("soak")]
     for i, e in enumerate(serve_entries):
         if e.result.metrics.server:
-            out += _serve_charts(i, e.result)
+            out += _serve_charts(i, e.result, serve_labels[i] if serve_labels else None)
     out += [_soak_chart(i, r) for i, r in enumerate(soaks)]
     return out
 
