@@ -178,6 +178,21 @@ def load_command(
     max_error_rate: Annotated[Optional[float], Opt(help="stress/capacity: most errors per request (0..1)")] = None,
     stress_gain_percent: Annotated[Optional[float], Opt(help="stress: saturation when gains stay below this"
                                                         " (default 5)")] = None,
+    api: Annotated[str, Opt(help="kserve (KServe v2 infer) | openai-chat (/v1/chat/completions) | openai-completions"
+                                 " (/v1/completions): token streams over SSE, docs/generate.md")] = "kserve",
+    no_stream: Annotated[bool, Opt("--no-stream", help="openai-*: ask one JSON answer (end-to-end latency only)")] = False,
+    max_tokens: Annotated[Optional[int], Opt(help="openai-*: max_tokens of each request (default: the server's)")] = None,
+    ignore_eos: Annotated[bool, Opt("--ignore-eos", help="openai-*: send ignore_eos (vLLM, SGLang): always max_tokens")] = False,
+    input_tokens: Annotated[Optional[int], Opt(help="openai-*: prompt length in tokens (mean; default 128)")] = None,
+    input_tokens_std: Annotated[Optional[float], Opt(help="openai-*: --input-distribution normal: std, tokens")] = None,
+    input_tokens_min: Annotated[Optional[int], Opt(help="openai-*: shortest prompt, tokens (default 1)")] = None,
+    input_tokens_max: Annotated[Optional[int], Opt(help="openai-*: longest prompt, tokens (default 4 x mean)")] = None,
+    input_distribution: Annotated[Optional[str], Opt(help="openai-*: prompt lengths fixed | normal | uniform"
+                                                          " (default fixed; seeded by --seed)")] = None,
+    tokenizer: Annotated[Optional[str], Opt(help="openai-*: a local tokenizer.json to count tokens (needs the"
+                                                 " tokenizers library); default whitespace words, approximate")] = None,
+    slo_ttft_ms: Annotated[Optional[float], Opt(help="openai-*: goodput SLO on time to first token, ms")] = None,
+    slo_tpot_ms: Annotated[Optional[float], Opt(help="openai-*: goodput SLO on time per output token, ms")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
     """Drive load at a served model and write one Result (kind load) per step: closed loop (--concurrency) or
@@ -199,6 +214,10 @@ def load_command(
         "fail_on_leak": fail_on_leak or None,
         "stress": stress or None, "find_max_rate": find_max_rate or None, "slo_p99_ms": slo_p99_ms,
         "max_error_rate": max_error_rate, "stress_gain_percent": stress_gain_percent,
+        "api": api, "stream": False if no_stream else None, "max_tokens": max_tokens, "ignore_eos": ignore_eos or None,
+        "input_tokens": input_tokens, "input_tokens_std": input_tokens_std, "input_tokens_min": input_tokens_min,
+        "input_tokens_max": input_tokens_max, "input_distribution": input_distribution, "tokenizer": tokenizer,
+        "slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms,
     }  # fmt: skip
     if from_locust_csv is not None:
         return _import_locust(from_locust_csv, target, output)
@@ -206,6 +225,9 @@ def load_command(
         raise UsageError("give a TARGET (URL, ONNX file or zoo:NAME) or --from-locust-csv PREFIX")
     is_url = "://" in target
     cfg = load_config({**flags, "url": target if is_url else None})
+    if cfg.api != "kserve" and not is_url:
+        raise UsageError(f"--api {cfg.api} loads a running server: give its URL (e.g. http://127.0.0.1:8000; a mock:"
+                         " inferperf serve --mock-generate)")
     if output is not None:
         check_writable(output)
     if cfg.arrival.startswith("trace:"):
@@ -280,7 +302,7 @@ def lost_line(r: Any, results: list[Any], cfg: Any) -> str:
 
 def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | None,
          placement: dict | None, after: Callable[[], Any] | None = None) -> int:  # fmt: skip
-    from ..loadgen.target import read_target
+    from ..loadgen.gen_target import read_load_target as read_target
     from ..results.io import save
 
     target = read_target(cfg)  # an unreachable target or a shape the model refuses: one line, no table
@@ -296,6 +318,10 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
             if not placement["disjoint"]:
                 r.notes.append("one CPU: the generator and the server share it")
         print(table_row(r), flush=True)
+        if r.metrics.generation is not None:
+            from .gen_lines import generation_line
+
+            print(generation_line(r.metrics.generation), flush=True)
         for note in r.notes:
             print(f"  note: {note}", flush=True)
         if output is not None:

@@ -142,6 +142,7 @@ class StepSamples:
     client_span_s: float | None = None  # pooled: the sum of each worker's own measured span (its CPU's divisor)
     drain: dict[str, Any] | None = None  # the drain before this step (loadgen.drain), None when none ran
     interrupted: bool = False  # Ctrl-C / SIGTERM ended the step early (inferperf.interrupt): partial figures
+    streams: list[Any] | None = None  # token streams: per request its loadgen.generation.GenRecord (None: none)
 
     def cpu_percent(self) -> float | None:
         """Generator CPU as % of one core per process: CPU seconds over the span(s) they were read over
@@ -224,6 +225,7 @@ class _StepRun:
         self.failing: dict[str, int] = {}  # failures by kind since then
         self.lost: str | None = None
         self.interrupted = False
+        self.streams: dict[int, Any] = {}  # request index -> its token stream record (generation transports)
 
     def interrupt(self) -> None:
         """The stop request (Ctrl-C, SIGTERM): no more sends; the step ends now with what it measured."""
@@ -259,6 +261,9 @@ class _StepRun:
     def finish(self, i: int, r: Response) -> None:
         now = self.done[i] = self.clock.now_ns()
         self.status[i] = r.status
+        stream = getattr(r, "stream", None)
+        if stream is not None:
+            self.streams[i] = stream
         if r.error_kind is not None:
             self.err[i] = self.kinds.setdefault(r.error_kind, len(self.kinds))
         if 400 <= r.status < 500 and r.status not in _LOAD_4XX:
@@ -503,6 +508,7 @@ async def run_step(
         client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,
         max_connections=cap, transport=transport.describe(), by_send=requests is not None,
         rejection=run.rejection, lost=run.lost, interrupted=run.interrupted,
+        streams=[run.streams.get(i) for i in range(n)] if run.streams else None,
     )  # fmt: skip
 
 

@@ -60,6 +60,11 @@ class LoadConfig(BaseModel):
 
     Stress/capacity (L2): ``stress``, ``slo_p99_ms``, ``max_error_rate``
     (fraction 0..1), ``find_max_rate``, ``stress_gain_percent``.
+    Token streams (``api`` ``openai-chat`` / ``openai-completions``; docs/generate.md): ``stream`` (False: one
+    JSON answer, end-to-end only), ``max_tokens``, ``ignore_eos``, prompts of ``input_tokens`` (mean) drawn
+    ``fixed``/``normal``/``uniform`` (``input_tokens_std``, ``input_tokens_min``, ``input_tokens_max``),
+    ``tokenizer`` (a local tokenizer.json, the ``tokenizers`` library), goodput SLOs ``slo_ttft_ms`` and
+    ``slo_tpot_ms``.
     Soak (L2): ``soak_s``, ``soak_interval_s``, ``server_pid``, ``fail_on_leak``,
     ``leak_bytes_per_hour``, ``leak_bytes_per_1000_requests``.
     """
@@ -105,6 +110,20 @@ class LoadConfig(BaseModel):
     max_error_rate: float | None = None
     find_max_rate: bool = False
     stress_gain_percent: float = 5.0
+
+    # token streams (issue 30; docs/generate.md): an OpenAI-compatible API instead of KServe v2
+    api: Literal["kserve", "openai-chat", "openai-completions"] = "kserve"
+    stream: bool = True
+    max_tokens: int | None = Field(default=None, ge=1)
+    ignore_eos: bool = False
+    input_tokens: int = Field(default=128, ge=1)
+    input_tokens_std: float = Field(default=0.0, ge=0)
+    input_tokens_min: int = Field(default=1, ge=1)
+    input_tokens_max: int | None = Field(default=None, ge=1)
+    input_distribution: Literal["fixed", "normal", "uniform"] = "fixed"
+    tokenizer: str | None = None
+    slo_ttft_ms: float | None = Field(default=None, gt=0)
+    slo_tpot_ms: float | None = Field(default=None, gt=0)
 
     # soak (L2 fills the semantics)
     soak_s: float | None = None
@@ -165,6 +184,13 @@ class LoadConfig(BaseModel):
             raise ValueError("pass --stress or --soak-s, not both")
         if self.slo_p99_ms is not None and not self.slo_p99_ms > 0:
             raise ValueError(f"--slo-p99-ms {self.slo_p99_ms}: must be > 0 ms")
+        if self.api == "kserve" and (self.max_tokens is not None or self.tokenizer is not None
+                                     or self.slo_ttft_ms is not None or self.slo_tpot_ms is not None):
+            raise ValueError("--max-tokens, --tokenizer, --slo-ttft-ms and --slo-tpot-ms need --api openai-chat or"
+                             " --api openai-completions")
+        if self.input_tokens_max is not None and self.input_tokens_max < self.input_tokens_min:
+            raise ValueError(f"--input-tokens-max {self.input_tokens_max} is under --input-tokens-min"
+                             f" {self.input_tokens_min}")
         if not self.stress_gain_percent > 0:
             raise ValueError(f"--stress-gain-percent {self.stress_gain_percent}: must be > 0")
         return self

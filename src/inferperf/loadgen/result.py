@@ -289,6 +289,12 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
     elif s.stable is False:
         reasons.append(f"unstable: throughput or p99 of the last 3 windows not within {cfg.stability_percentage:g} %"
                        f" after {len(s.windows_ns)} windows: raise --max-trials or quiet the machine")  # fmt: skip
+    generation = None
+    if cfg.api != "kserve":  # token streams: metrics.generation (issue 30)
+        from .gen_metrics import generation_block
+
+        generation, gen_notes = generation_block(s, target, cfg)
+        notes += gen_notes
     return new_result(
         kind="load", model_sha256=target.sha256, key_doc=key_doc, command=command,
         run={"pid": os.getpid(), "target": target.url, "model_name": target.model, "server": target.server},
@@ -298,7 +304,7 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
             throughput=Throughput(queries_per_s=float(lat.size / dur), samples_per_s=float(lat.size * rows / dur),
                                   duration_s=s.duration_s),
             windows=wins, errors=ErrorCounts(count=sum(by_kind.values()), by_kind=by_kind),
-            client=client, server=server_block(stats_before, stats_after, summary.mean),
+            client=client, server=server_block(stats_before, stats_after, summary.mean), generation=generation,
         ),
         samples=Samples(latency_ns=lat.tolist(), start_offsets_ns=(s.scheduled_ns[ok] - s.measure_start_ns).tolist(),
                         stream_ids=s.worker[ok].tolist()),

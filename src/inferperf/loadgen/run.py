@@ -30,7 +30,8 @@ from .drain import DRAIN_MAX_WAIT_S, DRAIN_QUIET_S, BusyProbe, drain
 from .driver import Closed, Open, StepSamples, WindowRule, is_stable, run_step, window_figures
 from .options import LoadConfig
 from .result import RATE_SHORT_FRACTION, step_result
-from .target import TargetInfo, fetch_stats, read_target
+from .target import TargetInfo, fetch_stats
+from .gen_target import read_load_target, transport_for
 from .transport import ConnectionPool, HttpTransport
 
 #: seconds between "all workers ready" and time zero (connections open in it).
@@ -57,7 +58,7 @@ def _rule(cfg: LoadConfig) -> WindowRule:
 async def _step(cfg: LoadConfig, payloads: list[bytes], mode: Closed | Open, duration_s: float | None,
                 requests: int | None, worker_id: int = 0, start_at_ns: int | None = None) -> StepSamples:  # fmt: skip
     return await run_step(
-        HttpTransport(cfg.url), mode, payloads=payloads, warmup_s=cfg.warmup_s, duration_s=duration_s,
+        transport_for(cfg), mode, payloads=payloads, warmup_s=cfg.warmup_s, duration_s=duration_s,
         requests=requests, windows=_rule(cfg), timeout_s=cfg.timeout_ms / 1000, worker_id=worker_id,
         start_at_ns=start_at_ns,
     )  # fmt: skip
@@ -106,6 +107,8 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         rejection=next((p.rejection for p in parts if p.rejection), None),
         lost=next((p.lost for p in parts if p.lost), None),
         interrupted=any(p.interrupted for p in parts),
+        streams=[x for p in parts for x in (p.streams or [None] * p.done_ns.size)] if any(p.streams for p in parts)
+        else None,
     )  # fmt: skip
     pooled.stable = is_stable([window_figures(pooled, x, y) for x, y in pooled.windows_ns],
                               rule.stability_percentage, rule.consecutive)  # fmt: skip
@@ -284,14 +287,14 @@ def load(cfg: LoadConfig, command: list[str] | None = None,
         cfg: settings (``concurrency`` steps for closed loop, ``request_rate`` for open loop).
         command: argv recorded in each Result.
         on_step: called with each Result as soon as its step ends (print, write).
-        target: an already read target (default: :func:`read_target`).
+        target: an already read target (default: :func:`~.gen_target.read_load_target`).
 
     Raises:
         UsageError: unreachable target, unknown model, bad payload settings (before any load).
         MeasurementError: a worker process failed.
     """
     build_mode(cfg, cfg.steps[0])  # a bad trace file or rate is a usage error before any request
-    target = target or read_target(cfg)
+    target = target or read_load_target(cfg)
     out = []
     for value in cfg.steps:
         if STOP.requested:

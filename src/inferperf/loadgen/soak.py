@@ -30,7 +30,8 @@ from ..stats import drift_verdict, leak_verdict
 from .driver import StepSamples, WindowRule, run_step, window_figures
 from .options import LoadConfig
 from .result import step_result
-from .target import TargetInfo, fetch_stats, read_target
+from .gen_target import read_load_target, transport_for
+from .target import TargetInfo, fetch_stats
 from .transport import HttpTransport
 
 RssSource = Callable[[], "float | None"]
@@ -211,7 +212,7 @@ def soak(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[R
     if cfg.workers > 1:
         raise UsageError("--soak-s runs with --workers 1")
     mode = build_mode(cfg, cfg.steps[0])
-    target = target or read_target(cfg)
+    target = target or read_load_target(cfg)
     if rss is not None:
         source = "given"
     elif cfg.server_pid is not None:
@@ -221,7 +222,7 @@ def soak(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[R
         source = "metrics" if rss() is not None else None
         rss = rss if source else None
     before = fetch_stats(target)
-    s, taken = asyncio.run(soak_samples(HttpTransport(cfg.url), mode, soak_s=cfg.soak_s,
+    s, taken = asyncio.run(soak_samples(transport_for(cfg), mode, soak_s=cfg.soak_s,
                                         interval_s=cfg.soak_interval_s, warmup_s=cfg.warmup_s, rss=rss,
                                         payloads=target.payloads, timeout_s=cfg.timeout_ms / 1000,
                                         on_interval=on_interval))  # fmt: skip

@@ -258,9 +258,9 @@ def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[
 
     Raises:
         UsageError: unreachable target or unknown model (before any load)."""
-    from .run import read_target, run_one
+    from .run import read_load_target, run_one
 
-    target = target or read_target(cfg)
+    target = target or read_load_target(cfg)
     if cfg.find_max_rate:
         return find_max_rate(cfg, command, on_step, target, on_progress=on_progress)
     closed = cfg.mode == "closed"
@@ -275,9 +275,11 @@ def stress(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[
 def _kept(cfg: LoadConfig, target: Any) -> Any:
     """The steps' :class:`~.run.KeptConnections`, reading the server's busy gauge when it is a KServe v2 one."""
     from .drain import metrics_busy
+    from .gen_target import transport_for
     from .run import KeptConnections
 
-    return KeptConnections(cfg.url, busy=metrics_busy(cfg.url, target.model) if target.kind == "kserve" else None)
+    busy = metrics_busy(cfg.url, target.model) if target.kind == "kserve" else None
+    return KeptConnections(transport=transport_for(cfg), busy=busy)
 
 
 def _at(cfg: LoadConfig, value: float, closed: bool) -> LoadConfig:
@@ -290,9 +292,9 @@ def find_max_rate(cfg: LoadConfig, command: list[str] | None = None, on_step: Ca
     """``--find-max-rate``: :class:`RateSearch` over open-loop rates, each step measuring at least
     :data:`MIN_P99_REQUESTS` completed requests; the last Result's ``metrics.client.stress.goodput_rate``
     is the highest rate meeting ``cfg.slo_p99_ms``."""
-    from .run import read_target, run_one
+    from .run import read_load_target, run_one
 
-    target = target or read_target(cfg)
+    target = target or read_load_target(cfg)
     assert cfg.slo_p99_ms is not None
     search = RateSearch(cfg.slo_p99_ms, start=(cfg.request_rate or [10.0])[0], resolution_percent=resolution_percent,
                         max_error_rate=cfg.max_error_rate)  # fmt: skip

@@ -263,7 +263,8 @@ class ErrorCounts(_Model):
 class Metrics(_Model):
     """All measured figures; ``accuracy``, ``server``, ``client``, ``profile`` and ``stages`` are filled by the
     commands that measure them (optimize and runtimes, serve, load, profile, pipeline); null in bench.
-    ``plan`` holds a capacity plan's predictions (kind ``plan``: simulated, never measured)."""
+    ``plan`` holds a capacity plan's predictions (kind ``plan``: simulated, never measured); ``generation`` a
+    token-stream load step's figures (``load --api openai-chat``)."""
 
     cold_start: ColdStart | None = None
     latency_ms: LatencySummary
@@ -277,6 +278,7 @@ class Metrics(_Model):
     profile: dict[str, Any] | None = None
     stages: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
+    generation: dict[str, Any] | None = None  # token streams (load --api openai-*): TTFT, ITL, TPOT, tokens
 
 
 class Samples(_Model):

@@ -1,0 +1,122 @@
+"""Token-stream metrics of a load step (issue 30 item 3): TTFT from the scheduled send, ITL per content gap,
+TPOT, tokens, goodput (must-say-yes and must-say-no), incomplete streams; the prompt workload; the real client
+against the mock on 127.0.0.1 (one token per event, usage agrees, a cut stream counted)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from inferperf.errors import UsageError
+from inferperf.loadgen.driver import Closed, StepSamples, run_step
+from inferperf.loadgen.gen_metrics import generation_block
+from inferperf.loadgen.gen_target import GenTarget, make_prompt, prompt_lengths, read_gen_target, token_counter
+from inferperf.loadgen.generation import INCOMPLETE, GenerationTransport, GenRecord
+from inferperf.loadgen.options import LoadConfig
+from inferperf.loadgen.transport import HttpTransport
+from inferperf.serve.mock_engine import MockProfile
+from inferperf.serve.mock_server import start_mock
+
+MS = 1_000_000
+
+
+def _samples(recs: list[GenRecord | None], sched: list[int], done: list[int], err: list[int]) -> StepSamples:
+    n = len(recs)
+    return StepSamples(mode="open", concurrency=None, schedule=None, scheduled_ns=np.asarray(sched, np.int64),
+                       sent_ns=np.asarray(sched, np.int64) + 5 * MS, done_ns=np.asarray(done, np.int64),
+                       status=np.full(n, 200, np.int16), error=np.asarray(err, np.int8), worker=np.zeros(n, np.int16),
+                       error_kinds=["", INCOMPLETE], t0_ns=0, measure_start_ns=0, measure_end_ns=1000 * MS,
+                       streams=recs)  # fmt: skip
+
+
+def _cfg(**kw) -> LoadConfig:
+    return LoadConfig(api="openai-chat", **kw)
+
+
+def test_ttft_from_the_scheduled_send_itl_per_gap_tpot_and_tokens() -> None:
+    # request 0: scheduled 10 ms, sent 15 ms (late), content at 40, 60, 90 ms (the 60 ms chunk has 3 tokens), done 95
+    a = GenRecord([40 * MS, 60 * MS, 90 * MS], 5, 12, 5, "length", True)
+    b = GenRecord([120 * MS, 130 * MS], 2, 12, 2, "length", True)
+    cut = GenRecord([300 * MS], 1, -1, -1, None, False)
+    s = _samples([a, b, cut], [10 * MS, 100 * MS, 200 * MS], [95 * MS, 131 * MS, 310 * MS], [0, 0, 1])
+    g, notes = generation_block(s, GenTarget(kind="openai", url="u", model="m", prompt_tokens=[12]), _cfg())
+    assert g["ttft_ms"]["count"] == 2 and g["ttft_ms"]["min"] == 20 and g["ttft_ms"]["max"] == 30  # 40-10 from the schedule
+    assert sorted([g["itl_ms"]["min"], g["itl_ms"]["max"]]) == [10, 30] and g["itl_ms"]["count"] == 3  # one gap per chunk
+    assert g["tpot_ms"]["min"] == pytest.approx(11.0) and g["tpot_ms"]["max"] == pytest.approx(13.75)  # (95-40)/4, (131-120)/1
+    assert g["e2e_ms"]["max"] == 85 and g["tokens"]["output_total"] == 7 and g["tokens"]["input_total"] == 24
+    assert g["output_tokens_per_s"] == pytest.approx(7.0) and g["requests_per_s"] == pytest.approx(2.0)
+    assert g["incomplete_streams"] == 1 and g["errors_by_kind"] == {INCOMPLETE: 1} and g["goodput"] is None
+    assert not notes
+
+
+def test_goodput_counts_only_requests_meeting_every_slo() -> None:
+    fast = GenRecord([20 * MS, 30 * MS], 2, 1, 2, "length", True)  # TTFT 20, TPOT 10
+    slow_first = GenRecord([80 * MS, 90 * MS], 2, 1, 2, "length", True)  # TTFT 80, TPOT 10
+    slow_pace = GenRecord([20 * MS, 70 * MS], 2, 1, 2, "length", True)  # TTFT 20, TPOT 50
+    s = _samples([fast, slow_first, slow_pace], [0, 0, 0], [30 * MS, 90 * MS, 70 * MS], [0, 0, 0])
+    t = GenTarget(kind="openai", url="u", model="m", prompt_tokens=[1])
+    yes, _ = generation_block(s, t, _cfg(slo_ttft_ms=100, slo_tpot_ms=100))
+    assert yes["goodput"]["requests"] == 3 and yes["goodput"]["fraction"] == 1.0  # must say yes
+    both, _ = generation_block(s, t, _cfg(slo_ttft_ms=50, slo_tpot_ms=20))
+    assert both["goodput"]["requests"] == 1 and both["goodput"]["requests_per_s"] == pytest.approx(1.0)  # must say no
+    ttft_only, _ = generation_block(s, t, _cfg(slo_ttft_ms=50))
+    assert ttft_only["goodput"]["requests"] == 2
+
+
+def test_usage_and_client_count_mismatch_is_noted() -> None:
+    r = GenRecord([10 * MS, 20 * MS], 10, 5, 20, "length", True)
+    s = _samples([r], [0], [25 * MS], [0])
+    g, notes = generation_block(s, GenTarget(kind="openai", url="u", model="m", prompt_tokens=[5]), _cfg())
+    assert g["tokens"]["output_total"] == 20 and g["tokens"]["output_source"] == "usage"
+    assert any("usage says 20, the client counted 10" in n for n in notes)
+
+
+def test_prompt_lengths_are_seeded_and_follow_the_distribution() -> None:
+    fixed = prompt_lengths(_cfg(input_tokens=50))
+    assert fixed == [50] * 16
+    normal = prompt_lengths(_cfg(input_tokens=100, input_tokens_std=20, input_distribution="normal",
+                                 input_pool_size=400, input_tokens_min=60, input_tokens_max=140))  # fmt: skip
+    assert normal == prompt_lengths(_cfg(input_tokens=100, input_tokens_std=20, input_distribution="normal",
+                                         input_pool_size=400, input_tokens_min=60, input_tokens_max=140))  # fmt: skip
+    assert min(normal) >= 60 and max(normal) <= 140 and 95 < np.mean(normal) < 105 and len(set(normal)) > 20
+    uni = prompt_lengths(_cfg(input_tokens=10, input_distribution="uniform", input_tokens_min=5, input_tokens_max=7))
+    assert set(uni) <= {5, 6, 7}
+    text, n = make_prompt(33, np.random.default_rng(0), token_counter(None))
+    assert n == 33 and len(text.split()) == 33
+
+
+def test_generation_flags_refused_without_an_openai_api_and_a_missing_tokenizers_library() -> None:
+    with pytest.raises(ValueError, match="need --api openai-chat"):
+        LoadConfig(max_tokens=8)
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        with pytest.raises(UsageError, match="pip install tokenizers"):
+            token_counter("tok.json")
+
+
+@pytest.fixture()
+def mock():
+    h = start_mock(MockProfile(prefill_base_ms=2, decode_base_ms=2, decode_per_seq_ms=0, abort_every=3))
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def test_real_client_against_the_mock(mock) -> None:
+    cfg = LoadConfig(url=mock.url, api="openai-chat", max_tokens=6, input_tokens=9, input_pool_size=2)
+    target = read_gen_target(cfg)
+    assert target.model == "mock-model" and target.prompt_tokens == [9, 9]
+    tr = GenerationTransport(HttpTransport(mock.url), chat=True)
+    s = asyncio.run(run_step(tr, Closed(1), payloads=target.payloads, warmup_s=0, requests=6, timeout_s=10))
+    recs = [x for x in s.streams if x is not None]
+    kinds = [s.error_kinds[e] for e in s.error]
+    assert kinds.count(INCOMPLETE) == 2 and kinds.count("") == 4  # every 3rd request is cut half-way by the mock
+    ok = [r for r, k in zip(s.streams, kinds) if k == ""]
+    assert all(len(r.chunk_ns) == 6 and r.out_tokens == 6 and r.usage_out == 6 and r.usage_in == 9 for r in ok)
+    assert all(r.done for r in ok) and len(recs) == 6
+    true = [t for t in mock.app.times.records if not t["aborted"]]
+    assert [t["output_tokens"] for t in true] == [6] * 4 and all(len(t["itl_ms"]) == 5 for t in true)
