@@ -123,3 +123,12 @@ def test_catch_rate_and_false_alarms(noise: float) -> None:
         caught += gate.judge(SERIES, _points(levels, rng, noise=noise)).verdict == "regression"
     assert caught / n >= 0.80
     assert alarms / n <= 0.05
+
+
+def test_a_newest_point_whose_own_interval_holds_the_baseline_is_not_a_regression() -> None:
+    rng = np.random.default_rng(4)
+    pts = _points(np.r_[np.full(10, 100.0), 112.0], rng, noise=0.01)
+    assert gate.judge(SERIES, pts).verdict == "regression"  # must say yes: no interval on the newest point
+    wide = pts[-1].__class__(**{**pts[-1].__dict__, "lo": 95.0, "hi": 130.0})
+    row = gate.judge(SERIES, [*pts[:-1], wide])
+    assert row.verdict == "ok" and "inside the newest point's own 95 % interval [95, 130]" in row.reason

@@ -134,3 +134,32 @@ def test_the_default_database_is_the_env_var_else_a_file_here(tmp_path: Path, mo
     monkeypatch.setenv(store.ENV_VAR, "postgresql+psycopg://u@h/db")
     assert store.resolve_url(None) == "postgresql+psycopg://u@h/db"
     assert store.resolve_url("x.db") == f"sqlite:///{tmp_path.resolve() / 'x.db'}"
+
+
+def test_a_folder_is_read_without_its_single_runs(tmp_path: Path) -> None:
+    from inferperf.history.ingest import read_results
+    from inferperf.results.io import save
+
+    save(make(seed=1), tmp_path / "ab" / "current" / "case.json")
+    save(make(seed=2, runs=1), tmp_path / "ab" / "current" / "runs" / "case-run0.json")
+    assert [p.name for p, _ in read_results([tmp_path / "ab"])] == ["case.json"]
+    named = tmp_path / "ab" / "current" / "runs" / "case-run0.json"
+    assert [p.name for p, _ in read_results([named])] == ["case-run0.json"]  # a file named is read as named
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="no Result files in .*empty: pass Result files"):
+        read_results([tmp_path / "empty"])
+
+
+def test_the_null_backends_scripted_latency_continues_the_series() -> None:
+    from inferperf.history.series import drafts
+
+    def null(latency_s: float):
+        doc = make(seed=1).model_dump(mode="json")
+        doc["config"]["backend"] = "null"
+        doc["config"]["session"]["requested"] = {"latencies_s": [latency_s], "intra_op_num_threads": 2}
+        return Result.model_validate(doc)
+
+    assert [d.series_key for d in drafts(null(0.001))] == [d.series_key for d in drafts(null(0.002))]
+    other = Result.model_validate({**null(0.001).model_dump(mode="json")})
+    other.config.session.requested["intra_op_num_threads"] = 4
+    assert drafts(other)[0].series_key != drafts(null(0.001))[0].series_key  # other settings still split it

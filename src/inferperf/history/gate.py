@@ -113,16 +113,18 @@ def _newest_row(s: Series, newest: Point, base: list[Point], max_regression: flo
     worse = _worse_of(s.direction, mean, newest.median)
     p = _worse_p(newest.median, newest, base, s.direction)
     inside = newest.lo is not None and newest.hi is not None and newest.lo <= mean <= newest.hi
+    reason = f"newest point against the {len(base)} point(s) since the last change"
     if math.isnan(p) or inside:
         verdict: GateVerdict = "inconclusive" if abs(worse) > max_regression and math.isnan(p) else "ok"
+        if inside:
+            reason += f"; their mean lies inside the newest point's own 95 % interval [{newest.lo:.4g}, {newest.hi:.4g}]"
     elif worse > max_regression and p < alpha:
         verdict = "regression"
     elif -worse > max_regression and 1 - p < alpha:
         verdict = "improvement"
     else:
         verdict = "ok"
-    return GateRow(s, verdict, newest, mean, len(base), worse, p, base[0],
-                   f"newest point against the {len(base)} point(s) since the last change")
+    return GateRow(s, verdict, newest, mean, len(base), worse, p, base[0], reason)
 
 
 def _standing_row(s: Series, cp, newest: Point, pts: list[Point], before_n: int,

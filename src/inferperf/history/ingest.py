@@ -70,13 +70,24 @@ def git_provenance(cwd: Path | None = None) -> Provenance:
     return Provenance(commit=commit, branch=None if branch == "HEAD" else branch)
 
 
+def _single_run(path: Path, folder: Path) -> bool:
+    """A file in a ``runs/`` folder below ``folder``: a single run that sweep and ``bench --ab`` keep beside the
+    pooled Result (which holds its runs already)."""
+    return "runs" in path.relative_to(folder).parts[:-1]
+
+
 def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:
-    """Every Result under ``paths`` (files or folders; side files skipped), loaded.
+    """Every Result under ``paths``, loaded: files as named; folders searched recursively, without side files
+    and without the single runs in ``runs/`` folders (the pooled Result beside them is the point).
 
     Raises:
         UsageError: a missing path, a file that is not a Result, no Result found.
     """
-    found = [(p, load(p)) for p in result_files(paths)]
+    paths = list(paths)
+    files = []
+    for p in map(Path, paths):
+        files += [f for f in result_files([p]) if not (p.is_dir() and _single_run(f, p))]
+    found = [(p, load(p)) for p in dict.fromkeys(files)]
     if not found:
         raise UsageError(f"no Result files in {', '.join(map(str, paths))}: pass Result files or folders of them")
     return found

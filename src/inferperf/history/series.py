@@ -72,11 +72,14 @@ def machine_fingerprint(result: Result) -> str:
 
 
 def workload_doc(result: Result) -> dict[str, Any]:
-    """The plain-data workload a series is keyed by (see the module docstring)."""
+    """The plain-data workload a series is keyed by (see the module docstring). The null backend's scripted
+    latencies (``session.requested.latencies_s``) stand for the model's speed, so, like new weights, a change of
+    them continues the series."""
     c = result.config
+    session = {k: v for k, v in c.session.requested.items() if not (c.backend == "null" and k == "latencies_s")}
     return {"model": model_name(result), "kind": result.kind, "backend": c.backend, "scenario": c.scenario,
             "concurrency": c.concurrency, "request_rate": c.request_rate, "batch_size": c.workload.batch_size,
-            "shapes": c.workload.shapes, "session": c.session.requested, "session_mode": c.session_mode,
+            "shapes": c.workload.shapes, "session": session, "session_mode": c.session_mode,
             "variant": result.model.variant, "placement": c.placement.model_dump(mode="json"), "env": c.env}
 
 
