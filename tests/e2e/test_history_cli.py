@@ -127,3 +127,24 @@ def test_the_library_calls(folder: Path) -> None:
     rep = inferperf.history_add(folder / "r", db=str(folder / "lib.db"), commit="abc")
     assert (rep.added, rep.points) == (14, 42)
     assert inferperf.history_check(str(folder / "lib.db")).exit_code == 3
+
+
+def test_bench_and_sweep_add_to_the_history_directly(tmp_path: Path) -> None:
+    db = str(tmp_path / "h.db")
+    flags = ["--backend", "null", "--null-latency-ms", "1", "--iterations", "20", "--duration-s", "0",
+             "--max-duration-s", "1", "--warmup", "1"]
+    b = subprocess.run([sys.executable, "-m", "inferperf", "bench", *flags, "--no-sampler", "-o", str(tmp_path / "b.json"),
+                        "--history", db], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert b.returncode == 0, b.stderr
+    assert f"history: 1 Result(s) added to {db} (3 points)" in b.stderr
+    s = subprocess.run([sys.executable, "-m", "inferperf", "sweep", "zoo:tiny-cnn", "--intra-op-num-threads", "1,2",
+                        "--warmup", "2", "--iterations", "10", "--duration-s", "0.1", "-o", str(tmp_path / "sw"),
+                        "--history", db], capture_output=True, text=True, timeout=300,
+                       stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert s.returncode == 0, s.stderr
+    assert f"history: 2 Result(s) added to {db} (6 points)" in s.stderr
+    ls = _run("ls", "--db", db, cwd=tmp_path)
+    assert ls.stdout.count(".null.bench.") == 3 and ls.stdout.count(".onnxruntime.sweep.") == 6
+    ab = subprocess.run([sys.executable, "-m", "inferperf", "bench", "--ab", "a.onnx", "b.onnx", "--history", db],
+                        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert ab.returncode == 2 and "--history adds one bench Result: drop --ab" in ab.stderr

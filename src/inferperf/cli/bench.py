@@ -17,6 +17,7 @@ from ..measure.loop import LiveState
 from ..results.io import save
 from ..results.model import Result
 from . import app
+from .history import HistoryOpt, record
 from .options import (BatchSize, Dim, ExecutionMode, GraphOptimizationLevel, InputData, InterOpThreads,
     IntraOpThreads, Providers, SessionConfig, Shape, build_config)
 from .render import live_progress, print_result
@@ -102,6 +103,7 @@ def bench_command(
     post: Annotated[Optional[str], Opt(help="module:function: the model's outputs -> anything, timed as its own stage")] = None,
     pre_input: Annotated[Optional[str], Opt(help="raw items for --pre: a folder (each file's bytes) or module:function"
                                                  " (a generator)")] = None,
+    history: HistoryOpt = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
 ) -> int:
     """Measure latency percentiles, throughput and cold start of MODEL (SingleStream by default;
@@ -151,6 +153,9 @@ def bench_command(
         cfg = soak_config(cfg, soak_s)
     if output is not None:
         check_writable(output)
+    if history and (ab or compare):
+        raise UsageError("--history adds one bench Result: drop --ab or the backend list, and add their folders "
+                         "with `inferperf history add`")
     if ab:
         from .compare import ab_command
 
@@ -172,6 +177,8 @@ def bench_command(
 
         block = apply_bench_soak(result)
     _report(result, output, json_out)
+    if history:
+        record(history, [(str(output or "bench"), result)])
     if fail_on_leak and block["verdict"] == "leak":
         raise GateFailed(f"--fail-on-leak: {block['rss']['reason']}")
     if fail_on_invalid and not result.validity.valid:

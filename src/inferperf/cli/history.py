@@ -209,3 +209,20 @@ def rm_command(
     n_points, n_results = remove(_engine(db), series, cutoff)
     print(f"history rm: {n_points} point(s) and {n_results} Result(s) removed")
     return 0
+
+
+def record(db: str, items: list) -> None:
+    """``--history DB`` on a measuring command: add its ``(source, Result)`` items (commit and branch from git),
+    one line on stderr.
+
+    Raises:
+        UsageError: the database cannot be opened (the Results are already saved where the command saves them).
+    """
+    from ..history.ingest import add, git_provenance
+
+    rep = add(_engine(db), items, git_provenance())
+    print(f"history: {rep.added} Result(s) added to {db} ({rep.points} points)", file=sys.stderr)
+
+
+HistoryOpt = Annotated[Optional[str], Opt("--history", help="also add the Result(s) to this history database "
+                                                            "(a file path or postgresql+psycopg:// URL)")]

@@ -16,6 +16,7 @@ from ..errors import UsageError
 from ..measure.speedup import sig
 from ..workload.shapes import parse_shape
 from . import app
+from .history import HistoryOpt, record
 from .options import (BackendAxis, BatchSizeAxis, ConcurrencyAxis, ExecutionModeAxis, InterOpThreadsAxis,
     IntraOpThreadsAxis, SessionModeAxis)
 
@@ -139,6 +140,7 @@ def sweep_command(
     output: Annotated[Optional[Path], Opt("--output", "-o", help="results folder (default ./inferperf-sweep-TIMESTAMP)")] = None,
     resume: Annotated[bool, Opt("--resume", help="continue the sweep in --output, skipping finished runs")] = False,
     dry_run: Annotated[bool, Opt("--dry-run", help="print the expanded matrix and stop")] = False,
+    history: HistoryOpt = None,
 ) -> int:
     """Measure a test matrix, each case in a fresh worker process, and print scaling findings."""
     from ..sweep.space import Axes, Matrix, ModelEntry, expand, load_matrix
@@ -207,7 +209,12 @@ def sweep_command(
         err.print(f"results go to {output}/ (set --output to choose)", highlight=False)
     if reps < 1:
         raise UsageError("--repeat must be >= 1")
-    return _run(cases, output, reps, seed, resume, console, err)
+    code = _run(cases, output, reps, seed, resume, console, err)
+    if history:
+        from ..history.ingest import read_results
+
+        record(history, read_results([output / "cases"]))
+    return code
 
 
 def _run(cases, output: Path, reps: int, seed: int, resume: bool, console: Console, err: Console) -> int:
