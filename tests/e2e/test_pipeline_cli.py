@@ -43,9 +43,12 @@ def test_ocr_example_recognises_the_text_and_its_times_add_up(tmp_path):
     assert outputs[0]["text"][0] in p.stdout  # the recognised strings are printed
     name = pipe["bottleneck"]
     assert name in st and st[name]["utilisation"] >= 0.5
-    # stage service times + queue waits + hand-overs add up to the end-to-end latency (within 5 %)
+    # stage service times + queue waits + hand-overs fit inside the end-to-end latency and make most of it: the
+    # rest (the source's delay, a worker's wake-up between taking an item and starting it) is >= 0 by the
+    # trace's telescoping sum, and is what machine load lengthens, so a bound, not a 5 % tolerance; the queue
+    # waits left out (about 0.8 of it here, closed loop) would fall under half
     parts = sum(f["service_ms"]["mean"] + f["queue_wait_ms"]["mean"] + (f["hop_ms_mean"] or 0) for f in st.values())
-    assert parts == pytest.approx(r["metrics"]["latency_ms"]["mean"], rel=0.05)
+    assert 0.5 * r["metrics"]["latency_ms"]["mean"] <= parts <= r["metrics"]["latency_ms"]["mean"] * 1.001
     assert all(f["standalone"]["items_per_s"] > 0 for f in st.values())
     assert pipe["twice_as_fast"]["stage"] == name and pipe["twice_as_fast"]["items_per_s"] > 0
     assert set(pipe["buffers"]) == {"det", "boxes", "cls", "orient", "rec", "ctc"}

@@ -46,9 +46,12 @@ def test_threads_pipeline_accounts_for_every_item_and_names_the_slow_stage():
     assert r.metrics.accuracy["mean"]["doubled"] == 1.0  # each item passed every stage exactly once
     assert st["slow"]["standalone"]["items_per_s"] > 0
     assert all(f["errors"]["count"] == 0 for f in st.values())
-    # service + queue wait + hand-over per stage add up to the end-to-end mean (telescoping timestamps)
+    # service + queue wait + hand-over per stage fit inside the end-to-end mean and make most of it; the rest (the
+    # source's delay, a worker's wake-up) is >= 0 and is what load lengthens: bounds, not a 5 % tolerance (the
+    # exact telescoping sum: tests/unit/test_pipeline_sim.py, the engine equal to the simulator on the fake
+    # clock: tests/unit/test_pipeline_agreement.py); leaving the slow stage out would fall under half
     parts = sum(f["service_ms"]["mean"] + f["queue_wait_ms"]["mean"] + (f["hop_ms_mean"] or 0) for f in st.values())
-    assert parts == pytest.approx(r.metrics.latency_ms.mean, rel=0.05)
+    assert 0.5 * r.metrics.latency_ms.mean <= parts <= r.metrics.latency_ms.mean * 1.001, (parts, r.metrics.latency_ms.mean)
 
 
 def test_stage_errors_are_counted_and_the_pipeline_goes_on():
