@@ -62,3 +62,13 @@ def test_the_report_reads_an_older_best_json_with_null_ends(tmp_path: Path) -> N
     (tmp_path / "best.json").write_text(json.dumps(best))
     line = next(s["text"] for s in build([tmp_path]).summary if s["kind"] == "tune")
     assert UNBOUNDED_TEXT in line, line
+
+
+def test_the_reports_tune_line_names_the_best_configuration_in_words(tmp_path: Path) -> None:
+    """The summary line read ``best {'intra_op_num_threads': 1, 'concurrency': 1}: 1.478e+04 samples/s``:
+    Python's repr of the dict and an exponent. It names each setting and writes the figure as the tables do."""
+    tune(_spec(tmp_path, n_trials=16), SurfaceEvaluator(_surface(), seed=0), info=_info())
+    line = next(s["text"] for s in build([tmp_path]).summary if s["kind"] == "tune")
+    assert "{" not in line and "e+" not in line, line
+    best = json.loads((tmp_path / "best.json").read_text())["run"]["tune_summary"]["best_config"]
+    assert best and all(f"{k} {v}" in line for k, v in best.items()), (best, line)

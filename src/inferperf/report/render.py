@@ -10,7 +10,6 @@ the browser test). jinja2 and plotly are imported here, inside the functions, so
 from __future__ import annotations
 
 import json
-import math
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from ..errors import UsageError
 from ..fsutil import atomic_write_text, json_safe
 from .build import Report
+from .numbers import fmt_num
 
 GROUP_TITLES = {
     "distribution": "Latency distribution", "timeline": "Latency over time", "threads": "Thread scaling",
@@ -31,23 +31,6 @@ SECTION_TITLES = {
     "summary": "Summary", "environment": "Test environment", "method": "Method", "raw-data": "Raw data",
     "charts": "Charts", "bottlenecks": "Bottleneck analysis", "recommendations": "Recommendations and deployment plan",
 }  # fmt: skip
-
-
-def fmt_num(v: Any, digits: int = 4) -> str:
-    """Numbers for people: 4 significant digits below 1000, thousands with separators above; '-' for none."""
-    if v is None or v == "":
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return str(v)
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def _env(kind: str) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..stats import bounded, ci_text
 from .charts import Chart, _layout
+from .numbers import fmt_num
 
 
 def _results(entries: list[Any]) -> list[Any]:
@@ -75,8 +76,9 @@ def tune_findings(entries: list[Any]) -> list[str]:
         if not s:
             continue
         v = s.get("validation") or {}
-        text = f"tune ({s.get('goal')}): best {s.get('best_config') or 'defaults'}: {r.metrics.throughput.samples_per_s:.4g}" \
-               f" samples/s, p99 {r.metrics.latency_ms.p99:.4g} ms"
+        best = ", ".join(f"{k} {v}" for k, v in (s.get("best_config") or {}).items()) or "the defaults"
+        text = f"tune ({s.get('goal')}): best {best}: {fmt_num(r.metrics.throughput.samples_per_s)}" \
+               f" samples/s, p99 {fmt_num(r.metrics.latency_ms.p99)} ms"
         d = v.get("vs_defaults")
         if d and d.get("ratio") is not None:
             text += f"; {d['ratio']:.3f}x the runtime's defaults ({ci_text(d.get('ci95'))}"
