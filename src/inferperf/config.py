@@ -116,6 +116,8 @@ class BenchConfig(_Config):
     implies concurrent (an explicit ``single-stream`` with it is refused). ``repeat`` > 1 runs the case that many times, each in a
     fresh worker process. ``env`` is set in the worker process only (e.g.
     ``OMP_WAIT_POLICY``, ``LD_PRELOAD`` of an allocator). ``sampler`` samples CPU/RSS at ``1/sampler_interval_s`` Hz.
+    ``energy_idle_s``: seconds of idle power measured before warm-up when an energy counter is readable (RAPL,
+    NVML; :mod:`inferperf.measure.energy`), subtracted from the measured window's energy; 0 = none.
     """
 
     backend: str = "onnxruntime"
@@ -132,6 +134,7 @@ class BenchConfig(_Config):
     percentile_method: PercentileMethod = "linear"
     sampler: bool = True
     sampler_interval_s: float = Field(default=0.1, gt=0)
+    energy_idle_s: float = Field(default=1.0, ge=0)
     repeat: int = Field(default=1, ge=1)
     worker_timeout_s: float | None = Field(default=None, gt=0)
     null_latency_ms: list[float] = Field(default_factory=lambda: [0.0])

@@ -66,6 +66,9 @@ def test_four_case_sweep_finishes_with_csv_and_findings(tmp_path):
     assert len(list((tmp_path / "cases").glob("*.json"))) == 4
     pids = {r.run["pids"][0] for r in out.results.values()}
     assert len(pids) == 4  # each case in its own process
+    for r in out.results.values():  # issue 31 item 2: every sweep case says what energy it measured, or why not
+        assert r.metrics.energy["domains"] and all(d["status"] in ("measured", "unavailable")
+                                                   for d in r.metrics.energy["domains"])
 
 
 def test_interrupted_sweep_resumes_without_remeasuring(tmp_path, monkeypatch):

@@ -25,6 +25,7 @@ from ..zoo import with_default_shapes
 from .assemble import assemble, case_key_doc
 from .loop import LiveState, RunCallFailed
 from .placement import node_cpus, pin
+from .energy import EnergyMeter, energy_block, measure_idle, unavailable_block
 from .sampler import ResourceSampler
 from .scenario import batch1_reference, run_scenario
 from .session import build_inputs, create_sessions, resolve_model
@@ -135,6 +136,7 @@ def run_once(
         notes.extend(plan.notes)
         system = collect_system()
         sessions = create_sessions(cfg, plan, system, clock, backend_kwargs)
+        energy = None
         try:
             backend = sessions.backends[0]
             notes.extend(backend.notes())
@@ -145,7 +147,10 @@ def run_once(
                              f" > {system.effective_cpus} effective CPUs")
             workload = _workload(cfg, sessions, plan, system, staging)
             measuring = not getattr(clock, "is_fake", False)
-            sampler = ResourceSampler(cfg.sampler_interval_s) if cfg.sampler and measuring else None
+            energy = EnergyMeter.open() if cfg.sampler and measuring else None
+            idle = (measure_idle(energy, cfg.energy_idle_s, clock)
+                    if energy is not None and energy.domains and cfg.energy_idle_s > 0 else None)
+            sampler = ResourceSampler(cfg.sampler_interval_s, energy=energy) if energy is not None else None
             runners = sessions.runners()
             seen = backend
             if staging is not None:
@@ -161,11 +166,18 @@ def run_once(
                 raise _map_run_error(cfg.backend, e.error) from e.error
         finally:
             sessions.close()
+            if energy is not None:
+                energy.close()
         result = assemble(cfg=cfg, plan=plan, sessions=sessions, eff=eff,
                           workload=workload, measured=measured, sampler=sampler, placement=placement,
                           notes=notes, reference=reference, command=command, repeat_index=repeat_index)
         if staging is not None:
             result.metrics.stages = staging.stages(result.metrics.latency_ms.count)
+        result.metrics.energy = (
+            energy_block(energy, idle, cfg.energy_idle_s, sampler.energy_window_s, result.metrics.latency_ms.count)
+            if energy is not None and sampler is not None else
+            unavailable_block("the resource sampler was off (--no-sampler): the counters are read with it"
+                              if measuring else "a fake clock: nothing ran"))
         return result
     finally:
         if affinity is not None and os.sched_getaffinity(0) != affinity:

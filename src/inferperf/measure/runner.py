@@ -26,6 +26,7 @@ import numpy as np
 from ..config import BenchConfig
 from ..results.model import ColdStart, LatencySummary, Result, Throughput, Validity
 from ..stats import latency_summary, mean_ci, percentile_notes
+from .energy import pool_energy
 from .jobs import run_job
 from .placement import numactl_prefix
 from .rounds import shuffled_rounds
@@ -211,6 +212,7 @@ def aggregate(runs: Sequence[Result], cfg: BenchConfig) -> Result:
     doc.metrics.errors.by_kind = by_kind
     if doc.metrics.resources is not None:
         _pool_resources(doc.metrics.resources, runs)
+    doc.metrics.energy = pool_energy([getattr(r.metrics, "energy", None) for r in runs])
     doc.samples.latency_ns, doc.samples.start_offsets_ns = lat, starts
     doc.samples.stream_ids, doc.samples.run_ids, doc.samples.warmup_latency_ns = streams, run_ids, warm
     doc.samples.timeline = {"runs": [r.samples.timeline for r in runs]} if any(r.samples.timeline for r in runs) else None

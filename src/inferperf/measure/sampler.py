@@ -25,9 +25,11 @@ class ResourceSampler:
         interval_s: seconds between samples (default 0.1 = 10 Hz).
         gpu: also sample NVIDIA GPUs through NVML when ``pynvml`` and a GPU are present
             (:class:`~inferperf.measure.gpu.GpuSampler`; the timeline gets a ``gpu`` block).
+        energy: an :class:`~inferperf.measure.energy.EnergyMeter` started on enter, read at every sample (so one
+            wraparound between reads at most) and at exit; ``energy_window_s`` is then the metered time.
     """
 
-    def __init__(self, interval_s: float = 0.1, gpu: bool = True) -> None:
+    def __init__(self, interval_s: float = 0.1, gpu: bool = True, energy: Any = None) -> None:
         self.interval_s = interval_s
         self._proc = psutil.Process()
         self._stop = threading.Event()
@@ -41,6 +43,8 @@ class ResourceSampler:
         self.steal_percent: list[float] = []
         self.mhz_per_core: list[list[float]] = []
         self._gpu = None
+        self._energy = energy
+        self.energy_window_s = 0.0
         if gpu:
             from .gpu import GpuSampler
 
@@ -60,6 +64,8 @@ class ResourceSampler:
             self.mhz_per_core.append([])
         if self._gpu is not None:
             self._gpu.read()
+        if self._energy is not None:
+            self._energy.sample()
 
     def _loop(self) -> None:
         # prime the "since last call" counters in this thread (psutil keeps them per thread),
@@ -72,6 +78,8 @@ class ResourceSampler:
             self._read()
 
     def __enter__(self) -> ResourceSampler:
+        if self._energy is not None:
+            self._energy.start()
         self._t0 = time.perf_counter()
         self._thread.start()
         self._primed.wait(5.0)
@@ -80,6 +88,9 @@ class ResourceSampler:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
+        if self._energy is not None:
+            self._energy.sample()
+            self.energy_window_s = time.perf_counter() - self._t0
         if self._gpu is not None:
             self._gpu.close()
 

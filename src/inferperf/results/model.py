@@ -264,7 +264,9 @@ class Metrics(_Model):
     """All measured figures; ``accuracy``, ``server``, ``client``, ``profile`` and ``stages`` are filled by the
     commands that measure them (optimize and runtimes, serve, load, profile, pipeline); null in bench.
     ``plan`` holds a capacity plan's predictions (kind ``plan``: simulated, never measured); ``generation`` a
-    token-stream load step's figures (``load --api openai-chat``)."""
+    token-stream load step's figures (``load --api openai-chat``).
+    ``energy``: RAPL / NVML energy over the measured window, per domain measured or unavailable with the reason
+    (:func:`inferperf.measure.energy.energy_block`; docs/results-schema.md)."""
 
     cold_start: ColdStart | None = None
     latency_ms: LatencySummary
@@ -279,6 +281,7 @@ class Metrics(_Model):
     stages: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
     generation: dict[str, Any] | None = None  # token streams (load --api openai-*): TTFT, ITL, TPOT, tokens
+    energy: dict[str, Any] | None = None
 
 
 class Samples(_Model):
