@@ -187,8 +187,9 @@ def test_sigterm_reaps_workers(tmp_path):
                                    ["--backend", "openvino", "--concurrency", "2"]],
                          ids=["concurrent", "offline", "single-stream", "openvino-async-executor"])
 def test_sigterm_during_warmup_ends_promptly(extra):
-    """SIGTERM while warming up ends every scenario within a few seconds with exit 143 (issue 10 item 5:
-    a concurrent run used to hang with its threads parked at the start barrier)."""
+    """SIGTERM while warming up ends every scenario with exit 143, long before its 120 s warm-up would (issue 10
+    item 5: a concurrent run used to hang with its threads parked at the start barrier). The wait is 30 s, a
+    quarter of the warm-up, not a few seconds a loaded machine may need just to unwind."""
     import signal
     import time
 
@@ -212,11 +213,11 @@ def test_sigterm_during_warmup_ends_promptly(extra):
     assert p.poll() is None, p.communicate()[1]
     p.send_signal(signal.SIGTERM)
     try:
-        _, err = p.communicate(timeout=5)
+        _, err = p.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         p.kill()
         p.communicate()
-        pytest.fail("still running 5 s after SIGTERM")
+        pytest.fail("still running 30 s after SIGTERM (its warm-up lasts 120 s)")
     assert p.returncode == 143 and "interrupted" in err
 
 
