@@ -286,10 +286,16 @@ class TorchBackend(RuntimeBackend):
         return list(self._outputs)
 
     def runner(self) -> Callable[[dict[str, Any]], Any]:
-        """Call the module on the feed's arrays (``torch.from_numpy``: no copy on CPU) under inference mode."""
+        """Call the module on the feed's arrays (``torch.from_numpy``: no copy on CPU) under inference mode.
+
+        A read-only array (a served request's tensor is a view of its body) is copied first: torch cannot make
+        a read-only tensor, and a module writing its input in place would write into the caller's bytes."""
         if self._module is None:
             raise RuntimeError("model not loaded: call load() first")
-        module, names, from_numpy, im = self._module, list(self._names), torch.from_numpy, torch.inference_mode
+        module, names, im = self._module, list(self._names), torch.inference_mode
+
+        def from_numpy(a: np.ndarray) -> Any:
+            return torch.from_numpy(a if a.flags.writeable else a.copy())
         if self._device == "cpu":
 
             def run(feed: dict[str, Any]) -> Any:
