@@ -109,3 +109,19 @@ def test_search_stops_and_the_interrupted_step_moves_no_bracket() -> None:
 
 def test_interrupted_error_carries_the_signal_exit_code() -> None:
     assert Interrupted("x", 143).exit_code == 143 and Interrupted("x").exit_code == 130
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_load_reads_its_target_says_nothing_was_kept(monkeypatch, capsys, sig: int, code: int) -> None:
+    """Before the steps (metadata fetch, payloads: ~1 s after start) a signal is a KeyboardInterrupt; it printed
+    'error: interrupted' with nothing about what was kept."""
+    from inferperf.cli import main
+
+    def interrupted(cfg):  # noqa: ANN001, ANN202 - what inferperf.interrupt's handler does outside a cooperative section
+        STOP.request(sig)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("inferperf.loadgen.target.read_target", interrupted)
+    assert main(["load", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1,2"]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"interrupted by {signal.Signals(sig).name} before any step finished: nothing measured to keep"]

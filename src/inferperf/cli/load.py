@@ -305,7 +305,10 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
     from ..loadgen.gen_target import read_load_target as read_target
     from ..results.io import save
 
-    target = read_target(cfg)  # an unreachable target or a shape the model refuses: one line, no table
+    try:
+        target = read_target(cfg)  # an unreachable target or a shape the model refuses: one line, no table
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM before the steps' cooperative section: say nothing was kept
+        raise Interrupted(kept_line(cfg, [], [], STOP.signal_name), STOP.exit_code) from None
     header = [_table_header(cfg.mode)]  # printed with the first step: an input error comes before any table
     written: list[Path] = []
 
