@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -290,3 +291,22 @@ def test_percentile_rows_name_the_mean_of_per_run_percentiles_and_show_the_poole
     assert "p99 latency (ms, mean of per-run p99)" in md and "pooled p99 1 -> 1 ms" in md
     row = next(r for r in to_dict(c)["rows"] if r["metric"] == "p99")
     assert row["figure"] == "mean of per-run p99" and row["pooled"] == [1.0, 1.0]
+
+
+def test_an_unbounded_interval_reads_no_claim_and_is_null_in_json(tmp_path: Path) -> None:
+    """A baseline whose per-run throughputs span ~0 gives Fieller's whole line: the table read '[-inf, +inf]',
+    the reason 'the interval straddles the 5 % threshold' and the JSON '[null, null]'. It reads 'unbounded: no
+    claim' with its reason, and ``ci95_pct`` is null (issue 24 item 7: null with a reason everywhere);
+    must-say-no: a bounded interval keeps its ends."""
+    base = with_throughput(make_result(2.0, runs=3, seed=1), [5.0, 300.0, 9000.0])
+    cur = with_throughput(make_result(2.0, runs=3, seed=1), [10000.0, 10500.0, 11000.0])
+    c = compare([write(tmp_path, "a", base)], [write(tmp_path, "b", cur)], Gate(metrics=("throughput",)))
+    (row,) = c.rows
+    assert not math.isfinite(row.low) or not math.isfinite(row.high), (row.low, row.high)
+    assert row.verdict == "inconclusive" and "unbounded: no claim" in row.why, row.why
+    md = to_markdown(c)
+    assert "inf" not in md.replace("inferperf", "") and "| unbounded: no claim |" in md, md
+    (jrow,) = to_dict(c)["rows"]
+    assert jrow["ci95_pct"] is None and "unbounded: no claim" in jrow["why"]
+    ok = compare([write(tmp_path, "a2", cur)], [write(tmp_path, "b2", cur)], Gate(metrics=("throughput",)))
+    assert to_dict(ok)["rows"][0]["ci95_pct"] is not None and "unbounded" not in ok.rows[0].why

@@ -29,6 +29,7 @@ import numpy as np
 
 from ...errors import UsageError
 from ...significance import adjust
+from ...stats import UNBOUNDED_TEXT, bounded
 from ..points import case_label, point
 from .checks import not_comparable
 from .data import Case, MatchMode, config_key, load_side, match_cases
@@ -123,11 +124,17 @@ class Row:
     figure: str = ""
     pooled: tuple[float | None, float | None] | None = None
 
+    @property
+    def bounded(self) -> bool:
+        """True when the interval has two finite ends (Fieller's set is the whole line, or two rays, when the
+        baseline's mean is not significantly above 0: no claim then)."""
+        return bounded([self.low, self.high])
+
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``--format json`` (``change_pct``, ``ci95_pct`` ...)."""
         return {"case": self.case, "metric": self.metric, "unit": self.unit, "direction": self.direction,
                 "threshold_pct": self.threshold_pct, "baseline": self.baseline, "current": self.current,
-                "change_pct": self.change, "ci95_pct": None if self.low is None else [self.low, self.high],
+                "change_pct": self.change, "ci95_pct": [self.low, self.high] if self.bounded else None,
                 "verdict": self.verdict, "method": self.method, "why": self.why, "runs": list(self.n),
                 "p_regressed_adjusted": self.p_regressed, "figure": self.figure,
                 "pooled": None if self.pooled is None else list(self.pooled)}
@@ -260,6 +267,9 @@ def _judge(rows: list[tuple[Row, Change | None]], gate: Gate) -> None:
             raw, adj = (raw_b, pb) if past_bad else (raw_g, pg)
             r.why = (f"past the threshold (one-sided p {raw:.3g}), but not after {name}'s correction over {tests}"
                      f" (adjusted p {adj:.3g} > {ONE_SIDED_ALPHA})")
+        elif not r.bounded:
+            r.why = (f"95 % CI {UNBOUNDED_TEXT}: the baseline's per-run {r.metric} varies too much to bound the ratio"
+                     " (its mean is not significantly above 0): use more --repeat or a quieter machine")
         else:
             r.why = f"the interval straddles the {r.threshold_pct:g} % threshold"
 

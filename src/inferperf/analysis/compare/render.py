@@ -29,7 +29,9 @@ def _pct(v: float | None) -> str:
 
 
 def _ci(r: Row) -> str:
-    return "-" if r.low is None else f"[{_pct(r.low)}, {_pct(r.high)}]"
+    if r.low is None:
+        return "-"
+    return f"[{_pct(r.low)}, {_pct(r.high)}]" if r.bounded else "unbounded: no claim"
 
 
 def headline(c: Comparison) -> str:
