@@ -11,23 +11,16 @@ from inferperf.clock import FakeClock
 from inferperf.config import BenchConfig, StopOptions, WarmupOptions
 from inferperf.measure import energy
 from inferperf.measure.bench import run_once
+from tests.powercap import package_tree
 
 QUICK = {"backend": "null", "null_latency_ms": [0.2], "warmup": WarmupOptions(iterations=2),
          "stop": StopOptions(min_iterations=20, min_duration_s=0.05, max_duration_s=10)}
 
 
-def _tree(root: Path) -> Path:
-    zone = root / "intel-rapl:0"
-    zone.mkdir(parents=True)
-    (zone / "name").write_text("package-0\n")
-    (zone / "energy_uj").write_text("123456\n")
-    (zone / "max_energy_range_uj").write_text("262143328850\n")
-    return root
-
 
 def test_a_readable_package_counter_is_measured_with_idle_power(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(energy, "POWERCAP_ROOT", _tree(tmp_path / "powercap"))
+    monkeypatch.setattr(energy, "POWERCAP_ROOT", package_tree(tmp_path / "powercap"))
     r = run_once("null", BenchConfig(energy_idle_s=0.05, **QUICK))
     block = r.metrics.energy
     pkg = [d for d in block["domains"] if d["domain"] == "intel-rapl:0"][0]

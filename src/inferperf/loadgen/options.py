@@ -56,7 +56,8 @@ class LoadConfig(BaseModel):
     Client: ``max_connections`` (open loop grows connections up to this),
     ``workers`` (processes; one global schedule), ``timeout_ms`` per request,
     ``strict_rate`` (achieved rate short of target -> exit 3), ``fail_on_invalid`` (an INVALID step -> exit 3
-    after every step ran; OVERLOADED does not count), ``seed``.
+    after every step ran; OVERLOADED does not count), ``seed``, ``energy_idle_s`` (idle power read before each
+    step when this machine's energy counters meter the target; 0 = none; :mod:`inferperf.loadgen.energy`).
 
     Stress/capacity (L2): ``stress``, ``slo_p99_ms``, ``max_error_rate``
     (fraction 0..1), ``find_max_rate``, ``stress_gain_percent``.
@@ -103,6 +104,7 @@ class LoadConfig(BaseModel):
     strict_rate: bool = False
     fail_on_invalid: bool = False
     seed: int = 0
+    energy_idle_s: float = Field(default=1.0, ge=0)
 
     # stress and capacity (L2 fills the semantics)
     stress: bool = False

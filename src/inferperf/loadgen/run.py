@@ -27,6 +27,7 @@ from ..interrupt import STOP, cooperative, handle_signals
 from ..measure.arrivals import from_arrival, strided
 from ..results.model import Result
 from .drain import DRAIN_MAX_WAIT_S, DRAIN_QUIET_S, BusyProbe, drain
+from .energy import StepEnergy
 from .driver import Closed, Open, StepSamples, WindowRule, is_stable, run_step, window_figures
 from .options import LoadConfig
 from .result import RATE_SHORT_FRACTION, step_result
@@ -260,17 +261,24 @@ def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str
     drained = kept.drain(cfg) if kept is not None else None
     before = fetch_stats(target)
     n = workers_for(cfg, value)
-    if n > 1:
-        s = run_workers(cfg, target.payloads, value)
-    elif kept is not None:
-        s = kept.samples(cfg, target.payloads, value)
-    else:
-        s = asyncio.run(_step(cfg, target.payloads, build_mode(cfg, value), cfg.duration_s, cfg.requests))
+    energy = StepEnergy(target.url, cfg.energy_idle_s)
+    try:
+        with energy.metering():
+            if n > 1:
+                s = run_workers(cfg, target.payloads, value)
+            elif kept is not None:
+                s = kept.samples(cfg, target.payloads, value)
+            else:
+                s = asyncio.run(_step(cfg, target.payloads, build_mode(cfg, value), cfg.duration_s, cfg.requests))
+        energy_doc = energy.block(s.status)
+    finally:
+        energy.close()
     if kept is not None:
         kept.stepped()
     s.drain = drained
     after = fetch_stats(target)
     r = step_result(s, target, cfg, command, stats_before=before, stats_after=after)
+    r.metrics.energy = energy_doc
     if s.interrupted:
         mark_interrupted(r, s.duration_s)
     if n < cfg.workers:

@@ -21,6 +21,7 @@ no GPU, a counter this GPU lacks): :meth:`EnergyMeter.open` never raises.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -345,3 +346,35 @@ def pool_energy(blocks: list[dict[str, Any] | None]) -> dict[str, Any] | None:
                               joules_per_inference_ci95=list(mean_ci(per_run)))
         out["domains"].append(pooled)
     return out
+
+
+class EnergyWindow:
+    """Meters a window of work done elsewhere (a load step on an event loop): a daemon thread reads ``meter``
+    every ``interval_s`` (so one wraparound between reads at most) and once more at exit; ``window_s`` is the
+    metered time on ``clock``.
+    """
+
+    def __init__(self, meter: EnergyMeter, clock: Clock = SYSTEM_CLOCK, interval_s: float = 0.1) -> None:
+        self.meter = meter
+        self.window_s = 0.0
+        self._clock = clock
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="inferperf-energy", daemon=True)
+        self._t0 = 0
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.meter.sample()
+
+    def __enter__(self) -> EnergyWindow:
+        self.meter.start()
+        self._t0 = self._clock.now_ns()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.meter.sample()
+        self.window_s = (self._clock.now_ns() - self._t0) / 1e9
