@@ -25,8 +25,13 @@ def compare_command(
     max_p99_increase: Annotated[Optional[str], Opt(help="largest tolerated p99 increase (default 10%)")] = None,
     max_cold_start_increase: Annotated[Optional[str], Opt(help="largest tolerated cold-start increase (default 20%)")] = None,
     max_rss_increase: Annotated[Optional[str], Opt(help="largest tolerated peak-RSS increase (default 10%)")] = None,
+    max_ttft_increase: Annotated[Optional[str], Opt(help="token streams: largest tolerated TTFT p50 increase (default 5%)")] = None,
+    max_itl_increase: Annotated[Optional[str], Opt(help="token streams: largest tolerated ITL p50 increase (default 5%)")] = None,
+    max_tokens_per_s_drop: Annotated[Optional[str], Opt(help="token streams: largest tolerated output tokens/s drop"
+                                                             " (default 5%)")] = None,
     gate: Annotated[Optional[Path], Opt(help="YAML gate file (thresholds, metrics, strict, correction); flags override it")] = None,
-    metrics: Annotated[Optional[str], Opt(help="comma list of throughput,p50,p99,cold_start,rss_peak (default all)")] = None,
+    metrics: Annotated[Optional[str], Opt(help="comma list of throughput,p50,p99,cold_start,rss_peak (the default)"
+                                               " and, for token streams, ttft_p50,itl_p50,output_tokens_per_s")] = None,
     strict: Annotated[Optional[bool], Opt("--strict/--no-strict", help="fail on inconclusive results that may be"
                                                                         " regressions (default: they pass)")] = None,
     correction: Annotated[Optional[str], Opt(help="holm (family-wise error, default) | bh (false-discovery rate)")] = None,
@@ -44,7 +49,8 @@ def compare_command(
         raise UsageError(f"unknown --format {fmt!r}: use markdown or json")
     thresholds = {"max-throughput-drop": max_throughput_drop, "max-p50-increase": max_p50_increase,
                   "max-p99-increase": max_p99_increase, "max-cold-start-increase": max_cold_start_increase,
-                  "max-rss-increase": max_rss_increase}
+                  "max-rss-increase": max_rss_increase, "max-ttft-increase": max_ttft_increase,
+                  "max-itl-increase": max_itl_increase, "max-tokens-per-s-drop": max_tokens_per_s_drop}
     g = build_gate(gate, thresholds, metrics, strict, correction)
     result = compare([baseline], [current], g, match=match)  # type: ignore[arg-type]
     text = to_markdown(result) if fmt == "markdown" else to_json(result) + "\n"

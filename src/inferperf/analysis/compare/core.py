@@ -62,7 +62,13 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("p99", "p99 latency", "ms", False, "max-p99-increase", 0.10, window=2, percentile=True),
     Metric("cold_start", "cold start", "ms", False, "max-cold-start-increase", 0.20),
     Metric("rss_peak", "peak RSS", "MiB", False, "max-rss-increase", 0.10, scale=1 / 2**20),
+    # token streams (load --api openai-*: metrics.generation); compared when named in --metrics
+    Metric("ttft_p50", "TTFT p50", "ms", False, "max-ttft-increase", 0.05),
+    Metric("itl_p50", "ITL p50", "ms", False, "max-itl-increase", 0.05),
+    Metric("output_tokens_per_s", "output tokens/s", "tokens/s", True, "max-tokens-per-s-drop", 0.05),
 )}
+#: the metrics compared unless ``--metrics`` names others (the token-stream ones are asked for by name).
+DEFAULT_METRICS = ("throughput", "p50", "p99", "cold_start", "rss_peak")
 
 
 @dataclass
@@ -72,13 +78,14 @@ class Gate:
     Attributes:
         thresholds: metric name -> largest tolerated change in the bad direction, as a fraction
             (0.05 = 5 %); metrics not named get :attr:`Metric.default`.
-        metrics: the metrics compared (default: all of :data:`METRICS`).
+        metrics: the metrics compared (default: :data:`DEFAULT_METRICS`; the token-stream ones of
+            :data:`METRICS`, ``ttft_p50``, ``itl_p50`` and ``output_tokens_per_s``, by name).
         strict: fail on ``inconclusive`` results that may be regressions, too.
         correction: ``holm`` (family-wise error) or ``bh`` (false-discovery rate).
     """
 
     thresholds: dict[str, float] = field(default_factory=dict)
-    metrics: tuple[str, ...] = tuple(METRICS)
+    metrics: tuple[str, ...] = DEFAULT_METRICS
     strict: bool = False
     correction: Correction = "holm"
 

@@ -215,6 +215,13 @@ def runs_of(r: Result, arrays: dict[str, np.ndarray], rss_by_run: dict[tuple, in
             rss = rss_by_run.get((r.case_key, listed[k].get("created_at"), listed[k].get("pid")))
             if rss:
                 fig["rss_peak"] = float(rss)
+        gen = r.metrics.generation
+        if n == 1 and gen:  # a token-stream load step (one run per Result)
+            for name, value in (("ttft_p50", (gen.get("ttft_ms") or {}).get("p50")),
+                                ("itl_p50", (gen.get("itl_ms") or {}).get("p50")),
+                                ("output_tokens_per_s", gen.get("output_tokens_per_s"))):
+                if value is not None:
+                    fig[name] = float(value)
         wins = [(w.queries_per_s, w.p50_ms, w.p99_ms) for w in r.metrics.windows if w.run == k or n == 1]
         runs.append(Run(fig, wins))
     return runs

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
-from .core import METRICS, Gate
+from .core import DEFAULT_METRICS, METRICS, Gate
 
 _BY_FLAG = {m.flag: m.name for m in METRICS.values()}
 _KEYS = {*_BY_FLAG, "metrics", "strict", "correction"}
@@ -104,6 +104,9 @@ def build_gate(path: Path | None = None, thresholds: dict[str, Any] | None = Non
             kw["thresholds"][_BY_FLAG[flag]] = parse_percent(v, f"--{flag}")
     if metrics is not None:
         kw["metrics"] = parse_metrics(metrics)
+    asked = [m for m in METRICS if m not in DEFAULT_METRICS and m in kw["thresholds"]]
+    if asked:  # a token-stream threshold given: that metric is compared too
+        kw["metrics"] = tuple(dict.fromkeys([*kw.get("metrics", DEFAULT_METRICS), *asked]))
     if strict is not None:
         kw["strict"] = strict
     if correction is not None:
