@@ -137,3 +137,19 @@ def test_the_soak_caption_says_the_slope_once_and_serve_charts_are_told_apart(tm
     assert len(set(titles)) == 4, titles
     boxes = ch["serve-dist-0"].figure["data"]
     assert [b["x"] for b in boxes] == [["queue"], ["compute"], ["request"]]
+
+
+def test_a_doubling_ladder_is_drawn_on_a_log_axis_and_its_bars_as_categories(tmp_path: Path) -> None:
+    """A stress ladder 1, 2, 4 ... 64 on a linear axis put the ticks 1, 2 and 4 on top of each other and made
+    the server-split bars slivers; it is drawn on a log axis (bars by category). Must-say-no: 1, 2, 4 stays linear."""
+    ladder = []
+    for c in (1, 2, 4, 8, 16, 32, 64):
+        r = closed(c)
+        r.metrics.server = {"latency_split_ms": {"queue_ms": 1.0, "compute_ms": 2.0, "rest_ms": 0.5}}
+        ladder.append(r)
+    _, ch = charts_of(tmp_path / "ladder", ladder)
+    assert ch["load-tput-0"].figure["layout"]["xaxis"]["type"] == "log"
+    assert ch["load-lat-0"].figure["layout"]["xaxis"]["type"] == "log"
+    assert ch["load-split-0"].figure["layout"]["xaxis"]["type"] == "category"
+    _, few = charts_of(tmp_path / "few", [closed(c) for c in (1, 2, 4)])
+    assert "type" not in few["load-tput-0"].figure["layout"]["xaxis"]

@@ -97,11 +97,19 @@ def _caption(rs: list[Any]) -> str:
     return " ".join(parts)
 
 
+#: Loads spanning this factor or more (a stress ladder 1 .. 128) are drawn on a log axis.
+LOG_AXIS_SPAN = 16
+
+
 def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
     scen = key[-1]
     xname = "concurrency (connections)" if scen == "concurrent" else "target rate (req/s)"
     xs = [load_value(r) for r in rs]
     xa = {"title": {"text": xname}, **({"tickvals": sorted(set(xs))} if scen == "concurrent" else {})}
+    bar_xa = xa
+    if xs and min(xs) > 0 and max(xs) / min(xs) >= LOG_AXIS_SPAN:  # a doubling ladder: 1, 2, 4 ran into each other
+        xa = {**xa, "type": "log"}
+        bar_xa = {**bar_xa, "type": "category"}  # a bar on a log axis has no width to speak of
     cap = _caption(rs)
     out: list[Chart] = []
     tput = [r.metrics.throughput.queries_per_s for r in rs]
@@ -135,7 +143,7 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
     errs = [_err_rate(r) * 100 for r in rs]
     if any(errs):  # an all-zero error chart is an empty plot on a -1..1 axis: the latency caption says it instead
         fig = {"data": [{"type": "bar", "x": xs, "y": errs, "name": "error rate %"}],
-               "layout": _layout(f"{label}: errors", xa,
+               "layout": _layout(f"{label}: errors", bar_xa,
                                  {"title": {"text": "% failed"}, "rangemode": "tozero"})}
         out.append(Chart(f"load-err-{i}", "load", f"{label}: error rate vs load", fig, cap, len(xs)))
     else:
@@ -147,7 +155,7 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
     if split:
         fig = {"data": [{"type": "bar", "x": [x for x, _ in split], "y": [s[k] for _, s in split], "name": k[:-3]}
                         for k in ("queue_ms", "compute_ms", "rest_ms")],
-               "layout": _layout(f"{label}: server split", xa,
+               "layout": _layout(f"{label}: server split", bar_xa,
                                  {"title": {"text": "mean ms per request"}}, barmode="stack")}  # fmt: skip
         out.append(Chart(f"load-split-{i}", "load", f"{label}: client latency split (server queue, compute, rest)",
                          fig, "From the target's Triton statistics over each step (every client of the server).",
