@@ -89,3 +89,22 @@ def test_short_and_bad_inputs() -> None:
         change_points([1.0, float("nan"), 2.0])
     with pytest.raises(ValueError, match="window_len"):
         change_points([1.0, 2.0, 3.0], window_len=1)
+
+
+def test_the_t_tests_equal_scipy_stats() -> None:
+    """The two-sided Student test of the change points and the gate's one-sided Welch test, written on
+    scipy.special (no scipy.stats import: seconds on a busy machine), equal scipy.stats' own."""
+    from scipy import stats
+
+    from inferperf.analysis.changepoints import _ttest
+    from inferperf.history.gate import _worse_p
+    from inferperf.history.query import Point
+
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        a, b = rng.standard_normal(7), rng.standard_normal(9) + 0.5
+        assert _ttest(a, b) == pytest.approx(stats.ttest_ind(a, b).pvalue, rel=1e-9)
+        old, new = (Point(0, None, None, None, list(v), float(np.median(v)), None, None, "", "", "VALID", None)
+                    for v in (a, b))
+        want = stats.ttest_ind(b, a, equal_var=False, alternative="greater").pvalue
+        assert _worse_p(new.median, new, [old], "lower") == pytest.approx(want, rel=1e-9)

@@ -132,3 +132,13 @@ def test_a_newest_point_whose_own_interval_holds_the_baseline_is_not_a_regressio
     wide = pts[-1].__class__(**{**pts[-1].__dict__, "lo": 95.0, "hi": 130.0})
     row = gate.judge(SERIES, [*pts[:-1], wide])
     assert row.verdict == "ok" and "inside the newest point's own 95 % interval [95, 130]" in row.reason
+
+
+def test_a_tiny_significant_step_is_no_change_point_under_the_minimum_effect() -> None:
+    rng = np.random.default_rng(8)
+    pts = _points(np.r_[np.full(10, 100.0), np.full(5, 100.5)], rng, noise=0.0005)
+    from inferperf.history.query import analyse
+
+    assert [c.index for c in analyse(pts, min_effect=0.0)] == [10]  # must say yes without a minimum effect
+    assert analyse(pts) == []  # 0.5 % < the 2 % default
+    assert gate.judge(SERIES, pts).baseline_n == 14

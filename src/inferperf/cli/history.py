@@ -57,11 +57,11 @@ def add_command(
 
 
 def _analysed(engine, glob: str | None):
-    from ..history.query import all_series, analyse, series_points, usable
+    from ..history.query import analyse, matching, usable
 
     out = []
-    for s in all_series(engine, glob):
-        pts = usable(series_points(engine, s.id))
+    for s, every in matching(engine, glob):
+        pts = usable(every)
         out.append((s, pts, analyse(pts)))
     return out
 
@@ -137,6 +137,7 @@ def check_command(
     max_regression: Annotated[str, Opt(help="largest tolerated change for the worse of the newest point (or of an "
                                             "unacknowledged change) against the points since the last change")] = "5%",
     alpha: Annotated[float, Opt(help="significance level of the newest point's one-sided test")] = 0.05,
+    min_effect: Annotated[str, Opt(help="smallest change called a change point")] = "2%",
 ) -> int:
     """The gate: exit 3 when a series' newest point is significantly worse than the segment since its last change
     point by more than --max-regression (or that change itself is, unacknowledged), 0 when not, 2 when no series
@@ -148,7 +149,7 @@ def check_command(
     limit = parse_percent(max_regression, "--max-regression")
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha}: give a level between 0 and 1, e.g. 0.05")
-    report = check(_engine(db), series, limit, alpha)
+    report = check(_engine(db), series, limit, alpha, parse_percent(min_effect, "--min-effect"))
     if not report.rows:
         raise UsageError("history check: no series" + (f" match {series!r}" if series else " in the database") +
                          ": add Results first (`inferperf history add`) or fix --series")

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .._version import __version__
-from .query import Point, Series, all_series, analyse, series_points, usable
+from .query import Point, Series, analyse, matching, usable
 
 #: the ``format`` field of the JSON series document
 FORMAT = "inferperf-history/1"
@@ -47,7 +47,7 @@ def export_json(engine: sa.Engine, glob: str | None = None) -> dict[str, Any]:
     Change-point indices count the series' usable (not INVALID) points, which ``points`` lists.
     """
     return {"format": FORMAT, "tool": {"name": "inferperf", "version": __version__},
-            "series": [series_doc(s, series_points(engine, s.id)) for s in all_series(engine, glob)]}
+            "series": [series_doc(s, pts) for s, pts in matching(engine, glob)]}
 
 
 def export_csv(engine: sa.Engine, glob: str | None = None) -> str:
@@ -55,8 +55,8 @@ def export_csv(engine: sa.Engine, glob: str | None = None) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
-    for s in all_series(engine, glob):
-        for p in series_points(engine, s.id):
+    for s, pts in matching(engine, glob):
+        for p in pts:
             w.writerow([s.name, s.metric, s.direction, s.machine, p.id, p.time.isoformat() + "Z", p.commit or "",
                         p.branch or "", repr(p.median), "" if p.lo is None else repr(p.lo),
                         "" if p.hi is None else repr(p.hi), len(p.values), " ".join(map(repr, p.values)),

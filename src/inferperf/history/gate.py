@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from .query import Point, Series, all_series, analyse, series_points, usable
+from .query import MIN_EFFECT, Point, Series, analyse, matching, usable
 
 GateVerdict = Literal["regression", "ok", "improvement", "acknowledged", "environment", "inconclusive"]
 MIN_BASELINE = 1
@@ -57,7 +57,7 @@ class CheckReport:
 
 def _worse_p(x: float, newest: Point, base: list[Point], direction: str) -> float:
     """One-sided p that the newest value is worse than the baseline (nan: cannot test)."""
-    from scipy import stats
+    from scipy.special import stdtr  # Student's t CDF without importing scipy.stats
 
     sign = 1.0 if direction == "lower" else -1.0  # worse = larger for latency, smaller for throughput
     if len(base) >= 2:
@@ -66,16 +66,20 @@ def _worse_p(x: float, newest: Point, base: list[Point], direction: str) -> floa
         if s == 0.0:
             return 0.0 if sign * (x - b.mean()) > 0 else 1.0
         t = sign * (x - b.mean()) / (s * math.sqrt(1 + 1 / len(b)))
-        return float(stats.t.sf(t, len(b) - 1))
-    old, new = base[0].values, newest.values
+        return float(stdtr(len(b) - 1, -t))
+    old, new = np.asarray(base[0].values), np.asarray(newest.values)
     if len(old) < 2 or len(new) < 2:
         return math.nan
-    res = stats.ttest_ind(new, old, equal_var=False, alternative="greater" if sign > 0 else "less")
-    return float(res.pvalue) if math.isfinite(res.pvalue) else math.nan
+    va, vb = old.var(ddof=1) / len(old), new.var(ddof=1) / len(new)  # Welch's t-test, Welch-Satterthwaite df
+    if va + vb == 0:
+        return 0.0 if sign * (new.mean() - old.mean()) > 0 else 1.0
+    df = (va + vb) ** 2 / (va**2 / (len(old) - 1) + vb**2 / (len(new) - 1))
+    t = sign * (new.mean() - old.mean()) / math.sqrt(va + vb)
+    return float(stdtr(df, -t))
 
 
 def judge(s: Series, pts: list[Point], max_regression: float = 0.05, alpha: float = 0.05,
-          min_effect: float = 0.0) -> GateRow | None:  # fmt: skip
+          min_effect: float = MIN_EFFECT) -> GateRow | None:  # fmt: skip
     """The gate's verdict on the newest usable point of one series (``None`` when it has no usable point)."""
     pts = usable(pts)
     if not pts:
@@ -141,9 +145,9 @@ def _standing_row(s: Series, cp, newest: Point, pts: list[Point], before_n: int,
 
 
 def check(engine, glob: str | None = None, max_regression: float = 0.05, alpha: float = 0.05,
-          min_effect: float = 0.0) -> CheckReport:  # fmt: skip
+          min_effect: float = MIN_EFFECT) -> CheckReport:  # fmt: skip
     """Judge the newest point of every series matching ``glob`` (see the module docstring)."""
-    rows = [judge(s, series_points(engine, s.id), max_regression, alpha, min_effect) for s in all_series(engine, glob)]
+    rows = [judge(s, pts, max_regression, alpha, min_effect) for s, pts in matching(engine, glob)]
     return CheckReport([r for r in rows if r is not None])
 
 

@@ -74,12 +74,28 @@ def find_series(engine: sa.Engine, text: str) -> Series:
 
 def series_points(engine: sa.Engine, series_id: int) -> list[Point]:
     """The series' points, oldest first (by time, then by insertion)."""
+    return points_by_series(engine, [series_id]).get(series_id, [])
+
+
+def points_by_series(engine: sa.Engine, series_ids: list[int] | None = None) -> dict[int, list[Point]]:
+    """series id -> its points, oldest first, for ``series_ids`` (None: every series), in one query."""
     q = (sa.select(points, acks.c.why).outerjoin(acks, acks.c.point_id == points.c.id)
-         .where(points.c.series_id == series_id).order_by(points.c.time, points.c.id))  # fmt: skip
+         .order_by(points.c.series_id, points.c.time, points.c.id))  # fmt: skip
+    if series_ids is not None:
+        q = q.where(points.c.series_id.in_(series_ids))
+    out: dict[int, list[Point]] = {}
     with engine.connect() as c:
-        rows = c.execute(q).all()
-    return [Point(r.id, r.time, r.commit, r.branch, list(r.values), r.median, r.lo, r.hi, r.runtime, r.env,
-                  r.verdict, r.why) for r in rows]  # fmt: skip
+        for r in c.execute(q):
+            out.setdefault(r.series_id, []).append(Point(r.id, r.time, r.commit, r.branch, r.values, r.median, r.lo,
+                                                         r.hi, r.runtime, r.env, r.verdict, r.why))  # fmt: skip
+    return out
+
+
+def matching(engine: sa.Engine, glob: str | None = None) -> list[tuple[Series, list[Point]]]:
+    """Every series matching ``glob`` (None: all) with its points, oldest first: two queries in all."""
+    chosen = all_series(engine, glob)
+    by_id = points_by_series(engine, None if glob is None else [s.id for s in chosen])
+    return [(s, by_id.get(s.id, [])) for s in chosen]
 
 
 def usable(pts: list[Point]) -> list[Point]:
@@ -92,8 +108,14 @@ def half_width(p: Point) -> float:
     return (p.hi - p.lo) / 2 if p.lo is not None and p.hi is not None else math.nan
 
 
-def analyse(pts: list[Point], min_effect: float = 0.0) -> list[ChangePoint]:
-    """Change points of ``pts`` (already :func:`usable`), indices into ``pts``, environment cuts included."""
+#: the smallest relative change the history calls a change point (the detector's ``min_effect``): a busy-wait
+#: latency can be so steady that a 0.02 % step is significant, and nobody would want it marked
+MIN_EFFECT = 0.02
+
+
+def analyse(pts: list[Point], min_effect: float = MIN_EFFECT) -> list[ChangePoint]:
+    """Change points of ``pts`` (already :func:`usable`), indices into ``pts``, environment cuts included;
+    changes under ``min_effect`` (relative; default :data:`MIN_EFFECT`, 2 %) are not reported."""
     return change_points([p.median for p in pts], env=[p.env for p in pts], half_widths=[half_width(p) for p in pts],
                          min_effect=min_effect)
 
@@ -143,5 +165,5 @@ def remove(engine: sa.Engine, glob: str | None, older_than: _dt.datetime | None)
     return len(gone), int(n_results or 0)
 
 
-__all__ = ["Point", "Series", "ack", "all_series", "analyse", "find_series", "half_width", "remove",
-           "series_points", "usable"]
+__all__ = ["Point", "Series", "ack", "all_series", "analyse", "find_series", "MIN_EFFECT", "half_width", "matching", "points_by_series",
+           "remove", "series_points", "usable"]
