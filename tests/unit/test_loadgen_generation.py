@@ -110,7 +110,7 @@ def test_real_client_against_the_mock(mock) -> None:
     cfg = LoadConfig(url=mock.url, api="openai-chat", max_tokens=6, input_tokens=9, input_pool_size=2)
     target = read_gen_target(cfg)
     assert target.model == "mock-model" and target.prompt_tokens == [9, 9]
-    tr = GenerationTransport(HttpTransport(mock.url), chat=True)
+    tr = GenerationTransport(HttpTransport(mock.url), "openai-chat")
     s = asyncio.run(run_step(tr, Closed(1), payloads=target.payloads, warmup_s=0, requests=6, timeout_s=10))
     recs = [x for x in s.streams if x is not None]
     kinds = [s.error_kinds[e] for e in s.error]
@@ -120,3 +120,15 @@ def test_real_client_against_the_mock(mock) -> None:
     assert all(r.done for r in ok) and len(recs) == 6
     true = [t for t in mock.app.times.records if not t["aborted"]]
     assert [t["output_tokens"] for t in true] == [6] * 4 and all(len(t["itl_ms"]) == 5 for t in true)
+
+
+def test_real_client_triton_generate_against_the_mock(mock) -> None:
+    with pytest.raises(UsageError, match="needs --model"):
+        read_gen_target(LoadConfig(url=mock.url, api="triton-generate"))
+    cfg = LoadConfig(url=mock.url, api="triton-generate", model="mock-model", max_tokens=4, input_tokens=5)
+    target = read_gen_target(cfg)
+    tr = GenerationTransport(HttpTransport(mock.url), "triton-generate")
+    s = asyncio.run(run_step(tr, Closed(1), payloads=target.payloads, warmup_s=0, requests=3, timeout_s=10))
+    kinds = [s.error_kinds[e] for e in s.error]
+    assert kinds == ["", "", INCOMPLETE]  # the mock cuts every 3rd stream half-way
+    assert [len(r.chunk_ns) for r in s.streams[:2]] == [4, 4] and all(r.out_tokens == 4 for r in s.streams[:2])

@@ -60,7 +60,7 @@ USAGE = b'data: {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens
 
 def _run(pieces: list[tuple[int, bytes]], r: Response = Response(200, 1), status: int = 200,
          chat: bool = True) -> tuple[str | None, TokenStream]:  # fmt: skip
-    s = TokenStream(chat)
+    s = TokenStream("openai-chat" if chat else "openai-completions")
     s.head(0, status, [])
     for t, b in pieces:
         s.chunk(t, b)
@@ -102,15 +102,15 @@ def test_mid_stream_failures_are_classified(pieces: list[bytes], r: Response, ki
 
 
 def test_failures_before_the_answer_keep_their_kind() -> None:
-    assert TokenStream(True).outcome(Response(0, 0, DISCONNECTED)) == DISCONNECTED
-    s = TokenStream(True)
+    assert TokenStream("openai-chat").outcome(Response(0, 0, DISCONNECTED)) == DISCONNECTED
+    s = TokenStream("openai-chat")
     s.head(0, 503, [])
     s.chunk(1, b"data: [DONE]\n\n")  # an error answer's body is not read as a stream
     assert s.outcome(Response(503, 14, "http_503")) == "http_503" and s.record().chunk_ns == []
 
 
 def test_whole_answer_without_streaming() -> None:
-    s = TokenStream(True, stream=False)
+    s = TokenStream("openai-chat", stream=False)
     s.head(0, 200, [])
     body = orjson.dumps({"choices": [{"message": {"role": "assistant", "content": "one two"}, "finish_reason": "length"}],
                          "usage": {"prompt_tokens": 4, "completion_tokens": 2}})
@@ -119,7 +119,7 @@ def test_whole_answer_without_streaming() -> None:
     assert s.outcome(Response(200, len(body))) is None
     rec = s.record()
     assert rec.chunk_ns == [] and rec.out_tokens == 2 and rec.usage_out == 2 and rec.finish == "length"
-    bad = TokenStream(True, stream=False)
+    bad = TokenStream("openai-chat", stream=False)
     bad.head(0, 200, [])
     bad.chunk(1, b"<html>")
     assert bad.outcome(Response(200, 6)) == "bad_answer"
@@ -127,3 +127,15 @@ def test_whole_answer_without_streaming() -> None:
 
 def test_count_words() -> None:
     assert count_words(" a  b\nc ") == 3 and count_words("") == 0
+
+
+def test_triton_generate_stream_ends_with_the_body() -> None:
+    ev = b'data: {"model_name": "m", "model_version": "1", "text_output": "a b"}\n\n'
+    s = TokenStream("triton-generate")
+    s.head(0, 200, [])
+    s.chunk(7, ev)
+    assert s.outcome(Response(200, len(ev))) is None and s.record().chunk_ns == [7] and s.record().out_tokens == 2
+    cut = TokenStream("triton-generate")
+    cut.head(0, 200, [])
+    cut.chunk(7, ev)
+    assert cut.outcome(Response(0, 0, DISCONNECTED)) == INCOMPLETE  # the chunked body broke off

@@ -147,3 +147,20 @@ def test_true_times_derive_ttft_and_gaps() -> None:
     t = TrueTimes()
     t.record({"arrived_ns": 0, "send_ns": [5 * MS, 7 * MS, 10 * MS]})
     assert t.records[0]["ttft_ms"] == 5 and t.records[0]["itl_ms"] == [2, 3]
+
+
+def test_triton_generate_stream_and_whole_answer() -> None:
+    clock = FakeClock()
+    app = MockGenerateApp(P, clock)
+    status, body = _call(app, clock, "POST", "/v2/models/mock-model/generate_stream",
+                         orjson.dumps({"text_input": "w " * 100, "max_tokens": 3}))
+    ev = [orjson.loads(e) for e in _events(body)]
+    assert status == 200 and [set(e) for e in ev] == [{"model_name", "model_version", "text_output"}] * 3
+    assert len("".join(e["text_output"] for e in ev).split()) == 3 and app.times.records[0]["ttft_ms"] == 20
+    status, body = _call(MockGenerateApp(P, clock), clock, "POST", "/v2/models/mock-model/generate",
+                         orjson.dumps({"text_input": "a", "parameters": {"max_tokens": 2}}))
+    assert status == 200 and len(orjson.loads(body)["text_output"].split()) == 2
+    status, body = _call(MockGenerateApp(P, clock), clock, "POST", "/v2/models/other/generate", b"{}")
+    assert status == 400 and "unknown model" in orjson.loads(body)["error"]
+    status, body = _call(MockGenerateApp(P, clock), clock, "POST", "/v2/models/mock-model/generate", b"{}")
+    assert status == 400 and "text_input" in orjson.loads(body)["error"]

@@ -179,7 +179,8 @@ def load_command(
     stress_gain_percent: Annotated[Optional[float], Opt(help="stress: saturation when gains stay below this"
                                                         " (default 5)")] = None,
     api: Annotated[str, Opt(help="kserve (KServe v2 infer) | openai-chat (/v1/chat/completions) | openai-completions"
-                                 " (/v1/completions): token streams over SSE, docs/generate.md")] = "kserve",
+                                 " (/v1/completions) | triton-generate (/v2/models/M/generate_stream): token streams over SSE,"
+                                 " docs/generate.md")] = "kserve",
     no_stream: Annotated[bool, Opt("--no-stream", help="openai-*: ask one JSON answer (end-to-end latency only)")] = False,
     max_tokens: Annotated[Optional[int], Opt(help="openai-*: max_tokens of each request (default: the server's)")] = None,
     ignore_eos: Annotated[bool, Opt("--ignore-eos", help="openai-*: send ignore_eos (vLLM, SGLang): always max_tokens")] = False,

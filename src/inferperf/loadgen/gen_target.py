@@ -97,8 +97,21 @@ def make_prompt(n_tokens: int, rng: np.random.Generator, count: Callable[[str], 
     return text, count(text)
 
 
+def request_path(cfg: LoadConfig, model: str) -> str:
+    """The request path (after the URL's own prefix): ``/v1/...`` or Triton's ``/v2/models/M/generate[_stream]``."""
+    if cfg.api == "triton-generate":
+        return f"/v2/models/{model}/generate{'_stream' if cfg.stream else ''}"
+    return PATHS[cfg.api]
+
+
 def request_body(cfg: LoadConfig, model: str, prompt: str) -> bytes:
-    """The JSON body of one request (``stream_options.include_usage`` when streaming)."""
+    """The JSON body of one request (OpenAI: ``stream_options.include_usage`` when streaming; Triton generate:
+    ``text_input``, ``max_tokens`` and ``stream`` as inputs, the TensorRT-LLM ensemble's names)."""
+    if cfg.api == "triton-generate":
+        tdoc: dict[str, Any] = {"text_input": prompt, "stream": cfg.stream}
+        if cfg.max_tokens is not None:
+            tdoc["max_tokens"] = cfg.max_tokens
+        return orjson.dumps(tdoc)
     doc: dict[str, Any] = {"model": model}
     if cfg.api == "openai-chat":
         doc["messages"] = [{"role": "user", "content": prompt}]
@@ -118,6 +131,8 @@ def _model_name(cfg: LoadConfig, base: str, timeout_s: float) -> str:
     """``--model``, else the first id of ``GET /v1/models``."""
     if cfg.model:
         return cfg.model
+    if cfg.api == "triton-generate":
+        raise UsageError("--api triton-generate needs --model NAME (the model in /v2/models/NAME/generate_stream)")
     import httpx
 
     try:
@@ -146,7 +161,8 @@ def read_gen_target(cfg: LoadConfig, timeout_s: float = 10.0) -> GenTarget:
     payloads, counts = [], []
     for n in prompt_lengths(cfg):
         text, have = make_prompt(n, rng, count)
-        payloads.append(build_request(ep, "POST", prefix + PATHS[cfg.api], request_body(cfg, model, text), headers))
+        payloads.append(build_request(ep, "POST", prefix + request_path(cfg, model), request_body(cfg, model, text),
+                                      headers))  # fmt: skip
         counts.append(have)
     return GenTarget(kind="openai", url=base, model=model, metadata={"api": cfg.api, "model": model},
                      payloads=payloads, api=cfg.api, prompt_tokens=counts,
@@ -164,8 +180,9 @@ def transport_for(cfg: LoadConfig) -> Any:
     inner = HttpTransport(cfg.url)
     if cfg.api == "kserve":
         return inner
-    return GenerationTransport(inner, cfg.api == "openai-chat", cfg.stream, token_counter(cfg.tokenizer))
+    return GenerationTransport(inner, cfg.api, cfg.stream, token_counter(cfg.tokenizer))
 
 
-__all__ = ["GenTarget", "make_prompt", "prompt_lengths", "read_gen_target", "read_load_target", "request_body", "token_counter",
+__all__ = ["GenTarget", "make_prompt", "prompt_lengths", "read_gen_target", "read_load_target", "request_body",
+           "request_path", "token_counter",
            "transport_for"]

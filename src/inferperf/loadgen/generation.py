@@ -1,18 +1,19 @@
-"""Token-stream answers read on the load client's chunk callback: OpenAI-compatible chat and completions.
+"""Token-stream answers read on the load client's chunk callback: OpenAI-compatible chat and completions, and
+Triton's generate extension (``/v2/models/M/generate_stream``).
 
 :class:`TokenStream` is an :class:`~inferperf.loadgen.http1.StreamSink`: each body piece goes through the
 incremental :class:`~inferperf.loadgen.sse.SseParser` as it arrives, so event times are socket-read times
 (pieces of one read share one time). Per event (``data:`` JSON):
 
 - a **content** event carries generated text: ``choices[i].delta.content`` (chat; also ``reasoning_content``)
-  or ``choices[i].text`` (completions) non-empty. A role-only or empty event is NOT content (vLLM's first
+  or ``choices[i].text`` (completions) or ``text_output`` (Triton generate) non-empty. A role-only or empty event is NOT content (vLLM's first
   chat event ``{role: assistant, content: ""}`` would otherwise be taken for the first token);
 - ``usage`` (``stream_options.include_usage``) gives the server's prompt and completion token counts;
 - ``finish_reason`` is kept; ``"error"`` makes the request fail as ``finish_error``;
 - an ``event: error`` event or a JSON ``{"error": ...}`` makes it fail as ``stream_error``; an event that is
   not JSON as ``stream_bad_event``;
-- ``data: [DONE]`` ends the stream; an answer that ends (closed, or the body framing ended) without it is
-  ``stream_incomplete``, the same when the connection broke after the 200 head (``disconnected`` is kept
+- ``data: [DONE]`` ends an OpenAI stream; one that ends (closed, or the body framing ended) without it is
+  ``stream_incomplete`` (Triton's generate_stream has no such marker: the body's framed end completes it), the same when the connection broke after the 200 head (``disconnected`` is kept
   for a break before any answer).
 
 Without streaming (``stream`` false) the body is one JSON answer (``choices[0].message.content`` / ``text``,
@@ -66,14 +67,16 @@ class GenRecord:
 
 
 class TokenStream:
-    """The sink of one request (module docstring); ``chat`` selects where text is read; ``stream`` False reads
-    one JSON answer; ``count`` counts tokens in the generated text (default: whitespace words)."""
+    """The sink of one request (module docstring); ``api`` (``openai-chat``, ``openai-completions`` or
+    ``triton-generate``) selects where text is read; ``stream`` False reads one JSON answer; ``count`` counts
+    tokens in the generated text (default: whitespace words)."""
 
-    __slots__ = ("chat", "stream", "count", "parser", "status", "chunk_ns", "texts", "usage_in", "usage_out",
+    __slots__ = ("chat", "triton", "stream", "count", "parser", "status", "chunk_ns", "texts", "usage_in", "usage_out",
                  "finish", "done", "error", "_body")  # fmt: skip
 
-    def __init__(self, chat: bool, stream: bool = True, count: Callable[[str], int] = count_words) -> None:
-        self.chat, self.stream, self.count = chat, stream, count
+    def __init__(self, api: str, stream: bool = True, count: Callable[[str], int] = count_words) -> None:
+        self.chat, self.triton = api == "openai-chat", api == "triton-generate"
+        self.stream, self.count = stream, count
         self.parser = SseParser()
         self.status = 0
         self.chunk_ns: list[int] = []
@@ -116,13 +119,15 @@ class TokenStream:
         if doc.get("error"):
             self.error = self.error or STREAM_ERROR
         self._usage(doc.get("usage"))
-        for ch in doc.get("choices") or ():
+        for ch in (doc,) if self.triton else doc.get("choices") or ():
             text = self._text(ch)
             if text:
                 self.chunk_ns.append(t_ns)
                 self.texts.append(text)
 
     def _text(self, ch: Any) -> str | None:
+        if self.triton:
+            return ch.get("text_output") if isinstance(ch, dict) else None
         if not isinstance(ch, dict):
             return None
         fr = ch.get("finish_reason")
@@ -146,13 +151,13 @@ class TokenStream:
         except orjson.JSONDecodeError:
             self.error = BAD_ANSWER
             return
-        if not isinstance(doc, dict) or not isinstance(doc.get("choices"), list):
+        if not isinstance(doc, dict) or not (self.triton or isinstance(doc.get("choices"), list)):
             self.error = BAD_ANSWER
             return
         if doc.get("error"):
             self.error = STREAM_ERROR
         self._usage(doc.get("usage"))
-        self.texts = [t for ch in doc["choices"] if (t := self._text(ch))]
+        self.texts = [t for ch in ((doc,) if self.triton else doc["choices"]) if (t := self._text(ch))]
         self.done = True
 
     def outcome(self, r: Response) -> str | None:
@@ -163,6 +168,8 @@ class TokenStream:
             self._whole()
         if self.error is not None:
             return self.error
+        if self.triton and r.error_kind is None and self.status == 200:
+            self.done = True  # generate_stream ends with the body: no [DONE] marker
         if not self.done:
             return INCOMPLETE
         return None
@@ -185,17 +192,17 @@ class StreamResponse(Response):
 
 
 class _GenConnection:
-    __slots__ = ("conn", "chat", "stream", "count")
+    __slots__ = ("conn", "api", "stream", "count")
 
-    def __init__(self, conn: Any, chat: bool, stream: bool, count: Callable[[str], int]) -> None:
-        self.conn, self.chat, self.stream, self.count = conn, chat, stream, count
+    def __init__(self, conn: Any, api: str, stream: bool, count: Callable[[str], int]) -> None:
+        self.conn, self.api, self.stream, self.count = conn, api, stream, count
 
     @property
     def open(self) -> bool:
         return self.conn.open
 
     async def send(self, payload: bytes) -> Response:
-        sink = TokenStream(self.chat, self.stream, self.count)
+        sink = TokenStream(self.api, self.stream, self.count)
         r = await self.conn.send(payload, sink)
         kind = sink.outcome(r)
         return StreamResponse(r.status, r.body_len, kind, r.error_body, sink.record())
@@ -209,22 +216,21 @@ class GenerationTransport:
 
     Args:
         inner: the transport whose connections take ``send(payload, sink)``.
-        chat: chat-completions answers (else completions).
+        api: ``openai-chat``, ``openai-completions`` or ``triton-generate`` (where text is read).
         stream: requests ask ``stream: true`` (else one JSON answer).
         count: token counter for the generated text.
     """
 
-    def __init__(self, inner: Any, chat: bool, stream: bool = True, count: Callable[[str], int] = count_words) -> None:
-        self.inner, self.chat, self.stream, self.count = inner, chat, stream, count
+    def __init__(self, inner: Any, api: str, stream: bool = True, count: Callable[[str], int] = count_words) -> None:
+        self.inner, self.api, self.stream, self.count = inner, api, stream, count
 
     async def connect(self) -> _GenConnection:
         """One connection of ``inner``, wrapped (``ConnectError`` passes through)."""
-        return _GenConnection(await self.inner.connect(), self.chat, self.stream, self.count)
+        return _GenConnection(await self.inner.connect(), self.api, self.stream, self.count)
 
     def describe(self) -> dict[str, Any]:
         """``inner``'s description plus the API read."""
-        return {**self.inner.describe(), "api": "openai-chat" if self.chat else "openai-completions",
-                "stream": self.stream}  # fmt: skip
+        return {**self.inner.describe(), "api": self.api, "stream": self.stream}
 
 
 __all__ = ["BAD_ANSWER", "BAD_EVENT", "FINISH_ERROR", "INCOMPLETE", "STREAM_ERROR", "STREAM_FAILURES", "GenRecord",

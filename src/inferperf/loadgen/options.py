@@ -114,7 +114,7 @@ class LoadConfig(BaseModel):
     stress_gain_percent: float = 5.0
 
     # token streams (issue 30; docs/generate.md): an OpenAI-compatible API instead of KServe v2
-    api: Literal["kserve", "openai-chat", "openai-completions"] = "kserve"
+    api: Literal["kserve", "openai-chat", "openai-completions", "triton-generate"] = "kserve"
     stream: bool = True
     max_tokens: int | None = Field(default=None, ge=1)
     ignore_eos: bool = False

@@ -10,6 +10,10 @@ Routes (a plain ASGI app, orjson):
   ``finish_reason: "length"`` and no content, the usage event (``choices: []``) when
   ``stream_options.include_usage`` is true, and ``data: [DONE]``. Without ``stream`` one JSON answer with
   ``usage`` comes once every token is made.
+- ``POST /v2/models/NAME/generate_stream`` and ``.../generate`` (Triton's generate extension; NAME is the
+  profile's ``model_name``): ``text_input`` and ``max_tokens`` (top-level, as TensorRT-LLM's ensemble takes
+  them, or in ``parameters``); the stream is one ``data: {model_name, model_version, text_output}`` event per
+  token and ends with the body (Triton sends no ``[DONE]``); ``/generate`` answers one JSON object.
 - ``GET /health`` (200) and ``GET /v1/models`` (the one model), which GuideLLM and others check first.
 
 Input tokens are the whitespace words of the prompt (chat: of every message's text). Unknown routes are 404,
@@ -28,6 +32,7 @@ half-way through its tokens, before ``[DONE]``.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from pathlib import Path
@@ -41,6 +46,8 @@ from .mock_engine import MockEngine, MockProfile
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+TRITON = "triton"  # Triton's generate extension (its paths name the model)
+_TRITON_ROUTE = re.compile(r"/v2/models/([^/]+)/generate(_stream)?")
 
 
 class BadRequest(Exception):
@@ -94,7 +101,13 @@ def parse_request(path: str, body: bytes, profile: MockProfile) -> dict[str, Any
         raise BadRequest("the body is not JSON") from None
     if not isinstance(doc, dict):
         raise BadRequest("the body is not a JSON object")
-    if path == CHAT:
+    params = doc.get("parameters") if isinstance(doc.get("parameters"), dict) else {}
+    if path == TRITON:
+        if not isinstance(doc.get("text_input"), str):
+            raise BadRequest("'text_input' (a string) is required")
+        n_in = _words(doc["text_input"])
+        doc.setdefault("max_tokens", params.get("max_tokens"))
+    elif path == CHAT:
         msgs = doc.get("messages")
         if not isinstance(msgs, list) or not msgs:
             raise BadRequest("'messages' must be a non-empty list")
@@ -139,6 +152,11 @@ class MockGenerateApp:
         path, method = scope["path"], scope["method"]
         if path in (CHAT, COMPLETIONS) and method == "POST":
             await self._generate(path, arrived, receive, send)
+        elif method == "POST" and (m := _TRITON_ROUTE.fullmatch(path)):
+            if m.group(1) != self.profile.model_name:
+                await self._answer(send, 400, {"error": f"Request for unknown model: '{m.group(1)}' is not found"})
+            else:
+                await self._generate(TRITON, arrived, receive, send, stream=m.group(2) is not None)
         elif path == "/health" and method == "GET":
             await self._answer(send, 200, {})
         elif path == "/v1/models" and method == "GET":
@@ -152,7 +170,7 @@ class MockGenerateApp:
         await send({"type": "http.response.start", "status": status, "headers": _JSON_HEADERS})
         await send({"type": "http.response.body", "body": orjson.dumps(doc)})
 
-    async def _generate(self, path: str, arrived: int, receive: Any, send: Any) -> None:
+    async def _generate(self, path: str, arrived: int, receive: Any, send: Any, stream: bool | None = None) -> None:
         body = b""
         while True:
             msg = await receive()
@@ -162,13 +180,16 @@ class MockGenerateApp:
         try:
             req = parse_request(path, body, self.profile)
         except BadRequest as e:
-            await self._answer(send, 400, {"error": {"message": str(e), "type": "invalid_request_error"}})
+            await self._answer(send, 400, {"error": str(e)} if path == TRITON else
+                               {"error": {"message": str(e), "type": "invalid_request_error"}})  # fmt: skip
             return
+        if stream is not None:  # Triton: the route decides
+            req["stream"] = stream
         k = self.requests
         self.requests += 1
         seq = self.engine.submit(req["input_tokens"], req["output_tokens"])
         watch = asyncio.ensure_future(self._watch_disconnect(receive, seq))
-        rec = {"id": k, "api": "chat" if path == CHAT else "completions", "stream": req["stream"],
+        rec = {"id": k, "api": {CHAT: "chat", COMPLETIONS: "completions"}.get(path, TRITON), "stream": req["stream"],
                "input_tokens": req["input_tokens"], "arrived_ns": arrived, "send_ns": [], "aborted": False}
         try:
             if req["stream"]:
@@ -188,6 +209,8 @@ class MockGenerateApp:
         seq.cancelled = True
 
     def _envelope(self, path: str, k: int) -> dict[str, Any]:
+        if path == TRITON:
+            return {"model_name": self.profile.model_name, "model_version": "1"}
         chat = path == CHAT
         return {"id": f"{'chatcmpl' if chat else 'cmpl'}-mock-{k}", "object": "chat.completion.chunk" if chat
                 else "text_completion", "created": int(time.time()), "model": self.profile.model_name}  # fmt: skip
@@ -214,9 +237,13 @@ class MockGenerateApp:
                 rec["aborted"] = seq.cancelled = True
                 raise ConnectionAbortedError("mock: injected cut (abort_every)")  # the server closes the connection
             text = seq.tokens[i] if i == 0 else " " + seq.tokens[i]
-            frame = _event({**env, "choices": [self._choice(path, text, None)]})
+            frame = _event({**env, "text_output": text} if path == TRITON else
+                           {**env, "choices": [self._choice(path, text, None)]})  # fmt: skip
             rec["send_ns"].append(self.clock.now_ns())
             await send({**body, "body": frame})
+        if path == TRITON:  # the stream ends with the body
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
         tail = _event({**env, "choices": [self._choice(path, None, "length")]})
         if req["include_usage"]:
             tail += _event({**env, "choices": [], "usage": self._usage(req, len(seq.token_ns))})
@@ -232,6 +259,9 @@ class MockGenerateApp:
             pass
         text = " ".join(seq.tokens[: len(seq.token_ns)])
         env = self._envelope(path, seq.index)
+        if path == TRITON:
+            await self._answer(send, 200, {**env, "text_output": text})
+            return
         if path == CHAT:
             env["object"] = "chat.completion"
             choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
@@ -246,4 +276,4 @@ def open_log(path: Path | None) -> IO[str] | None:
     return None if path is None else Path(path).open("a", encoding="utf-8")
 
 
-__all__ = ["CHAT", "COMPLETIONS", "BadRequest", "MockGenerateApp", "TrueTimes", "open_log", "parse_request"]
+__all__ = ["CHAT", "COMPLETIONS", "TRITON", "BadRequest", "MockGenerateApp", "TrueTimes", "open_log", "parse_request"]
