@@ -109,13 +109,13 @@ def test_mm1k_rejections_match_the_blocking_probability() -> None:
 # ---------------------------------------------------------------- engines agree
 
 
-@pytest.mark.parametrize("balancer", ["round-robin", "random"])
+@pytest.mark.parametrize("balancer", ["round-robin", "random", "least-outstanding", "power-of-two"])
 @pytest.mark.parametrize("instances", [1, 3])
 def test_event_engine_and_recursion_give_the_same_run(balancer: str, instances: int) -> None:
     arr = poisson_ns(2500.0, 20_000, seed=7)
     kw = {"decide": decide, "overhead": Exponential(50_000), "seed": 8,
           "rows": np.random.default_rng(9).integers(1, 4, arr.size)}
-    setup = Setup(BatchPolicy(max_batch_size=4), replicas=2, instances=instances, balancer=balancer)
+    setup = Setup(BatchPolicy(max_batch_size=4), replicas=3, instances=instances, balancer=balancer)
     service = Empirical({1: [0.5e6, 0.9e6, 1.4e6], 4: [1.5e6, 2.0e6, 3.1e6]})
     ev = simulate(arr, setup, service, method="events", **kw)
     rec = simulate(arr, setup, service, method="recursion", **kw)
@@ -131,6 +131,9 @@ def test_recursion_refused_where_it_does_not_apply() -> None:
     arr = poisson_ns(100.0, 10, 0)
     with pytest.raises(UsageError, match="recursion needs"):
         simulate(arr, Setup(BatchPolicy(8, True, 1000)), Exponential(1e6), decide=decide, method="recursion")
+    with pytest.raises(UsageError, match="recursion needs"):
+        simulate(arr, Setup(BatchPolicy(), max_queue_size=4, balancer="least-outstanding"), Exponential(1e6),
+                 decide=decide, method="recursion")
     with pytest.raises(UsageError, match="balancer"):
         simulate(arr, Setup(BatchPolicy(), balancer="fastest"), Exponential(1e6), decide=decide)
     with pytest.raises(UsageError, match="sorted"):
