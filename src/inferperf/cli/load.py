@@ -2,7 +2,7 @@
 
 ``inferperf load URL --model NAME`` drives a running server. ``inferperf load
 MODEL`` (an ONNX file or ``zoo:NAME``) first starts ``inferperf serve`` itself
-(:func:`inferperf.tune.compose.own_server`: a child process, so server and
+(:func:`inferperf.serve.child.own_server`: a child process, so server and
 generator share no interpreter lock) on a free 127.0.0.1 port,
 pinned to CPUs disjoint from the generator's (both recorded), waits until it
 is ready, runs the steps, stops it gracefully and writes the server-side
@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from ..errors import GateFailed, Interrupted, MeasurementError, UsageError
 from ..interrupt import STOP, cooperative
-from ..tune.compose import own_server, split_cpus
+from ..serve.child import own_server, split_cpus
 from . import app
 from .load_lines import IntervalLog, interval_line, kept_line, soak_intervals
 from .bench import check_writable, output_path

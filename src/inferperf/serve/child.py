@@ -1,7 +1,8 @@
-"""serve + load composed: a model served in a child process on a free 127.0.0.1 port, pinned apart from the load.
+"""A model served in a child process on a free 127.0.0.1 port, pinned apart from the load that drives it.
 
-Here because ``loadgen`` never imports ``serve`` (DESIGN's layering): ``inferperf load MODEL`` and the
-served trials of ``inferperf tune --serve`` both start their server through :func:`own_server`.
+``loadgen`` never imports ``serve`` (DESIGN's layering), so what composes the two (``inferperf load MODEL``,
+the served trials of ``inferperf tune --serve``, ``inferperf plan --validate``) starts its server through
+:func:`own_server` here.
 The server runs in a *spawned* child (a fresh interpreter: no shared interpreter lock with the load
 generator, and a fresh runtime per trial), pinned to the CPUs :func:`split_cpus` gives it.
 """
@@ -37,9 +38,9 @@ def _serve_child(model: str, cpus: list[int], cfg_doc: dict[str, Any] | None, op
     try:
         os.sched_setaffinity(0, cpus)
         from ..config import BenchConfig
-        from ..serve.options import ServeOptions
-        from ..serve.result import serve_result
-        from ..serve.server import serving
+        from .options import ServeOptions
+        from .result import serve_result
+        from .server import serving
 
         cfg = BenchConfig.model_validate(cfg_doc) if cfg_doc else BenchConfig()
         opts = ServeOptions.model_validate({**(opts_doc or {}), "cpus": cpus})

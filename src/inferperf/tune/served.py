@@ -1,7 +1,7 @@
 """Served trials: each run starts a fresh ``inferperf serve`` with the trial's batching and instances, and drives
 closed-loop ``inferperf load`` at it from disjoint CPUs.
 
-The server (a spawned child, :func:`inferperf.tune.compose.own_server`) gets the trial's session settings
+The server (a spawned child, :func:`inferperf.serve.child.own_server`) gets the trial's session settings
 (intra-op threads per instance), ``max_batch_size``, ``max_queue_delay_us`` and ``instance_count``; the
 generator runs ``concurrency`` closed-loop streams with Triton's binary tensors (so JSON parsing does not
 stand in for the model) and stops after the stage's sample count (``requests``). The Result is the load
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config import BenchConfig
 from ..results.model import Result
-from .compose import own_server, split_cpus
+from ..serve.child import own_server, split_cpus
 from .space import serve_params
 
 #: seconds of each served run never counted (connections opened, first batches formed)
