@@ -132,3 +132,26 @@ def test_real_client_triton_generate_against_the_mock(mock) -> None:
     kinds = [s.error_kinds[e] for e in s.error]
     assert kinds == ["", "", INCOMPLETE]  # the mock cuts every 3rd stream half-way
     assert [len(r.chunk_ns) for r in s.streams[:2]] == [4, 4] and all(r.out_tokens == 4 for r in s.streams[:2])
+
+
+def test_stress_and_rate_search_take_the_token_slos() -> None:
+    from inferperf.loadgen.stress import Outcome, Ramp, RateSearch, token_slo_missed
+
+    gen = {"goodput": {"slo_ttft_ms": 100.0, "slo_tpot_ms": 30.0}, "ttft_ms": {"p99": 90.0}, "tpot_ms": {"p99": 25.0}}
+    assert token_slo_missed(gen) is None  # must say met
+    assert token_slo_missed({**gen, "ttft_ms": {"p99": 120.0}}) == "p99 TTFT 120.00 ms > SLO 100 ms"  # must say missed
+    assert token_slo_missed({**gen, "tpot_ms": {"p99": 31.0}}) == "p99 TPOT 31.00 ms > SLO 30 ms"
+    assert token_slo_missed({**gen, "ttft_ms": None}).startswith("no TTFT")
+    assert token_slo_missed({"goodput": None}) is None
+    ramp = Ramp([1, 2, 4], slo_p99_ms=None)
+    ramp.tell(Outcome(1, 10.0, 50.0, 0.0))
+    assert ramp.stop_reason is None
+    ramp.tell(Outcome(2, 20.0, 50.0, 0.0, token_slo_missed="p99 TTFT 120.00 ms > SLO 100 ms"))
+    assert ramp.stop_reason == "p99 TTFT 120.00 ms > SLO 100 ms"
+    search = RateSearch(None, start=10)
+    search.tell(Outcome(10, 10.0, 50.0, 0.0))
+    search.tell(Outcome(20, 20.0, 50.0, 0.0, token_slo_missed="p99 TPOT 31.00 ms > SLO 30 ms"))
+    assert (search.lo, search.hi) == (10, 20)
+    LoadConfig(api="openai-chat", find_max_rate=True, slo_ttft_ms=100)  # a token SLO is enough for the search
+    with pytest.raises(ValueError, match="needs --slo-p99-ms"):
+        LoadConfig(api="openai-chat", find_max_rate=True)

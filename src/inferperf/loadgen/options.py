@@ -178,8 +178,9 @@ class LoadConfig(BaseModel):
                 raise ValueError("--shape-weights must be >= 0 with a positive sum")
         if self.max_error_rate is not None and not 0 <= self.max_error_rate <= 1:
             raise ValueError(f"--max-error-rate {self.max_error_rate}: a fraction between 0 and 1")
-        if self.find_max_rate and self.slo_p99_ms is None:
-            raise ValueError("--find-max-rate needs --slo-p99-ms X (the p99 the rate must meet)")
+        if self.find_max_rate and self.slo_p99_ms is None and self.slo_ttft_ms is None and self.slo_tpot_ms is None:
+            raise ValueError("--find-max-rate needs --slo-p99-ms X (the p99 the rate must meet; token streams:"
+                             " or --slo-ttft-ms / --slo-tpot-ms)")
         if self.find_max_rate and (self.stress or self.concurrency or self.soak_s is not None):
             raise ValueError("--find-max-rate searches open-loop rates: drop --stress, --concurrency and --soak-s")
         if self.stress and self.soak_s is not None:

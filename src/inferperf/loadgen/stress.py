@@ -43,13 +43,15 @@ MIN_P99_REQUESTS = 1000
 class Outcome:
     """What one step measured: ``value`` (concurrency or req/s), ``queries_per_s``, ``p99_ms`` (over every
     request, see the module docstring; None: it falls on failed requests), ``error_rate`` (errors / sent, 0..1),
-    ``overloaded`` (the step's verdict is OVERLOADED)."""
+    ``overloaded`` (the step's verdict is OVERLOADED), ``token_slo_missed`` (token streams: why the step's p99
+    TTFT or p99 TPOT missed ``--slo-ttft-ms`` / ``--slo-tpot-ms``; None: met, or none given)."""
 
     value: float
     queries_per_s: float
     p99_ms: float | None
     error_rate: float
     overloaded: bool = False
+    token_slo_missed: str | None = None
 
 
 def _p99_over(o: Outcome, slo_p99_ms: float | None) -> bool:
@@ -57,8 +59,25 @@ def _p99_over(o: Outcome, slo_p99_ms: float | None) -> bool:
 
 
 def _meets(o: Outcome, slo_p99_ms: float | None, max_error_rate: float | None) -> bool:
-    return (not o.overloaded and not _p99_over(o, slo_p99_ms)
+    return (not o.overloaded and not _p99_over(o, slo_p99_ms) and o.token_slo_missed is None
             and (max_error_rate is None or o.error_rate <= max_error_rate))  # fmt: skip
+
+
+def token_slo_missed(generation: dict[str, Any] | None) -> str | None:
+    """Why a token-stream step missed its SLOs: p99 TTFT over ``--slo-ttft-ms`` or p99 TPOT over
+    ``--slo-tpot-ms`` (no TTFT at all misses a TTFT SLO); None when met or when no SLO was given."""
+    gp = (generation or {}).get("goodput")
+    if not gp:
+        return None
+    for name, slo in (("ttft", gp.get("slo_ttft_ms")), ("tpot", gp.get("slo_tpot_ms"))):
+        if slo is None:
+            continue
+        p99 = ((generation or {}).get(f"{name}_ms") or {}).get("p99")
+        if name == "ttft" and p99 is None:
+            return f"no TTFT measured (SLO {slo:g} ms)"
+        if p99 is not None and p99 > slo:
+            return f"p99 {name.upper()} {p99:.2f} ms > SLO {slo:g} ms"
+    return None
 
 
 class Ramp:
@@ -103,6 +122,8 @@ class Ramp:
         elif _p99_over(o, self.slo_p99_ms):
             p99 = "inf (failed requests)" if o.p99_ms is None else f"{o.p99_ms:.2f} ms"
             self.stop_reason = f"p99 {p99} > SLO {self.slo_p99_ms:g} ms"
+        elif o.token_slo_missed is not None:
+            self.stop_reason = o.token_slo_missed
         elif prev is not None:
             gain = 100.0 * (o.queries_per_s - prev.queries_per_s) / max(prev.queries_per_s, 1e-12)
             self._flat = self._flat + 1 if gain < self.gain_percent else 0
@@ -143,7 +164,7 @@ class RateSearch:
     ``goodput`` is the highest rate that met the SLO (p99 <= ``slo_p99_ms`` and error rate <=
     ``max_error_rate``, default 0), None if even ``start`` missed it."""
 
-    def __init__(self, slo_p99_ms: float, *, start: float = 10.0, resolution_percent: float = 5.0,
+    def __init__(self, slo_p99_ms: float | None, *, start: float = 10.0, resolution_percent: float = 5.0,
                  max_error_rate: float | None = None, max_steps: int = 20) -> None:  # fmt: skip
         self.slo_p99_ms, self.start, self.resolution_percent = slo_p99_ms, start, resolution_percent
         self.max_error_rate = 0.0 if max_error_rate is None else max_error_rate
@@ -202,7 +223,8 @@ def outcome(r: Result, value: float) -> Outcome:
     adjusted = (r.metrics.client or {}).get("error_adjusted_latency_ms")
     p99 = adjusted.get("p99") if adjusted else r.metrics.latency_ms.p99
     return Outcome(float(value), r.metrics.throughput.queries_per_s, p99, errs / max(done + errs, 1),
-                   overloaded=r.validity.verdict == "OVERLOADED")  # fmt: skip
+                   overloaded=r.validity.verdict == "OVERLOADED",
+                   token_slo_missed=token_slo_missed(r.metrics.generation))  # fmt: skip
 
 
 def drive(strategy: Ramp | RateSearch, step: Callable[[float], Result], mode: str,
@@ -291,11 +313,11 @@ def find_max_rate(cfg: LoadConfig, command: list[str] | None = None, on_step: Ca
                   on_progress: Callable[[str], None] | None = None) -> list[Result]:  # fmt: skip
     """``--find-max-rate``: :class:`RateSearch` over open-loop rates, each step measuring at least
     :data:`MIN_P99_REQUESTS` completed requests; the last Result's ``metrics.client.stress.goodput_rate``
-    is the highest rate meeting ``cfg.slo_p99_ms``."""
+    is the highest rate meeting ``cfg.slo_p99_ms`` (and, for token streams, ``--slo-ttft-ms``/``--slo-tpot-ms``
+    on p99 TTFT/TPOT)."""
     from .run import read_load_target, run_one
 
     target = target or read_load_target(cfg)
-    assert cfg.slo_p99_ms is not None
     search = RateSearch(cfg.slo_p99_ms, start=(cfg.request_rate or [10.0])[0], resolution_percent=resolution_percent,
                         max_error_rate=cfg.max_error_rate)  # fmt: skip
     base = cfg.model_copy(update={"requests": max(cfg.requests or 0, MIN_P99_REQUESTS), "duration_s": None})
