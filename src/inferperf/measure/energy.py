@@ -168,6 +168,7 @@ class EnergyMeter:
     nvml: Any = None
     _last: list[int | None] = field(default_factory=list)
     _total: list[int] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, powercap_root: Path | None = None, nvml: Any = None, gpu: bool = True) -> EnergyMeter:
@@ -213,12 +214,14 @@ class EnergyMeter:
         self._total = [0] * len(self.domains)
 
     def sample(self) -> None:
-        """Read every counter and add what each used since the last read (one wraparound corrected)."""
-        now = self._read_all()
-        for i, (before, after) in enumerate(zip(self._last, now, strict=True)):
-            if before is not None and after is not None:
-                self._total[i] += counter_delta_uj(before, after, self.domains[i].max_range_uj)
-        self._last = now
+        """Read every counter and add what each used since the last read (one wraparound corrected); safe to
+        call from several threads."""
+        with self._lock:
+            now = self._read_all()
+            for i, (before, after) in enumerate(zip(self._last, now, strict=True)):
+                if before is not None and after is not None:
+                    self._total[i] += counter_delta_uj(before, after, self.domains[i].max_range_uj)
+            self._last = now
 
     def totals_uj(self) -> dict[str, int | None]:
         """Energy since :meth:`start` per domain id (uJ); None for a domain whose read failed."""
@@ -378,3 +381,20 @@ class EnergyWindow:
         self._thread.join()
         self.meter.sample()
         self.window_s = (self._clock.now_ns() - self._t0) / 1e9
+
+    def so_far(self) -> float:
+        """Read the counters now, the thread still running (a server's window has no end known in advance);
+        returns the seconds metered so far."""
+        self.meter.sample()
+        return (self._clock.now_ns() - self._t0) / 1e9
+
+
+def serving_energy(clock: Clock = SYSTEM_CLOCK) -> EnergyWindow:
+    """An energy window started now for a server (``inferperf serve``): its thread runs only when a counter is
+    readable; read with :meth:`EnergyWindow.so_far`. No idle power: the server is ready before any is measured."""
+    window = EnergyWindow(EnergyMeter.open(), clock)
+    if window.meter.domains:
+        window.__enter__()
+    else:
+        window.meter.start()
+    return window

@@ -52,6 +52,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.utils import floatToGoString
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..measure.energy import EnergyWindow, energy_block, serving_energy, unavailable_block
 from ..stats import latency_summary
 
 #: Duration buckets in seconds: 50 us .. 10 s (+Inf added).
@@ -177,6 +178,8 @@ class ServerMetrics:
         self.registry.register(self)  # type: ignore[arg-type]  # collect() below
         self._max_samples = max_samples
         self._sample_seed = sample_seed
+        self._process = process
+        self.energy: EnergyWindow | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -211,8 +214,19 @@ class ServerMetrics:
         d[model] = d.get(model, 0) + delta
 
     def start_window(self) -> None:
-        """Start the serving window now (the server calls it once it accepts connections, after load and warm-up)."""
+        """Start the serving window now (the server calls it once it accepts connections, after load and warm-up);
+        with ``process`` on a real clock, its energy counters are metered from here (:meth:`energy_summary`)."""
         self.window_start_ns = self.clock.now_ns()
+        if self._process and not getattr(self.clock, "is_fake", False) and self.energy is None:
+            self.energy = serving_energy(self.clock)
+
+    def energy_summary(self, inferences: int) -> dict[str, Any]:
+        """``metrics.energy`` of the serve Result over the window so far (docs/results-schema.md, Energy block):
+        gross energy per domain, no idle power (none is measured before a server is ready)."""
+        if self.energy is None:
+            return unavailable_block("the serving window never started, or metrics run on a fake clock")
+        window_s = self.energy.so_far()
+        return energy_block(self.energy.meter, None, 0.0, window_s, inferences)
 
     # --- Observer (called by the serving core) ---
     def request_queued(self, model: str) -> None:

@@ -107,6 +107,7 @@ def serve_result(app: ServeApp, model_arg: Any, cfg: BenchConfig, command: list[
             ),
             errors=ErrorCounts(count=fail, by_kind={"model_failed": fail} if fail else {}),
             server=server_block,
+            energy=app.metrics.energy_summary(ok),
         ),
         samples=Samples(),
         validity=Validity(
