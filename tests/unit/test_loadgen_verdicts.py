@@ -300,6 +300,11 @@ def test_the_table_names_its_latency_convention_and_marks_lower_bounds_and_verdi
     assert "{" not in line and "\n" not in line
     r = result(_manual(100, 100))  # nothing answered: the answered-only columns are empty, not 0.00 ms
     assert r.metrics.latency_ms.count == 0 and table_row(r).split()[2:6] == ["inf", "inf", "-", "-"]
+    clock = FakeClock()  # a target that never answers: the one request (sent in the warm-up) neither failed nor was
+    s = step(clock, SimulatedServer(clock, service_s=3600.0), Closed(1), duration_s=2.0)  # due in the span
+    r = result(s)
+    assert r.metrics.client["error_adjusted_latency_ms"]["count"] == 0 and r.metrics.errors.count == 0
+    assert table_row(r).split()[2:6] == ["-", "-", "-", "-"]  # was 'inf inf': no request failed
 
 
 def test_a_requests_n_step_that_waits_for_its_backlog_is_still_overloaded() -> None:

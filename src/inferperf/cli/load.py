@@ -77,7 +77,7 @@ def _runner(cfg: Any) -> Callable[..., list[Any]]:
 #: the one latency convention of the table, printed above it.
 LATENCY_LEGEND = ("latency: p50/p99 ms over every request of the step (metrics.client.error_adjusted_latency_ms): failed"
                   " ones count as infinitely slow (inf), unanswered ones at their age at the end (>: a lower bound);"
-                  " 'p99 ok': answered requests only (metrics.latency_ms)")  # fmt: skip
+                  " 'p99 ok': answered requests only (metrics.latency_ms); '-': no request to rank")  # fmt: skip
 
 
 def _table_header(mode: str) -> str:
@@ -91,6 +91,8 @@ def _all_requests(c: dict[str, Any], name: str, answered: float) -> str:
     block = c.get("error_adjusted_latency_ms")
     if not block:
         return f"{answered:.2f}"
+    if not block.get("count"):  # no request of the span ended or was due in it: nothing to rank (not a failure)
+        return "-"
     v = block.get(name)
     if v is None:
         return "inf"
