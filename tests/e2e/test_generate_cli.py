@@ -97,3 +97,12 @@ def test_load_openai_chat_against_the_mock_agrees_with_its_true_times(tmp_path: 
         span_s = (max(t["done_ns"] for t in steps) - min(t["arrived_ns"] for t in steps)) / 1e9
         true_rate = 6 * n / span_s
         assert abs(g["output_tokens_per_s"] - true_rate) <= 0.05 * true_rate, (g["output_tokens_per_s"], true_rate)
+
+
+def test_mock_stops_on_sigterm_with_exit_0(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text("seed: 1\n")
+    proc, _ = _serve_mock(profile, tmp_path / "log.jsonl")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "error" not in err, err

@@ -14,10 +14,12 @@ import uvicorn
 from ..clock import SYSTEM_CLOCK
 from .mock_app import MockGenerateApp, TrueTimes, open_log
 from .mock_engine import MockProfile
-from .server import bind_socket, uvicorn_stack
+from .server import _Server, bind_socket, uvicorn_stack
 
 
 class _MockServer(uvicorn.Server):
+    #: SIGTERM/SIGINT stop it gracefully and are not re-raised afterwards (exit 0), as ``inferperf serve``.
+    capture_signals = _Server.capture_signals
     def __init__(self, config: uvicorn.Config, on_started: Callable[[int], None] | None) -> None:
         super().__init__(config)
         self.on_started = on_started
