@@ -153,3 +153,15 @@ def test_a_doubling_ladder_is_drawn_on_a_log_axis_and_its_bars_as_categories(tmp
     assert ch["load-split-0"].figure["layout"]["xaxis"]["type"] == "category"
     _, few = charts_of(tmp_path / "few", [closed(c) for c in (1, 2, 4)])
     assert "type" not in few["load-tput-0"].figure["layout"]["xaxis"]
+
+
+def test_a_serve_rows_batch_is_the_measured_rows_per_call_not_its_limit(tmp_path: Path) -> None:
+    """The raw-data row of a serve Result showed batch 4 (its max_batch_size) and 1 stream, though every model
+    call ran one row and a server has clients, not streams: batch is inference / execution count."""
+    srv = closed(1)
+    srv.kind = "serve"
+    srv.config.workload.batch_size = 4  # what serve stores: max(1, max_batch_size)
+    srv.metrics.server = {"batch_sizes": {"1": 4, "4": 2}, "inference_count": 12, "execution_count": 6}
+    rep, _ = charts_of(tmp_path, [srv])
+    (row,) = [x for x in rep.rows if x["kind"] == "serve"]
+    assert row["batch"] == 2.0 and row["concurrency"] is None

@@ -269,6 +269,16 @@ COLUMNS = [
 ]  # fmt: skip
 
 
+def _batch(r: Any) -> float | int | None:
+    """Rows per model call: the workload's batch, or for a serve Result the measured mean (inference count /
+    execution count; its ``batch_size`` is the server's ``max_batch_size``, a limit, not what ran)."""
+    if r.kind != "serve":
+        return r.config.workload.batch_size
+    s = r.metrics.server or {}
+    calls = s.get("execution_count")
+    return s.get("inference_count", 0) / calls if calls else None
+
+
 def case_row(label: str, e: Entry) -> dict[str, Any]:
     """One row of the raw-data table (numbers unrounded; the renderers format them)."""
     r = e.result
@@ -278,8 +288,9 @@ def case_row(label: str, e: Entry) -> dict[str, Any]:
     return {
         "label": label, "kind": e.kind, "variant": r.model.variant, "backend": r.config.backend,
         "shapes": " ".join(f"{k}:{'x'.join(map(str, v))}" for k, v in r.config.workload.shapes.items()),
-        "batch": r.config.workload.batch_size, "threads": None if r.kind == "load" else _threads(r),
-        "concurrency": r.config.concurrency,  # a load step: connections (its client has no runtime threads)
+        "batch": _batch(r), "threads": None if r.kind == "load" else _threads(r),
+        # a load step: connections (its client has no runtime threads); a server has clients, not streams
+        "concurrency": None if r.kind == "serve" else r.config.concurrency,
         "queries_per_s": tp.queries_per_s,
         "queries_per_s_ci95": (f"{tp.queries_per_s_ci95[0]:.1f}..{tp.queries_per_s_ci95[1]:.1f}"
                                if tp.queries_per_s_ci95 else ""),
