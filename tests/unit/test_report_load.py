@@ -165,3 +165,11 @@ def test_a_serve_rows_batch_is_the_measured_rows_per_call_not_its_limit(tmp_path
     rep, _ = charts_of(tmp_path, [srv])
     (row,) = [x for x in rep.rows if x["kind"] == "serve"]
     assert row["batch"] == 2.0 and row["concurrency"] is None
+
+
+def test_a_step_with_failures_gets_its_error_chart(tmp_path: Path) -> None:
+    """Must-say-yes beside the no-errors case above: failures draw the error-rate chart with their share."""
+    ok, bad = closed(1), closed(2)
+    bad.metrics.errors.count = bad.metrics.latency_ms.count  # half the step's requests failed
+    _, ch = charts_of(tmp_path, [ok, bad])
+    assert ch["load-err-0"].figure["data"][0]["y"] == [0.0, 50.0]
