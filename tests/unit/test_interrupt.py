@@ -98,7 +98,7 @@ def test_search_stops_and_the_interrupted_step_moves_no_bracket() -> None:
         client = {"interrupted": True} if STOP.requested else {}
         return SimpleNamespace(metrics=SimpleNamespace(client=client, latency_ms=SimpleNamespace(count=100, p99=1.0),
                                                        errors=SimpleNamespace(count=0),
-                                                       throughput=SimpleNamespace(queries_per_s=value)),
+                                                       throughput=SimpleNamespace(queries_per_s=value), generation=None),
                                validity=SimpleNamespace(verdict="VALID"))  # fmt: skip
 
     search = RateSearch(50.0, start=10.0)

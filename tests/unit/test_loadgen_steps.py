@@ -196,7 +196,7 @@ def _fake_result(qps: float, p99: float) -> Any:
     from types import SimpleNamespace as NS
 
     return NS(metrics=NS(latency_ms=NS(count=1000, p99=p99), errors=NS(count=0), throughput=NS(queries_per_s=qps),
-                         client={}), validity=NS(verdict="VALID"))  # fmt: skip
+                         client={}, generation=None), validity=NS(verdict="VALID"))  # fmt: skip
 
 
 def test_find_max_rate_prints_its_plan_and_a_bounded_progress_line_before_each_step() -> None:
