@@ -23,6 +23,16 @@ def test_ramp_stops_when_gain_flat_two_steps_and_reports_knee():
     assert r.findings()["errors_began_at"] is None
 
 
+def test_no_knee_from_fewer_than_three_steps() -> None:
+    """A ramp stopped (SLO, Ctrl-C) after one or two steps has no knee: it printed 'knee 1' after one step."""
+    one = _run_ramp(Ramp([1], slo_p99_ms=5), qps=lambda v: v * 100.0, p99=lambda v: 10.0 * v)
+    assert [o.value for o in one.outcomes] == [1] and one.findings()["knee"] is None
+    two = _run_ramp(Ramp([1], slo_p99_ms=15), qps=lambda v: v * 100.0, p99=lambda v: 10.0 * v)
+    assert [o.value for o in two.outcomes] == [1, 2] and two.findings()["knee"] is None
+    three = _run_ramp(Ramp([1], slo_p99_ms=35), qps=lambda v: v * 100.0, p99=lambda v: 10.0 * v)
+    assert [o.value for o in three.outcomes] == [1, 2, 4] and three.findings()["knee"] == 4  # best throughput
+
+
 def test_ramp_stops_on_slo_and_error_rate():
     r = _run_ramp(Ramp([1], slo_p99_ms=50), qps=lambda v: v * 100.0, p99=lambda v: 10.0 * v)
     assert [o.value for o in r.outcomes] == [1, 2, 4, 8]

@@ -131,20 +131,25 @@ class Ramp:
                 self.stop_reason = f"throughput gain < {self.gain_percent:g} % over two steps"
 
     def findings(self) -> dict[str, Any]:
-        """``knee`` (load of the last step before throughput stopped gaining, or of the best throughput),
+        """``knee`` (load of the last step before throughput stopped gaining, or of the best throughput; None
+        under :data:`MIN_KNEE_STEPS` steps),
         ``max_load_meeting_slo``, ``errors_began_at`` (first load with any error), ``stop_reason``."""
         return findings(self.outcomes, self.slo_p99_ms, self.max_error_rate, self.gain_percent, self.stop_reason)
+
+
+#: no knee from fewer steps (a ramp stopped or interrupted at its first or second step), as the report's rule.
+MIN_KNEE_STEPS = 3
 
 
 def findings(outcomes: list[Outcome], slo_p99_ms: float | None, max_error_rate: float | None,
              gain_percent: float, stop_reason: str | None) -> dict[str, Any]:  # fmt: skip
     """Summary of a ramp's outcomes (see :meth:`Ramp.findings`)."""
     knee = None
-    for a, b in zip(outcomes, outcomes[1:]):
+    for a, b in zip(outcomes, outcomes[1:]) if len(outcomes) >= MIN_KNEE_STEPS else ():
         if 100.0 * (b.queries_per_s - a.queries_per_s) / max(a.queries_per_s, 1e-12) < gain_percent:
             knee = a.value
             break
-    if knee is None and outcomes:
+    if knee is None and len(outcomes) >= MIN_KNEE_STEPS:
         knee = max(outcomes, key=lambda o: o.queries_per_s).value
     ok = [o for o in outcomes if _meets(o, slo_p99_ms, max_error_rate)]
     best = max(ok, key=lambda o: o.value) if ok else None
