@@ -118,6 +118,8 @@ class BenchConfig(_Config):
     ``OMP_WAIT_POLICY``, ``LD_PRELOAD`` of an allocator). ``sampler`` samples CPU/RSS at ``1/sampler_interval_s`` Hz.
     ``energy_idle_s``: seconds of idle power measured before warm-up when an energy counter is readable (RAPL,
     NVML; :mod:`inferperf.measure.energy`), subtracted from the measured window's energy; 0 = none.
+    ``allocator``: ``system`` (glibc malloc), or ``jemalloc`` / ``tcmalloc`` LD_PRELOAD-ed into the worker process
+    (:mod:`inferperf.measure.allocator`; a non-system allocator always runs in a worker).
     """
 
     backend: str = "onnxruntime"
@@ -135,6 +137,7 @@ class BenchConfig(_Config):
     sampler: bool = True
     sampler_interval_s: float = Field(default=0.1, gt=0)
     energy_idle_s: float = Field(default=1.0, ge=0)
+    allocator: Literal["system", "jemalloc", "tcmalloc"] = "system"
     repeat: int = Field(default=1, ge=1)
     worker_timeout_s: float | None = Field(default=None, gt=0)
     null_latency_ms: list[float] = Field(default_factory=lambda: [0.0])

@@ -56,7 +56,8 @@ def test_readme_names_everything_ci_installs_beside_the_test_command():
     Locust and PostgreSQL."""
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if not ln.lstrip().startswith("#")]
     steps = {"apt-get install": "Chromium", "install_triton_clients.sh": "Triton", "install_locust.sh": "Locust",
-             "start_postgres.sh": "PostgreSQL", "install_prometheus.sh": "Prometheus"}
+             "start_postgres.sh": "PostgreSQL", "install_prometheus.sh": "Prometheus",
+             "install_allocators.sh": "jemalloc"}
     text = " ".join((ROOT / "README.md").read_text().split("inferperf measures how fast")[0].split())
     assert "adds only" not in text
     for step, name in steps.items():

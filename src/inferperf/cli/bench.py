@@ -90,6 +90,8 @@ def bench_command(
     ab: Annotated[Optional[tuple[str, str]], Opt("--ab", help="BASE CURRENT: two models in ABBA rounds (--repeat, even,"
                                                              " default 4) -> OUTPUT/base and OUTPUT/current")] = None,
     no_sampler: Annotated[bool, Opt("--no-sampler", help="turn the 10 Hz resource sampler off")] = False,
+    allocator: Annotated[Optional[str], Opt(help="system | jemalloc | tcmalloc (LD_PRELOAD of Debian's libjemalloc2 /"
+                                                 " libtcmalloc-minimal4 in a worker process)")] = None,
     null_latency_ms: Annotated[Optional[str], Opt(help="null backend: comma list of latencies (ms) to replay")] = None,
     config: Annotated[Optional[Path], Opt(help="settings file (.yaml/.json/.toml) under BenchConfig's field names")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
@@ -139,6 +141,7 @@ def bench_command(
         "placement.numa_node": numa_node,
         "repeat": repeat,
         "sampler": False if no_sampler else None,
+        "allocator": allocator,
     }
     if fail_on_leak and soak_s is None:
         raise UsageError("--fail-on-leak needs --soak-s N (a soak without a duration)")

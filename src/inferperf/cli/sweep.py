@@ -127,6 +127,8 @@ def sweep_command(
     concurrency: ConcurrencyAxis = None,
     session_mode: SessionModeAxis = None,
     env: Annotated[Optional[list[str]], Opt(help="NAME=V1,V2: environment of the worker, as an axis")] = None,
+    allocator: Annotated[Optional[str], Opt(help="system,jemalloc,tcmalloc: the worker's memory allocator, as an"
+                                                 " axis (LD_PRELOAD)")] = None,
     beyond_effective: Annotated[bool, Opt("--beyond-effective", help="default ladder also tries 2x the effective CPUs")] = False,
     repeat: Annotated[int, Opt(help="rounds; each case once per round, shuffled")] = 1,
     seed: Annotated[int, Opt(help="seed of the round shuffle")] = 0,
@@ -166,7 +168,7 @@ def sweep_command(
         "inter_op_num_threads": _ints(inter_op_num_threads, "--inter-op-num-threads"),
         "execution_mode": _words(execution_mode), "batch_size": _ints(batch_size, "--batch-size"),
         "concurrency": _ints(concurrency, "--concurrency"), "session_mode": _words(session_mode),
-        "env": env_axis(env) if env else None,
+        "env": env_axis(env) if env else None, "allocator": _words(allocator),
     }  # fmt: skip
     merged = m.axes.model_dump()
     merged.update({k: v for k, v in axes.items() if v is not None})

@@ -35,6 +35,7 @@ from ..results.model import (
     WorkloadConfig,
 )
 from ..stats import latency_summary, percentile_notes, windows
+from .allocator import loaded_allocator
 from .validity import verdict
 
 
@@ -116,6 +117,7 @@ def _case(cfg: BenchConfig, backend_name: str, requested: dict[str, Any], eff: d
         stop=StopConfig(**cfg.stop.model_dump()),
         placement=placement,
         env=dict(cfg.env),
+        allocator=cfg.allocator,
         percentile_method=cfg.percentile_method,
         repeat=cfg.repeat,
     )
@@ -147,6 +149,10 @@ def assemble(*, cfg: BenchConfig, plan: Any, sessions: Any, eff: dict[str, Any],
     summary, wins, valid, reasons, snotes = summarize(m.latency_ns, m.start_offsets_ns, m.duration_ns, cfg,
                                                       n_errors, repeat_index)
     notes = [*notes, *snotes]
+    loaded = loaded_allocator()
+    if loaded != cfg.allocator:
+        notes.append(f"allocator {cfg.allocator} asked for, but this process runs {loaded} (run.allocator): the"
+                     " figures are the loaded one's")
     if summary.mean < 0.001 and cfg.backend != "null":
         notes.append("mean latency under 1 µs: the clock's resolution and loop overhead dominate")
     duration_s = m.duration_ns / 1e9
@@ -165,7 +171,8 @@ def assemble(*, cfg: BenchConfig, plan: Any, sessions: Any, eff: dict[str, Any],
         model_sha256=facts.sha256,
         key_doc=case_key_doc(case),
         command=command,
-        run={"pid": os.getpid(), "repeat_index": repeat_index, "stopped_by": m.stopped_by},
+        run={"pid": os.getpid(), "repeat_index": repeat_index, "stopped_by": m.stopped_by,
+             "allocator": loaded_allocator()},
         model=ModelInfo(
             path=str(facts.path),
             sha256=facts.sha256,
@@ -209,5 +216,7 @@ def case_key_doc(case: CaseConfig) -> dict[str, Any]:
     if doc["placement"].get("numa_node") is not None:
         doc["placement"].pop("cpus", None)  # resolved from the node on this machine
     doc["placement"].pop("memory_bound", None)
+    if doc.get("allocator", "system") == "system":
+        doc.pop("allocator", None)  # the default: keys stay those of Results written before the knob existed
     return doc
 

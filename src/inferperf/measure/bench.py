@@ -86,9 +86,10 @@ def bench(
     cfg = with_default_shapes(model, config or BenchConfig())  # zoo:ppocr-cls runs at 48x192 unless told
     check_available([cfg.backend], str(model))  # a missing extra or a module:function off torch: one line
     in_worker = os.environ.get("INFERPERF_WORKER") == "1"
-    if staging is not None and (cfg.repeat > 1 or cfg.placement.numa_node is not None or cfg.env):
-        raise UsageError("--pre/--post run in this process: drop --repeat, --numa-node and env settings")
-    if cfg.repeat > 1 or (not in_worker and (cfg.placement.numa_node is not None or cfg.env)):
+    elsewhere = cfg.placement.numa_node is not None or cfg.env or cfg.allocator != "system"
+    if staging is not None and (cfg.repeat > 1 or elsewhere):
+        raise UsageError("--pre/--post run in this process: drop --repeat, --numa-node, --allocator and env settings")
+    if cfg.repeat > 1 or (not in_worker and elsewhere):
         from .runner import run_repeats
 
         return run_repeats(model, cfg, command=command, on_result=on_run)

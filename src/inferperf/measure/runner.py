@@ -26,6 +26,7 @@ import numpy as np
 from ..config import BenchConfig
 from ..results.model import ColdStart, LatencySummary, Result, Throughput, Validity
 from ..stats import latency_summary, mean_ci, percentile_notes
+from .allocator import allocator_env
 from .energy import pool_energy
 from .jobs import run_job
 from .placement import numactl_prefix
@@ -51,7 +52,7 @@ def run_in_worker(model: str, cfg: BenchConfig, repeat_index: int = 0, command: 
         command = list(sys.argv)  # the invocation that asked for the run, not the worker's own argv
     job = {"model": str(model), "config": cfg.model_dump(mode="json"), "repeat_index": repeat_index,
            "command": command}
-    env = {**os.environ, **cfg.env, "INFERPERF_WORKER": "1"}
+    env = {**os.environ, **cfg.env, **allocator_env(cfg.allocator), "INFERPERF_WORKER": "1"}
     prefix = numactl_prefix(cfg.placement.numa_node) if cfg.placement.numa_node is not None else None
     if prefix:
         env["INFERPERF_NUMACTL"] = "1"

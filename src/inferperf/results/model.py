@@ -161,6 +161,7 @@ class CaseConfig(_Model):
     stop: StopConfig
     placement: Placement = Field(default_factory=Placement)
     env: dict[str, str] = Field(default_factory=dict)
+    allocator: str = "system"  # system | jemalloc | tcmalloc (LD_PRELOAD in the worker)
     percentile_method: PercentileMethod = "linear"
     session_mode: Literal["shared", "per-stream"] = "shared"
     repeat: int = 1

@@ -90,6 +90,7 @@ class Axes(BaseModel):
     concurrency: list[int] | None = None
     session_mode: list[str] | None = None
     env: list[dict[str, str]] | None = None
+    allocator: list[str] | None = None
 
 
 class Matrix(BaseModel):
@@ -131,6 +132,7 @@ _EXAMPLES: dict[str, str] = {
     "concurrency": "concurrency: [1, 2]",
     "session_mode": "session_mode: [shared, per-stream]",
     "env": "env: [{OMP_WAIT_POLICY: PASSIVE}, {OMP_WAIT_POLICY: ACTIVE}]",
+    "allocator": "allocator: [system, jemalloc, tcmalloc]",
     "settings": "settings: {stop: {min_duration_s: 2, min_iterations: 50}, warmup: {iterations: 5}}",
     "repeat": "repeat: 3  (an integer >= 1)",
     "seed": "seed: 0",
@@ -226,6 +228,8 @@ def _label(model: str, cfg: BenchConfig) -> str:
         parts.append(cfg.backend)
     if cfg.env:
         parts.append(",".join(f"{k}={v}" for k, v in cfg.env.items()))
+    if cfg.allocator != "system":
+        parts.append(cfg.allocator)
     return " ".join(parts)
 
 
@@ -261,9 +265,9 @@ def expand(matrix: Matrix, info: SystemInfo, beyond: bool = False) -> tuple[list
     for entry in matrix.models:
         shape_sets: list[dict[str, list[int]] | None] = list(entry.shapes) or [None]
         dim_sets: list[dict[str, int] | None] = list(entry.dims) or [None]
-        for backend, shapes, dims, batch, t, mode, it, c, sm, env in itertools.product(
+        for backend, shapes, dims, batch, t, mode, it, c, sm, env, alloc in itertools.product(
             a.backend or [None], shape_sets, dim_sets, a.batch_size or [None], threads, modes, inter, conc, smodes,
-            a.env or [None],
+            a.env or [None], a.allocator or [None],
         ):
             doc: dict[str, Any] = _merge(matrix.settings, {})
             if backend:
@@ -288,6 +292,8 @@ def expand(matrix: Matrix, info: SystemInfo, beyond: bool = False) -> tuple[list
                 doc["session_mode"] = sm
             if env:
                 doc["env"] = env
+            if alloc:
+                doc["allocator"] = alloc
             doc["repeat"] = 1
             try:
                 cfg = with_default_shapes(entry.path, BenchConfig.model_validate(doc))  # zoo defaults, as bench
