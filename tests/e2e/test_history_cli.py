@@ -148,3 +148,19 @@ def test_bench_and_sweep_add_to_the_history_directly(tmp_path: Path) -> None:
     ab = subprocess.run([sys.executable, "-m", "inferperf", "bench", "--ab", "a.onnx", "b.onnx", "--history", db],
                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert ab.returncode == 2 and "--history adds one bench Result: drop --ab" in ab.stderr
+
+
+def test_the_committed_example_on_a_fresh_database(tmp_path: Path) -> None:
+    """docs/history.md's first commands: the example folder adds and passes (a planted speed-up), the slowdown
+    Result then fails the gate on p50 (exit 3)."""
+    ex = Path(__file__).resolve().parents[2] / "examples" / "history"
+    env = {"INFERPERF_HISTORY_DB": str(tmp_path / "h.db")}
+    assert "16 Result(s) added (48 points)" in _run("add", str(ex / "results"), "--no-git", cwd=tmp_path, env=env).stdout
+    ok = _run("check", cwd=tmp_path, env=env)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    doc = json.loads(_run("export", "--json", "--series", "*p50_ms*", cwd=tmp_path, env=env).stdout)
+    assert [c["kind"] for c in doc["series"][0]["change_points"]] == ["change"]
+    assert doc["series"][0]["change_points"][0]["rel_change"] < -0.10
+    _run("add", str(ex / "slowdown"), "--no-git", cwd=tmp_path, env=env)
+    bad = _run("check", cwd=tmp_path, env=env)
+    assert bad.returncode == 3 and "REGRESSION   resnet50.null.bench.single-stream.c1.b1.p50_ms" in bad.stdout

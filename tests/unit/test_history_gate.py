@@ -142,3 +142,15 @@ def test_a_tiny_significant_step_is_no_change_point_under_the_minimum_effect() -
     assert [c.index for c in analyse(pts, min_effect=0.0)] == [10]  # must say yes without a minimum effect
     assert analyse(pts) == []  # 0.5 % < the 2 % default
     assert gate.judge(SERIES, pts).baseline_n == 14
+
+
+def test_the_segment_is_found_without_the_newest_point() -> None:
+    """A step down then a newest point far above: the t-test over [step .. newest] would be too wide to confirm
+    the step, so the baseline would mix both levels; judged against the points before it, the newest is caught
+    against the segment since the step alone."""
+    x = np.r_[np.full(9, 1.1505), np.full(6, 1.0005), 1.30]
+    rng = np.random.default_rng(1)
+    pts = _points(x, rng, noise=0.0005)
+    row = gate.judge(SERIES, pts)
+    assert row.verdict == "regression" and row.baseline_n == 6
+    assert row.baseline_mean == pytest.approx(1.0005, rel=1e-3)

@@ -85,15 +85,16 @@ def judge(s: Series, pts: list[Point], max_regression: float = 0.05, alpha: floa
     if not pts:
         return None
     newest, n = pts[-1], len(pts)
-    cps = analyse(pts, min_effect)
-    starts = [c.index for c in cps if c.index < n - 1 or c.kind == "environment"]
-    starts += [i for i, p in enumerate(pts[:-1]) if p.ack]
-    start = max(starts, default=0)
     if newest.ack:
         return GateRow(s, "acknowledged", newest, None, 0, None, math.nan, None, f"acknowledged: {newest.ack}")
-    if start == n - 1 and any(c == n - 1 for c in starts):
+    if n > 1 and newest.env != pts[-2].env:
         return GateRow(s, "environment", newest, None, 0, None, math.nan, newest,
                        f"the newest point opens a new environment ({newest.env}): nothing to compare it with")
+    # the segments come from the points before the newest: the newest is what is judged, and an outlier at the
+    # end would otherwise widen the last segment's spread and hide the change before it from the t-test
+    cps = analyse(pts[:-1], min_effect)
+    starts = [c.index for c in cps] + [i for i, p in enumerate(pts[:-1]) if p.ack]
+    start = max(starts, default=0)
     base = pts[start:n - 1]
     if len(base) < MIN_BASELINE:
         return GateRow(s, "inconclusive", newest, None, 0, None, math.nan, None, "one point: no baseline yet")

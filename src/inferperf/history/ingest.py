@@ -93,40 +93,57 @@ def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:
     return found
 
 
+def _chunks(seq: list, n: int = 500):
+    for i in range(0, len(seq), n):
+        yield seq[i:i + n]
+
+
+def _stored_ids(conn: sa.Connection, hashes: list[str]) -> dict[str, int]:
+    """content hash -> stored Result id, for those of ``hashes`` already stored."""
+    out: dict[str, int] = {}
+    for part in _chunks(hashes):
+        q = sa.select(_results.c.content_hash, _results.c.id).where(_results.c.content_hash.in_(part))
+        out.update({h: int(i) for h, i in conn.execute(q)})
+    return out
+
+
 def add(engine: sa.Engine, items: Iterable[tuple[str | Path, Result]], provenance: Provenance = Provenance()) -> AddReport:
     """Store each Result and its points, in one transaction.
 
-    A Result whose content hash is already stored is skipped (counted in ``duplicates``). A point's time is
-    ``provenance.time``, else the Result's ``created_at``.
+    A Result whose content hash is already stored (or repeats one earlier in ``items``) is skipped (counted in
+    ``duplicates``). A point's time is ``provenance.time``, else the Result's ``created_at``. The statements are
+    batched: one multi-row insert of the Results, one lookup of their ids, one multi-row insert of the points.
 
     Raises:
         UsageError: a Result whose ``created_at`` is not ISO-8601 (nothing of the add is written).
     """
-    added = dupes = n_points = 0
+    new: dict[str, tuple[str, Result]] = {}
+    total = 0
+    for source, result in items:
+        total += 1
+        new.setdefault(content_hash(result), (str(source), result))
     with engine.begin() as conn:
+        for digest in _stored_ids(conn, list(new)):
+            del new[digest]
+        rows = [dict(content_hash=digest, kind=r.kind, created_at=r.created_at, source=source,
+                     document=zlib.compress(json.dumps(r.model_dump(mode="json"), separators=(",", ":")).encode(), 6))
+                for digest, (source, r) in new.items()]  # fmt: skip
+        if rows:
+            conn.execute(_results.insert(), rows)
+        ids = _stored_ids(conn, list(new))
         series_ids: dict[str, int] = {}
-        for source, result in items:
-            digest = content_hash(result)
-            if conn.execute(sa.select(_results.c.id).where(_results.c.content_hash == digest)).first():
-                dupes += 1
-                continue
+        point_rows = []
+        for digest, (_, result) in new.items():
             when = provenance.time or parse_time(result.created_at)
-            doc = json.dumps(result.model_dump(mode="json"), separators=(",", ":")).encode()
-            rid = conn.execute(_results.insert().values(
-                content_hash=digest, kind=result.kind, created_at=result.created_at, source=str(source),
-                document=zlib.compress(doc, 6))).inserted_primary_key[0]  # fmt: skip
-            rows = []
             for d in drafts(result):
                 sid = series_ids.get(d.series_key) or _series_id(conn, d)
                 series_ids[d.series_key] = sid
-                rows.append(dict(series_id=sid, result_id=rid, time=when, commit=provenance.commit,
-                                 branch=provenance.branch, values=d.values, median=d.median, lo=d.lo, hi=d.hi,
-                                 runtime=d.runtime, env=d.env, verdict=d.verdict))
-            if rows:
-                conn.execute(_points.insert(), rows)
-            added += 1
-            n_points += len(rows)
-    return AddReport(added=added, duplicates=dupes, points=n_points)
+                point_rows.append(dict(series_id=sid, result_id=ids[digest], time=when, commit=provenance.commit,
+                                       branch=provenance.branch, values=d.values, median=d.median, lo=d.lo, hi=d.hi,
+                                       runtime=d.runtime, env=d.env, verdict=d.verdict))  # fmt: skip
+        if point_rows:
+            conn.execute(_points.insert(), point_rows)
+    return AddReport(added=len(new), duplicates=total - len(new), points=len(point_rows))
 
 
 def _series_id(conn: sa.Connection, d) -> int:

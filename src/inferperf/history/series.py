@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -139,7 +140,7 @@ def drafts(result: Result) -> list[PointDraft]:
         key = _digest({"workload": workload, "machine": machine, "metric": metric}, 32)
         out.append(PointDraft(series_key=key, series_name=series_name(workload, metric, key), metric=metric,
                               direction=METRICS[metric], workload=workload, machine=machine,
-                              values=[float(v) for v in values], median=float(np.median(values)), lo=lo, hi=hi,
+                              values=[float(v) for v in values], median=float(statistics.median(values)), lo=lo, hi=hi,
                               runtime=runtime, env=f"{machine}|{_major(runtime)}", verdict=result.validity.verdict))
     return out
 
