@@ -19,7 +19,7 @@ from inferperf.results.io import save
 MS = 1_000_000
 
 
-def _step(ttft_ms: float, gap_ms: float, seed: int) -> object:
+def _step(ttft_ms: float, gap_ms: float, seed: int, concurrency: int = 1) -> object:
     rng = np.random.default_rng(seed)
     n, tokens = 200, 8
     sched = np.arange(n, dtype=np.int64) * 50 * MS + 1
@@ -29,11 +29,11 @@ def _step(ttft_ms: float, gap_ms: float, seed: int) -> object:
         chunks = [int(first + k * round((gap_ms + rng.normal(0, 0.2)) * MS)) for k in range(tokens)]
         recs.append(GenRecord(chunks, tokens, 16, tokens, "length", True))
         done.append(chunks[-1] + MS)
-    s = StepSamples(mode="closed", concurrency=1, schedule=None, scheduled_ns=sched, sent_ns=sched.copy(),
+    s = StepSamples(mode="closed", concurrency=concurrency, schedule=None, scheduled_ns=sched, sent_ns=sched.copy(),
                     done_ns=np.asarray(done, np.int64), status=np.full(n, 200, np.int16), error=np.zeros(n, np.int8),
                     worker=np.zeros(n, np.int16), error_kinds=[""], t0_ns=0, measure_start_ns=0,
                     measure_end_ns=int(sched[-1] + 50 * MS), streams=recs)  # fmt: skip
-    cfg = LoadConfig(api="openai-chat", concurrency=[1], duration_s=10)
+    cfg = LoadConfig(api="openai-chat", concurrency=[concurrency], duration_s=10, slo_ttft_ms=25.0)
     return step_result(s, GenTarget(kind="openai", url="http://x", model="m", prompt_tokens=[16]), cfg, ["t"])
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .charts import Chart, _layout
+from .generation import generation_charts
 from .http import mode
 
 PCTS = ("p50", "p90", "p99")
@@ -160,7 +161,7 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
         out.append(Chart(f"load-split-{i}", "load", f"{label}: client latency split (server queue, compute, rest)",
                          fig, "From the target's Triton statistics over each step (every client of the server).",
                          3 * len(split)))
-    return out
+    return out + generation_charts(i, label, rs, xs, xa, cap)
 
 
 def _serve_charts(i: int, r: Any, label: str | None = None) -> list[Chart]:
