@@ -49,3 +49,40 @@ def test_a_sweep_runs_the_allocator_axis(tmp_path) -> None:
     got = sorted((r.config.allocator, r.run["runs"][0]["allocator"]) for r in out.results.values())
     assert got == [("jemalloc", "jemalloc"), ("system", "system")]
     assert len({r.case_key for r in out.results.values()}) == 2
+
+
+def test_serve_reexecutes_itself_with_the_allocator_and_records_it(tmp_path) -> None:
+    """The same PID maps jemalloc after the re-exec; the serve Result says so."""
+    import json
+    import signal
+
+    import httpx
+
+    from tests.e2e.test_serve_cli import _banner, _start, _url
+    from tests.models import seeded_mlp_onnx
+
+    mlp = seeded_mlp_onnx(tmp_path / "mlp.onnx")
+    out = tmp_path / "serve.json"
+    proc = _start(str(mlp), "--port", "0", "--allocator", "jemalloc", "--intra-op-num-threads", "1",
+                  "--output", str(out))
+    try:
+        url = _url(_banner(proc))
+        assert "libjemalloc.so.2" in open(f"/proc/{proc.pid}/maps").read()  # same PID, re-executed
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 32], "data": [0.5] * 32}]}
+        assert httpx.post(f"{url}/v2/models/mlp/infer", json=body, timeout=10).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["config"]["allocator"] == "jemalloc" and doc["run"]["allocator"] == "jemalloc"
+
+
+def test_an_in_process_serve_call_cannot_reexecute(monkeypatch) -> None:
+    from inferperf.errors import UsageError
+    from inferperf.measure.allocator import reexec_with_allocator
+
+    monkeypatch.setattr("sys.argv", ["/usr/bin/pytest", "-q"])
+    with pytest.raises(UsageError, match="run inferperf serve as its own process"):
+        reexec_with_allocator("jemalloc")
+    reexec_with_allocator("system")  # nothing to do: returns

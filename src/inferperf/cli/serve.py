@@ -102,6 +102,8 @@ def serve_command(
                                        " accepting (then every accepted request is answered)")] = 0.0,
     config: Annotated[Optional[Path], Opt(help="settings file (.yaml/.json/.toml): BenchConfig fields + serve:")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="write a Result (kind serve) here when the server stops")] = None,
+    allocator: Annotated[Optional[str], Opt(help="system | jemalloc | tcmalloc: the server re-executes itself (same"
+                                                 " PID) with Debian's libjemalloc2 / libtcmalloc-minimal4 LD_PRELOAD-ed")] = None,
     mock_generate: Annotated[bool, Opt("--mock-generate", help="serve a MOCK OpenAI-compatible token server"
                                                                 " (tests and demos; see docs/generate.md) instead of a model")] = False,
     mock_profile: Annotated[Optional[Path], Opt(help="--mock-generate: its latency model (YAML/JSON of MockProfile keys)")] = None,
@@ -158,11 +160,16 @@ def serve_command(
         "workload.seed": seed,
         "workload.input_data": str(input_data) if input_data else None,
         "warmup.iterations": warmup or None,
+        "allocator": allocator,
     }
     if warmup is not None and warmup < 0:
         raise UsageError(f"--warmup {warmup}: use 0 (ready without warm-up) or more runs")
     section: dict[str, Any] = {}
     cfg = build_config(flags, config, serve_section=section)
+    if cfg.allocator != "system":
+        from ..measure.allocator import reexec_with_allocator
+
+        reexec_with_allocator(cfg.allocator)  # before any model loads
     serve_flags: dict[str, Any] = {
         "max_batch_size": max_batch_size,
         "dynamic_batching": True if dynamic_batching else None,

@@ -8,6 +8,8 @@ reads its own ``/proc/self/maps`` to record which allocator was really loaded (:
 
 from __future__ import annotations
 
+import os
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -67,3 +69,38 @@ def loaded_allocator(maps: str | None = None) -> str:
         if spec is not None and spec[0].split(".so")[0] in maps:
             return name
     return "system"
+
+
+#: Set in the environment of a process re-executed with an allocator preloaded (stops a second re-exec).
+REEXEC_MARK = "INFERPERF_ALLOCATOR_REEXEC"
+
+
+def _own_command_line() -> bool:
+    """True when this process is the ``inferperf`` program itself (the console script or ``python -m inferperf``)."""
+    prog = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    return prog.name == "inferperf" or (prog.name == "__main__.py" and prog.parent.name == "inferperf")
+
+
+def reexec_with_allocator(name: str) -> None:
+    """Make this process run allocator ``name``: return at once when it is already mapped (or ``system`` is asked
+    for); else replace this process (same PID) by ``python -m inferperf`` with its own arguments and the
+    allocator ``LD_PRELOAD``-ed.
+
+    Raises:
+        UsageError: as :func:`find_allocator`; the preload did not take (after one re-exec it is still not
+            mapped); this process is not the ``inferperf`` program (an in-process CLI call cannot re-exec).
+    """
+    argv = list(sys.argv[1:])
+    if name == "system" or loaded_allocator() == name:
+        return
+    env = {**os.environ, **allocator_env(name)}
+    if os.environ.get(REEXEC_MARK) == name:
+        raise UsageError(f"--allocator {name}: {env['LD_PRELOAD']} was preloaded but is not mapped: check it loads"
+                         f" (LD_PRELOAD={env['LD_PRELOAD']} python -c pass)")
+    if not _own_command_line():
+        raise UsageError(f"--allocator {name} re-executes the server with it preloaded: run inferperf serve as its"
+                         " own process (not an in-process CLI call)")
+    env[REEXEC_MARK] = name
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "inferperf", *argv], env)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import BenchConfig
+from ..measure.allocator import loaded_allocator
 from ..results.build import new_result
 from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Result, Samples,
                              SessionConfig, TensorInfo, Throughput, Validity, WarmupConfig)  # fmt: skip
@@ -76,10 +77,13 @@ def serve_result(app: ServeApp, model_arg: Any, cfg: BenchConfig, command: list[
         warmup=WarmupConfig(iterations=cfg.warmup.iterations if getattr(served, "warmup_feeds", None) else 0,
                             duration_s=cfg.warmup.duration_s),
         stop={"min_iterations": 0, "min_duration_s": 0.0, "max_duration_s": max(duration_s, 1e-9)},
+        allocator=cfg.allocator,
     )
     info = _model_info(model_arg, served)
     key_doc = {"kind": "serve", "backend": cfg.backend, "session": case.session.requested, "serve": opts,
                "shapes": case.workload.shapes}  # fmt: skip
+    if cfg.allocator != "system":
+        key_doc["allocator"] = cfg.allocator
     notes = list(getattr(served, "notes", []) or [])
     sampled = {k: n for k, n in window["sampling"]["kept"].items()
                if window.get(f"{k}_ms") and window[f"{k}_ms"]["count"] > n}
@@ -95,7 +99,7 @@ def serve_result(app: ServeApp, model_arg: Any, cfg: BenchConfig, command: list[
         model_sha256=info.sha256,
         key_doc=key_doc,
         command=command,
-        run={"pid": os.getpid(), "model_name": served.name},
+        run={"pid": os.getpid(), "model_name": served.name, "allocator": loaded_allocator()},
         model=info,
         config=case,
         metrics=Metrics(
