@@ -162,6 +162,24 @@ def test_204_and_304_have_no_body_even_with_a_content_length(server: ScriptedSer
     assert server.requests_per_connection == [3]
 
 
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\nX-Note: a\r\n folded\r\nContent-Length: 2\r\n\r\nhi",  # obs-fold: a user agent MUST accept it
+    b"HTTP/1.1 200 OK\nContent-Length: 2\n\nhi",  # bare LF line ends (RFC 9112 section 2.2)
+], ids=["obs-fold", "bare-lf"])  # fmt: skip
+def test_folded_headers_and_bare_lf_lines_are_answers(server: ScriptedServer, answer: bytes) -> None:
+    got, still_open = exchange(server, [[answer], [OK]])  # were 'disconnected', and the connection dropped
+    assert got == [Response(200, 2), Response(200, 3)] and still_open
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhi!",
+], ids=["cl-and-te", "two-cl"])  # fmt: skip
+def test_ambiguous_framing_stays_refused(server: ScriptedServer, answer: bytes) -> None:
+    got, still_open = exchange(server, [[answer]])  # RFC 9112 section 6.3: no guessing where the body ends
+    assert got == [Response(0, 0, DISCONNECTED)] and not still_open
+
+
 def test_errors_and_garbage(server: ScriptedServer) -> None:
     got, still_open = exchange(server, [[b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy"], [OK]])
     assert got == [Response(503, 4, "http_503"), Response(200, 3)] and still_open

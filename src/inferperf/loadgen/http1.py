@@ -13,7 +13,9 @@ of Node.js and of uvicorn's server side), so framing follows RFC 9112 whatever t
   representation's);
 - ``Connection: close`` or HTTP/1.0 without keep-alive closes the connection after the answer, so the
   pool opens a new one for the next request;
-- anything the parser rejects closes the connection and is ``disconnected``.
+- a folded header line (obs-fold) and bare-LF line ends are accepted (RFC 9112 sections 5.2, 2.2);
+- anything else the parser rejects (Content-Length beside Transfer-Encoding, two different Content-Lengths,
+  garbage) closes the connection and is ``disconnected``.
 
 HEAD requests are not supported (their answers' ``Content-Length`` announces a body that never comes; the
 load generator sends POST and GET only).
@@ -123,6 +125,10 @@ class HttpConnection(asyncio.BufferedProtocol):
         self.open = False
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
+        # RFC 9112: a user agent MUST accept an obs-fold in a response (section 5.2) and MAY take a bare LF as a
+        # line end (section 2.2); llhttp refuses both unless told. The refusals that guard framing (Content-Length
+        # with Transfer-Encoding, conflicting Content-Lengths) stay strict.
+        self._parser.set_dangerous_leniencies(lenient_headers=True, lenient_optional_cr_before_lf=True)
         self._waiter: asyncio.Future[Response] | None = None
         self._clock = clock
         self._sink: StreamSink | None = None
