@@ -155,3 +155,25 @@ def test_stress_and_rate_search_take_the_token_slos() -> None:
     LoadConfig(api="openai-chat", find_max_rate=True, slo_ttft_ms=100)  # a token SLO is enough for the search
     with pytest.raises(ValueError, match="needs --slo-p99-ms"):
         LoadConfig(api="openai-chat", find_max_rate=True)
+
+
+def test_dataset_rows_become_requests_in_order_and_their_timestamps_a_trace(tmp_path) -> None:
+    import orjson
+
+    from inferperf.measure.arrivals import load_trace
+
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"prompt": "a b c", "output_tokens": 4, "timestamp_ms": 0}\n\n'
+                 '{"prompt": "d e", "timestamp_ms": 12.5}\n')
+    t = read_gen_target(LoadConfig(url="http://127.0.0.1:9", api="openai-completions", model="m", dataset=str(f),
+                                   max_tokens=9))  # fmt: skip
+    bodies = [orjson.loads(p.split(b"\r\n\r\n", 1)[1]) for p in t.payloads]
+    assert [(b["prompt"], b["max_tokens"]) for b in bodies] == [("a b c", 4), ("d e", 9)]
+    assert t.prompt_tokens == [3, 2] and t.data_source == f"dataset:{f}"
+    assert load_trace(f).tolist() == [0, 12_500_000]
+    f.write_text('{"prompt": 3}\n')
+    with pytest.raises(UsageError, match="d.jsonl:1: expected"):
+        read_gen_target(LoadConfig(url="http://127.0.0.1:9", api="openai-chat", model="m", dataset=str(f)))
+    f.write_text('{"prompt": "x"}\n')
+    with pytest.raises(UsageError, match="no numeric timestamp_ms"):
+        load_trace(f)

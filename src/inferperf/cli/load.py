@@ -194,6 +194,8 @@ def load_command(
                                                           " (default fixed; seeded by --seed)")] = None,
     tokenizer: Annotated[Optional[str], Opt(help="openai-*: a local tokenizer.json to count tokens (needs the"
                                                  " tokenizers library); default whitespace words, approximate")] = None,
+    dataset: Annotated[Optional[str], Opt(help="openai-*: JSONL of {prompt, output_tokens?, timestamp_ms?} sent in"
+                                               " order (replay the timestamps: --arrival trace:FILE)")] = None,
     slo_ttft_ms: Annotated[Optional[float], Opt(help="openai-*: goodput SLO on time to first token, ms")] = None,
     slo_tpot_ms: Annotated[Optional[float], Opt(help="openai-*: goodput SLO on time per output token, ms")] = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
@@ -220,7 +222,7 @@ def load_command(
         "api": api, "stream": False if no_stream else None, "max_tokens": max_tokens, "ignore_eos": ignore_eos or None,
         "input_tokens": input_tokens, "input_tokens_std": input_tokens_std, "input_tokens_min": input_tokens_min,
         "input_tokens_max": input_tokens_max, "input_distribution": input_distribution, "tokenizer": tokenizer,
-        "slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms,
+        "dataset": dataset, "slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms,
     }  # fmt: skip
     if from_locust_csv is not None:
         return _import_locust(from_locust_csv, target, output)

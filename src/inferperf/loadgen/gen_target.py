@@ -104,6 +104,36 @@ def request_path(cfg: LoadConfig, model: str) -> str:
     return PATHS[cfg.api]
 
 
+def read_dataset(path: str) -> list[dict[str, Any]]:
+    """The rows of a JSONL dataset: ``prompt`` (str), optional ``output_tokens`` (int >= 1, that request's
+    ``max_tokens``) and ``timestamp_ms`` (its send offset when replayed with ``--arrival trace:FILE``).
+
+    Raises:
+        UsageError: a missing file, or a line that is not such an object (names the file and line).
+    """
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--dataset {path}: not found: give a JSONL file of {{\"prompt\": ...}} lines")
+    rows = []
+    for lineno, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            doc = None
+        out = doc.get("output_tokens") if isinstance(doc, dict) else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("prompt"), str) or \
+                (out is not None and (not isinstance(out, int) or isinstance(out, bool) or out < 1)):
+            raise UsageError(f"{path}:{lineno}: expected {{\"prompt\": str, \"output_tokens\": int >= 1 (optional)}}")
+        rows.append(doc)
+    if not rows:
+        raise UsageError(f"--dataset {path}: no rows")
+    return rows
+
+
 def request_body(cfg: LoadConfig, model: str, prompt: str) -> bytes:
     """The JSON body of one request (OpenAI: ``stream_options.include_usage`` when streaming; Triton generate:
     ``text_input``, ``max_tokens`` and ``stream`` as inputs, the TensorRT-LLM ensemble's names)."""
@@ -159,13 +189,18 @@ def read_gen_target(cfg: LoadConfig, timeout_s: float = 10.0) -> GenTarget:
                                                       "application/json"), *parse_headers(cfg.headers)]  # fmt: skip
     rng = np.random.default_rng(cfg.seed + 1)
     payloads, counts = [], []
-    for n in prompt_lengths(cfg):
-        text, have = make_prompt(n, rng, count)
-        payloads.append(build_request(ep, "POST", prefix + request_path(cfg, model), request_body(cfg, model, text),
+    if cfg.dataset is not None:
+        prompts = [(row["prompt"], count(row["prompt"]), row.get("output_tokens")) for row in read_dataset(cfg.dataset)]
+    else:
+        prompts = [(*make_prompt(n, rng, count), None) for n in prompt_lengths(cfg)]
+    for text, have, out in prompts:
+        row_cfg = cfg if out is None else cfg.model_copy(update={"max_tokens": out})
+        payloads.append(build_request(ep, "POST", prefix + request_path(cfg, model), request_body(row_cfg, model, text),
                                       headers))  # fmt: skip
         counts.append(have)
     return GenTarget(kind="openai", url=base, model=model, metadata={"api": cfg.api, "model": model},
                      payloads=payloads, api=cfg.api, prompt_tokens=counts,
+                     data_source=f"dataset:{cfg.dataset}" if cfg.dataset else "synthetic",
                      token_count="tokenizer" if cfg.tokenizer else "whitespace words (approximate)")  # fmt: skip
 
 
@@ -183,6 +218,6 @@ def transport_for(cfg: LoadConfig) -> Any:
     return GenerationTransport(inner, cfg.api, cfg.stream, token_counter(cfg.tokenizer))
 
 
-__all__ = ["GenTarget", "make_prompt", "prompt_lengths", "read_gen_target", "read_load_target", "request_body",
+__all__ = ["GenTarget", "make_prompt", "prompt_lengths", "read_dataset", "read_gen_target", "read_load_target", "request_body",
            "request_path", "token_counter",
            "transport_for"]

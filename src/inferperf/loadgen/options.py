@@ -64,7 +64,8 @@ class LoadConfig(BaseModel):
     Token streams (``api`` ``openai-chat`` / ``openai-completions``; docs/generate.md): ``stream`` (False: one
     JSON answer, end-to-end only), ``max_tokens``, ``ignore_eos``, prompts of ``input_tokens`` (mean) drawn
     ``fixed``/``normal``/``uniform`` (``input_tokens_std``, ``input_tokens_min``, ``input_tokens_max``),
-    ``tokenizer`` (a local tokenizer.json, the ``tokenizers`` library), goodput SLOs ``slo_ttft_ms`` and
+    ``tokenizer`` (a local tokenizer.json, the ``tokenizers`` library), ``dataset`` (JSONL of ``prompt``, optional
+    ``output_tokens`` and ``timestamp_ms``: the prompts in order instead of synthetic ones), goodput SLOs ``slo_ttft_ms`` and
     ``slo_tpot_ms``.
     Soak (L2): ``soak_s``, ``soak_interval_s``, ``server_pid``, ``fail_on_leak``,
     ``leak_bytes_per_hour``, ``leak_bytes_per_1000_requests``.
@@ -124,6 +125,7 @@ class LoadConfig(BaseModel):
     input_tokens_max: int | None = Field(default=None, ge=1)
     input_distribution: Literal["fixed", "normal", "uniform"] = "fixed"
     tokenizer: str | None = None
+    dataset: str | None = None
     slo_ttft_ms: float | None = Field(default=None, gt=0)
     slo_tpot_ms: float | None = Field(default=None, gt=0)
 
@@ -188,9 +190,10 @@ class LoadConfig(BaseModel):
         if self.slo_p99_ms is not None and not self.slo_p99_ms > 0:
             raise ValueError(f"--slo-p99-ms {self.slo_p99_ms}: must be > 0 ms")
         if self.api == "kserve" and (self.max_tokens is not None or self.tokenizer is not None
+                                     or self.dataset is not None
                                      or self.slo_ttft_ms is not None or self.slo_tpot_ms is not None):
-            raise ValueError("--max-tokens, --tokenizer, --slo-ttft-ms and --slo-tpot-ms need --api openai-chat or"
-                             " --api openai-completions")
+            raise ValueError("--max-tokens, --tokenizer, --dataset, --slo-ttft-ms and --slo-tpot-ms need --api"
+                             " openai-chat, openai-completions or triton-generate")
         if self.input_tokens_max is not None and self.input_tokens_max < self.input_tokens_min:
             raise ValueError(f"--input-tokens-max {self.input_tokens_max} is under --input-tokens-min"
                              f" {self.input_tokens_min}")

@@ -237,6 +237,8 @@ def load_trace(path: str | Path) -> np.ndarray:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"trace file {str(p)!r} not found: pass --arrival trace:FILE with an existing file")
+    if p.suffix == ".jsonl":  # a token-stream dataset (load --dataset): each row's timestamp_ms
+        return _jsonl_trace(p)
     out: list[int] = []
     for lineno, raw in enumerate(p.read_text(errors="replace").splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -246,6 +248,30 @@ def load_trace(path: str | Path) -> np.ndarray:
         if not m:
             raise UsageError(f"{p}:{lineno}: {raw.strip()!r} is not an offset: write e.g. 0.25, 250ms or 250000us")
         out.append(round(float(m.group(1)) * _UNITS[m.group(2) or ""]))
+    arr = np.asarray(out, dtype=np.int64)
+    _validate(arr, str(p))
+    return arr
+
+
+def _jsonl_trace(p: Path) -> np.ndarray:
+    """Offsets (ns) from the ``timestamp_ms`` of each non-blank line of a JSONL file.
+
+    Raises:
+        UsageError: a line without a numeric ``timestamp_ms``, or negative / unsorted offsets.
+    """
+    import json
+
+    out: list[int] = []
+    for lineno, raw in enumerate(p.read_text(errors="replace").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            ts = json.loads(raw).get("timestamp_ms")
+        except (ValueError, AttributeError):
+            ts = None
+        if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+            raise UsageError(f"{p}:{lineno}: no numeric timestamp_ms: trace replay of a dataset needs one per row")
+        out.append(round(ts * 1_000_000))
     arr = np.asarray(out, dtype=np.int64)
     _validate(arr, str(p))
     return arr
