@@ -98,3 +98,23 @@ def test_threads_using_their_cores_waiting_or_alone_are_not_gil_limited(case):
               "two cores alone": {"cpu_share": 0.5, "alone": {"spin": solo(1.9)}}}
     gil, noted = gil_verdict(**kwargs[case])
     assert gil["limited"] is False and not noted
+
+
+def test_figures_of_thousands_of_items_per_s_read_without_an_exponent():
+    """A fast pipeline's notes read 'pipeline overhead: 3.08e+03 items/s ... (5.48e+03 items/s)' and the stage
+    table's alone column '2.99e+04' (issue 24 item 15: no exponent in 4- and 5-digit figures)."""
+    from rich.console import Console
+
+    from inferperf.cli.pipeline_view import stage_table
+
+    us = 1_000
+    tr = simulate(["a", "b"], [1, 1], fixed([50 * us, 200 * us]), sizes=[4, 4], items=300, concurrency=4)
+    alone = {"a": {"items_per_s": 29914.0, "service_ms_mean": 0.033, "cpu_per_wall": 1.0, "cpu_cores": 1.0},
+             "b": {"items_per_s": 6250.0, "service_ms_mean": 0.16, "cpu_per_wall": 1.0, "cpu_cores": 1.0}}
+    r = assemble(tr, SPEC, PipelineOptions(), collect_system(), {}, alone)
+    over = next(n for n in r.notes if n.startswith("pipeline overhead"))
+    assert "e+" not in " ".join(r.notes) and "6250 items/s" in over, over
+    console = Console(width=250, record=True)
+    console.print(stage_table(r))
+    table = console.export_text()
+    assert "29914" in table and "e+" not in table, table

@@ -36,7 +36,7 @@ def stage_table(r: Any) -> Table:
                   _pct(f["utilisation"]), f"{q['max']}/{q['size'] if q['size'] is not None else 'inf'}",
                   _pct(q.get("share_full")), _ms(f["queue_wait_ms"], "mean"), _ms(f["handover_ms"], "mean"),
                   _pct(f["blocked_share"]),
-                  _pct(f["starved_share"]), f"{alone['items_per_s']:.3g}" if alone else "-",
+                  _pct(f["starved_share"]), sig(alone['items_per_s']) if alone else "-",
                   str(f["errors"]["count"] + f["rejected"]))
     return t
 

@@ -18,6 +18,7 @@ import numpy as np
 from ..config import ValidityOptions
 from ..errors import RuntimeFailure
 from ..measure.facts import model_sha256
+from ..measure.speedup import sig
 from ..measure.validity import verdict
 from ..results.build import new_result
 from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Resources, Result, Samples,
@@ -108,7 +109,7 @@ def _bottleneck_notes(name: str | None, why: str, faster: dict | None, x: float)
     """The bottleneck line and, when there is one, what twice its speed would give."""
     notes = [f"bottleneck: {why}" if name else why]
     if faster and faster["items_per_s"]:
-        notes.append(f"if {name!r} were twice as fast: about {faster['items_per_s']:.3g} items/s (now {x:.3g}),"
+        notes.append(f"if {name!r} were twice as fast: about {sig(faster['items_per_s'])} items/s (now {sig(x)}),"
                      f" then limited by {faster['limited_by']} (estimate, Amdahl over stages)")
     return notes
 
@@ -120,7 +121,7 @@ def _in_service(tr: Trace, stages: dict[str, dict[str, Any]], name: str | None, 
                     for f in stages.values() if f["service_ms"])
     needed = x * svc_sum_s
     if tr.mode == "closed" and tr.concurrency and tr.concurrency > 2 * needed + 1 and name:
-        return needed, [f"{tr.concurrency} items in flight, but at {x:.3g} items/s only {needed:.2f} are in service"
+        return needed, [f"{tr.concurrency} items in flight, but at {sig(x)} items/s only {needed:.2f} are in service"
                         f" (Little's law over {1e3 * svc_sum_s:.4g} ms of service per item); the rest wait in queues."
                         f" --concurrency {math.ceil(needed) + 1} should keep {name!r} busy with latency near the"
                         f" service sum"]  # fmt: skip
@@ -142,8 +143,8 @@ def _overhead(stages: dict[str, dict[str, Any]], x: float, cpu_bound: bool) -> t
                 "overhead": bool(ratio is not None and ratio < an.OVERHEAD_RATIO), "hops": hops}
     if not overhead["overhead"]:
         return overhead, []
-    return overhead, [f"pipeline overhead: {x:.3g} items/s is {ratio:.2f}x the slowest stage alone ({slowest!r},"
-                      f" {caps[slowest]:.3g} items/s): see queue wait and hand-over per hop"
+    return overhead, [f"pipeline overhead: {sig(x)} items/s is {ratio:.2f}x the slowest stage alone ({slowest!r},"
+                      f" {sig(caps[slowest])} items/s): see queue wait and hand-over per hop"
                       + (" (the stages share the CPUs)" if cpu_bound else "")]
 
 
@@ -170,7 +171,7 @@ def _workers(stages: dict[str, dict[str, Any]], cpus: int) -> tuple[dict[str, An
     if not (changed or gil):
         return workers, []
     return workers, [f"workers that balance the stages on {cpus} CPUs: {workers['rerun']} (about"
-                     f" {workers['items_per_s']:.3g} items/s; rerun to check)"]
+                     f" {sig(workers['items_per_s'])} items/s; rerun to check)"]
 
 
 def _stage_notes(tr: Trace, stages: dict[str, dict[str, Any]]) -> list[str]:
@@ -220,7 +221,7 @@ def _summary(tr: Trace, stages: dict[str, dict[str, Any]], system: SystemInfo, x
     workers, more = _workers(stages, cpus)
     notes += more + _stage_notes(tr, stages)
     if rate and x < 0.95 * rate:
-        notes.append(f"overloaded: {x:.3g} items/s completed of the {rate:g}/s offered; queues grow and latency with"
+        notes.append(f"overloaded: {sig(x)} items/s completed of the {rate:g}/s offered; queues grow and latency with"
                      f" them for as long as the run lasts")
     if tr.incomplete:
         notes.append(f"{tr.incomplete} item(s) still in flight at the drain deadline: counted incomplete")
