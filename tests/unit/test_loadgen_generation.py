@@ -177,3 +177,15 @@ def test_dataset_rows_become_requests_in_order_and_their_timestamps_a_trace(tmp_
     f.write_text('{"prompt": "x"}\n')
     with pytest.raises(UsageError, match="no numeric timestamp_ms"):
         load_trace(f)
+
+
+def test_each_request_carries_its_own_prompt_count(mock, tmp_path) -> None:
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"prompt": "a b c d e f g"}\n{"prompt": "h"}\n{"prompt": "i j"}\n')
+    cfg = LoadConfig(url=mock.url, api="openai-chat", dataset=str(f), max_tokens=2)
+    target = read_gen_target(cfg)
+    tr = GenerationTransport(HttpTransport(mock.url), "openai-chat")
+    s = asyncio.run(run_step(tr, Closed(1), payloads=target.payloads, warmup_s=0, requests=5, timeout_s=10))
+    assert [r.in_tokens for r in s.streams] == [7, 1, 2, 7, 1]  # the 3rd stream is cut by the mock: still counted
+    ok = [r for r, e in zip(s.streams, s.error) if e == 0]
+    assert all(r.usage_in == r.in_tokens for r in ok)  # the mock counts whitespace words too

@@ -11,7 +11,7 @@ it is the actual send) and on the client's clock, over the requests that complet
 - e2e = answer complete - scheduled time;
 - output tokens: the tokenizer's count of the text with ``--tokenizer``, else the server's
   ``usage.completion_tokens`` when given, else whitespace words (approximate); input tokens: the server's
-  ``usage.prompt_tokens`` when given, else the client's count of the prompt pool (its mean per request).
+  ``usage.prompt_tokens`` when given, else the client's count of each request's prompt.
   Client and server counts that differ by more than 1 % in total give a note.
 
 Per step: requests/s, output and input tokens/s (successes in the span over its wall time), goodput
@@ -75,6 +75,7 @@ def request_figures(s: StepSamples, tokenizer: bool) -> dict[str, np.ndarray]:
             "usage_out": np.asarray([r.usage_out for r in recs], np.int64),
             "client_out": np.asarray([r.out_tokens for r in recs], np.int64),
             "usage_in": np.asarray([r.usage_in for r in recs], np.int64),
+            "client_in": np.asarray([getattr(r, "in_tokens", -1) for r in recs], np.int64),
             "ok_ttft_ns": np.where(has_first, first - sched, -1), "ok_tpot_ns": tpot}  # fmt: skip
 
 
@@ -99,7 +100,8 @@ def goodput(f: dict[str, np.ndarray], cfg: LoadConfig, duration_s: float) -> dic
 def _token_block(f: dict[str, np.ndarray], target: Any, tokenizer: bool) -> tuple[dict[str, Any], list[str]]:
     n = int(f["out"].size)
     pool = list(getattr(target, "prompt_tokens", []) or [])
-    client_in = float(np.mean(pool)) * n if pool else 0.0
+    known = f["client_in"] >= 0
+    client_in = float(f["client_in"].sum()) if n and known.all() else (float(np.mean(pool)) * n if pool else 0.0)
     usage_in = f["usage_in"]
     in_total = int(usage_in.sum()) if n and (usage_in >= 0).all() else round(client_in)
     notes = []
@@ -108,7 +110,7 @@ def _token_block(f: dict[str, np.ndarray], target: Any, tokenizer: bool) -> tupl
         if n and (a >= 0).all() and abs(int(a.sum()) - int(b.sum())) > MISMATCH_FRACTION * max(1, int(a.sum())):
             notes.append(f"{what} tokens: the server's usage says {int(a.sum())}, the client counted {int(b.sum())}"
                          f" ({getattr(target, 'token_count', 'whitespace words')}): counts differ by more than 1 %")
-    if n and (usage_in >= 0).all() and pool and abs(in_total - client_in) > MISMATCH_FRACTION * max(1, in_total):
+    if n and (usage_in >= 0).all() and client_in and abs(in_total - client_in) > MISMATCH_FRACTION * max(1, in_total):
         notes.append(f"input tokens: the server's usage says {in_total}, the client's prompts hold {client_in:.0f}"
                      f" ({getattr(target, 'token_count', '')}; a chat template adds tokens)")
     block = {"input_total": in_total, "output_total": int(f["out"].sum()),

@@ -47,12 +47,14 @@ def count_words(text: str) -> int:
 class GenRecord:
     """One generation request's stream: ``chunk_ns`` (clock ns of each content event, in order; empty without
     streaming), ``out_tokens`` (the client's count of the generated text), ``usage_in``/``usage_out`` (the
-    server's usage, -1 = not given), ``finish`` (last ``finish_reason`` or None), ``done`` ([DONE] seen)."""
+    server's usage, -1 = not given), ``finish`` (last ``finish_reason`` or None), ``done`` ([DONE] seen),
+    ``in_tokens`` (the client's count of the request's prompt, -1 = unknown)."""
 
-    __slots__ = ("chunk_ns", "out_tokens", "usage_in", "usage_out", "finish", "done")
+    __slots__ = ("chunk_ns", "out_tokens", "usage_in", "usage_out", "finish", "done", "in_tokens")
 
     def __init__(self, chunk_ns: list[int], out_tokens: int, usage_in: int, usage_out: int, finish: str | None,
-                 done: bool) -> None:  # fmt: skip
+                 done: bool, in_tokens: int = -1) -> None:  # fmt: skip
+        self.in_tokens = in_tokens
         self.chunk_ns = chunk_ns
         self.out_tokens = out_tokens
         self.usage_in = usage_in
@@ -192,10 +194,11 @@ class StreamResponse(Response):
 
 
 class _GenConnection:
-    __slots__ = ("conn", "api", "stream", "count")
+    __slots__ = ("conn", "api", "stream", "count", "owner")
 
-    def __init__(self, conn: Any, api: str, stream: bool, count: Callable[[str], int]) -> None:
-        self.conn, self.api, self.stream, self.count = conn, api, stream, count
+    def __init__(self, conn: Any, owner: GenerationTransport) -> None:
+        self.conn, self.owner = conn, owner
+        self.api, self.stream, self.count = owner.api, owner.stream, owner.count
 
     @property
     def open(self) -> bool:
@@ -205,7 +208,9 @@ class _GenConnection:
         sink = TokenStream(self.api, self.stream, self.count)
         r = await self.conn.send(payload, sink)
         kind = sink.outcome(r)
-        return StreamResponse(r.status, r.body_len, kind, r.error_body, sink.record())
+        rec = sink.record()
+        rec.in_tokens = self.owner.prompt_tokens(payload)
+        return StreamResponse(r.status, r.body_len, kind, r.error_body, rec)
 
     def close(self) -> None:
         self.conn.close()
@@ -223,10 +228,26 @@ class GenerationTransport:
 
     def __init__(self, inner: Any, api: str, stream: bool = True, count: Callable[[str], int] = count_words) -> None:
         self.inner, self.api, self.stream, self.count = inner, api, stream, count
+        self._prompt_tokens: dict[bytes, int] = {}
 
     async def connect(self) -> _GenConnection:
         """One connection of ``inner``, wrapped (``ConnectError`` passes through)."""
-        return _GenConnection(await self.inner.connect(), self.api, self.stream, self.count)
+        return _GenConnection(await self.inner.connect(), self)
+
+    def prompt_tokens(self, payload: bytes) -> int:
+        """The client's token count of the prompt in ``payload`` (a whole request; counted once per distinct
+        payload): the chat messages' text, ``prompt`` or ``text_input``; -1 when the body is not such JSON."""
+        n = self._prompt_tokens.get(payload)
+        if n is None:
+            try:
+                doc = orjson.loads(payload.split(b"\r\n\r\n", 1)[1])
+                msgs = doc.get("messages")
+                text = " ".join(m.get("content") or "" for m in msgs) if msgs else doc.get("prompt", doc.get("text_input"))
+                n = self.count(text) if isinstance(text, str) else -1
+            except (orjson.JSONDecodeError, IndexError, AttributeError, TypeError):
+                n = -1
+            self._prompt_tokens[payload] = n
+        return n
 
     def describe(self) -> dict[str, Any]:
         """``inner``'s description plus the API read."""
