@@ -125,3 +125,34 @@ def test_a_signal_while_load_reads_its_target_says_nothing_was_kept(monkeypatch,
     assert main(["load", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1,2"]) == code
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"interrupted by {signal.Signals(sig).name} before any step finished: nothing measured to keep"]
+
+
+def test_a_second_signal_is_a_hard_stop_that_says_which_steps_are_on_disk(monkeypatch, capsys, tmp_path) -> None:
+    """The first signal asks the step in progress to end; a second one stops at once (KeyboardInterrupt). It
+    printed 'error: interrupted' while step 1's Result was on disk; now the line says so."""
+    from inferperf.cli import main
+    from inferperf.loadgen.options import LoadConfig
+    from inferperf.loadgen.result import step_result
+    from inferperf.loadgen.target import TargetInfo
+
+    target = TargetInfo(kind="kserve", url="http://127.0.0.1:9", model="m",
+                        metadata={"name": "m", "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]},
+                        shapes=[{"x": [1, 4]}], dtypes={"x": "FP32"}, payloads=[b""])  # fmt: skip
+    clock = FakeClock()
+    samples = run_fake(clock, lambda: run_step(SimulatedServer(clock, service_s=0.01), Closed(1), warmup_s=0.0,
+                                               duration_s=1.0, clock=clock, cpu=lambda: 0.0))  # fmt: skip
+    first = step_result(samples, target, LoadConfig(concurrency=[1]), [])
+
+    def runner(cfg, command, on_step, target, **kw):  # noqa: ANN001, ANN202, ANN003 - step 1 done, then two signals
+        on_step(first)
+        STOP.request(signal.SIGINT)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("inferperf.loadgen.target.read_target", lambda cfg: target)
+    monkeypatch.setattr("inferperf.cli.load._runner", lambda cfg: runner)
+    out = tmp_path / "out"
+    assert main(["load", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1,2,4", "-o", str(out)]) == 130
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "result written" not in ln]
+    assert err == [f"interrupted by SIGINT: kept 1 finished step in {out}; a second SIGINT stopped at once: the step"
+                   " in progress was dropped"]  # fmt: skip
+    assert len(list(out.glob("*.json"))) == 1

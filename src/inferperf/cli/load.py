@@ -29,7 +29,7 @@ from ..errors import GateFailed, Interrupted, MeasurementError, UsageError
 from ..interrupt import STOP, cooperative
 from ..serve.child import own_server, split_cpus
 from . import app
-from .load_lines import IntervalLog, interval_line, kept_line, soak_intervals
+from .load_lines import IntervalLog, hard_stop_line, interval_line, kept_line, soak_intervals
 from .bench import check_writable, output_path
 from .render import plain
 
@@ -316,8 +316,10 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         raise Interrupted(kept_line(cfg, [], [], STOP.signal_name), STOP.exit_code) from None
     header = [_table_header(cfg.mode)]  # printed with the first step: an input error comes before any table
     written: list[Path] = []
+    shown: list[Any] = []  # the Results handed to the console (what a hard stop keeps)
 
     def on_step(r: Any) -> None:
+        shown.append(r)
         if header:
             print(header.pop(), flush=True)
         if placement is not None:
@@ -339,6 +341,7 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
     extra: dict[str, Any] = {}
     if cfg.stress or cfg.find_max_rate:  # the plan, then a line before each step (stderr: the table stays clean)
         extra["on_progress"] = lambda line: print(line, file=sys.stderr, flush=True)
+    log = None
     if cfg.soak_s is not None:  # a line per interval as it ends, and on disk with -o
         total = soak_intervals(cfg)
         log = IntervalLog(output, cfg, command) if output is not None else None
@@ -349,8 +352,11 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
                 log(iv)
 
         extra["on_interval"] = on_interval
-    with cooperative():  # Ctrl-C / SIGTERM end the step in progress, kept and marked (inferperf.interrupt)
-        results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target, **extra)
+    try:
+        with cooperative():  # Ctrl-C / SIGTERM end the step in progress, kept and marked (inferperf.interrupt)
+            results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target, **extra)
+    except KeyboardInterrupt:  # a second signal: the hard stop; say what the finished steps left on disk
+        raise Interrupted(hard_stop_line(cfg, shown, written, STOP.signal_name, log), STOP.exit_code) from None
     found = (results[-1].metrics.client or {}).get("stress") if results else None
     if found:
         print(findings_line(found), flush=True)

@@ -80,9 +80,27 @@ def kept_line(cfg: Any, results: list[Any], written: list[Path], signal_name: st
     return text + (f"; {left} step{'' if left == 1 else 's'} not run" if left else "")
 
 
+def hard_stop_line(cfg: Any, results: list[Any], written: list[Path], signal_name: str,
+                   log: IntervalLog | None = None) -> str:  # fmt: skip
+    """The one line after a second Ctrl-C or SIGTERM (a hard stop: the step in progress is not written).
+
+    Args: as :func:`kept_line`; ``log``: a soak's interval log, whose finished intervals stay on disk.
+    """
+    tail = f"; a second {signal_name} stopped at once: the step in progress was dropped"
+    if log is not None and log.doc["intervals"]:
+        n = len(log.doc["intervals"])
+        return (f"interrupted by {signal_name} after {n} of {soak_intervals(cfg)} soak intervals: kept their live"
+                f" figures in {log.path}; a second {signal_name} stopped at once: the soak's Result was not written")
+    if not results:
+        return f"interrupted by {signal_name} before any step finished: nothing measured to keep{tail}"
+    done = len(results)
+    where = f" in {_folder(written)}" if written else " (printed above; pass -o DIR to write them)"
+    return f"interrupted by {signal_name}: kept {done} finished step{'' if done == 1 else 's'}{where}{tail}"
+
+
 def _folder(written: list[Path]) -> str:
     parents = {str(Path(p).parent) for p in written}
     return parents.pop() if len(parents) == 1 else ", ".join(str(p) for p in written)
 
 
-__all__ = ["IntervalLog", "interval_line", "kept_line", "soak_intervals"]
+__all__ = ["IntervalLog", "hard_stop_line", "interval_line", "kept_line", "soak_intervals"]
