@@ -189,3 +189,30 @@ def test_each_request_carries_its_own_prompt_count(mock, tmp_path) -> None:
     assert [r.in_tokens for r in s.streams] == [7, 1, 2, 7, 1]  # the 3rd stream is cut by the mock: still counted
     ok = [r for r, e in zip(s.streams, s.error) if e == 0]
     assert all(r.usage_in == r.in_tokens for r in ok)  # the mock counts whitespace words too
+
+
+def test_streams_survive_pickling_and_pool_aligned_over_workers() -> None:
+    import pickle
+
+    from inferperf.loadgen.run import pool_samples
+    from inferperf.loadgen.windows import WindowRule
+
+    a = GenRecord([1, 2], 2, 3, 2, "length", True, in_tokens=3)
+    b = pickle.loads(pickle.dumps(a))
+    assert (b.chunk_ns, b.out_tokens, b.usage_in, b.in_tokens, b.finish, b.done) == ([1, 2], 2, 3, 3, "length", True)
+    p1 = _samples([a, None], [0, 0], [5 * MS, 6 * MS], [0, 1])
+    p2 = _samples([None], [0], [-1], [0])  # a worker whose one request never answered
+    p2.streams = None
+    pooled = pool_samples([p1, p2], WindowRule())
+    assert len(pooled.streams) == pooled.done_ns.size == 3 and pooled.streams[0] is a and pooled.streams[1:] == [None, None]
+
+
+def test_no_stream_answers_give_e2e_and_tokens_only(mock) -> None:
+    cfg = LoadConfig(url=mock.url, api="openai-chat", stream=False, max_tokens=5, input_tokens=4)
+    target = read_gen_target(cfg)
+    tr = GenerationTransport(HttpTransport(mock.url), "openai-chat", stream=False)
+    s = asyncio.run(run_step(tr, Closed(1), payloads=target.payloads, warmup_s=0, requests=3, timeout_s=10))
+    assert list(s.error) == [0, 0, 0]  # abort_every cuts streams only
+    g, _ = generation_block(s, target, cfg)
+    assert g["ttft_ms"] is None and g["itl_ms"] is None and g["e2e_ms"]["count"] == 3
+    assert g["tokens"]["output_total"] == 15 and g["tokens"]["input_total"] == 12
