@@ -135,6 +135,7 @@ def test_the_soak_caption_says_the_slope_once_and_serve_charts_are_told_apart(tm
     assert cap.count(slope) == 1 and cap.startswith("Leak verdict: "), cap
     titles = [ch[f"serve-{k}-{i}"].figure["layout"]["title"]["text"] for k in ("batch", "dist") for i in (0, 1)]
     assert len(set(titles)) == 4, titles
+    assert ch["serve-batch-0"].figure["layout"]["xaxis"]["type"] == "category"  # one size: no 0.6 .. 1.4 axis
     boxes = ch["serve-dist-0"].figure["data"]
     assert [b["x"] for b in boxes] == [["queue"], ["compute"], ["request"]]
 
