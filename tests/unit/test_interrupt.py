@@ -81,7 +81,7 @@ def test_an_interrupted_soak_keeps_its_finished_intervals_and_the_partial_one() 
         await stopper
         return out
 
-    s, taken = run_fake(clock, main, timeout_s=120.0)
+    s, taken = run_fake(clock, main, timeout_s=120.0, inline_threads=True)  # RSS reads at fixed fake times
     assert s.interrupted and [iv["interval"] for iv in lines] == [1, 2, 3]
     assert lines[2]["t_s"] == pytest.approx(3.0) and lines[2]["queries_per_s"] == pytest.approx(100, abs=2)
     assert lines[2]["rss_bytes"] == 1e8
