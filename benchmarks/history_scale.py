@@ -81,10 +81,14 @@ def main() -> None:
         rep = check(engine)
         t_check = time.perf_counter() - t0
         regressed = sum(r.verdict == "regression" for r in rep.rows)
+        planted = [r for r in rep.rows if int(r.series.workload["model"].removeprefix("model")) % 10 == 0]
+        caught = sum(r.verdict == "regression" for r in planted)
         print(f"db: {engine.url.render_as_string(hide_password=True)}")
         print(f"summary-level: {len(results)} Results, {n_points} points in {t_add:.1f} s "
               f"({n_points / t_add:.0f} points/s, {len(results) / t_add:.0f} Results/s)")
-        print(f"check: {len(rep.rows)} series in {t_check:.2f} s ({regressed} regression verdicts)")
+        print(f"check: {len(rep.rows)} series in {t_check:.2f} s ({regressed} regression verdicts: {caught} of the "
+              f"{len(planted)} series with a planted 10 % slowdown, {regressed - caught} of the "
+              f"{len(rep.rows) - len(planted)} without)")
         if a.full:
             full = [make(2.0, seed=10_000 + i, runs=3, n=2000, created_at="2026-12-31T00:00:00+00:00")
                     for i in range(a.full)]
