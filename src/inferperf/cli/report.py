@@ -17,7 +17,8 @@ Opt = typer.Option
 @app.command("report")
 def report_command(
     results: Annotated[list[Path], typer.Argument(help="Result files or folders of any command: bench, sweep, optimize,"
-                                                          " runtime comparison, serve, load, tune, profile, pipeline")],
+                                                          " runtime comparison, serve, load, tune, profile, pipeline;"
+                                                          " history documents (history export --json)")],
     output: Annotated[Optional[Path], Opt("--output", "-o", help="report file (default report.html / report.md)")] = None,
     fmt: Annotated[str, Opt("--format", help="html (one self-contained file) | markdown")] = "html",
     title: Annotated[str, Opt(help="page title")] = "inferperf report",

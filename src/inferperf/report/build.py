@@ -29,6 +29,7 @@ from .load import load_charts, load_findings
 from .tune import tune_charts, tune_findings
 from .pipeline import pipeline_charts, pipeline_findings, pipeline_tables
 from .plan import plan_charts, plan_findings
+from .history import history_charts, history_findings
 from .collect import Entry, collect
 from .http import HTTP_KINDS, http_label
 from .comparisons import precision, runtimes
@@ -279,6 +280,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     charts += tune_charts(coll.of_kind("tune"))  # issue 15: report/tune.py
     charts += pipeline_charts(coll.of_kind("pipeline"))  # issue 17: report/pipeline.py
     charts += plan_charts(coll.of_kind("plan"))  # issue 26: report/plan.py
+    charts += history_charts(coll.history)  # issue 28: report/history.py
 
     plans, plan_notes = _capacity(entries, labels, opts)
     issues = bottlenecks(cases, found)
@@ -289,6 +291,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     summ += [{"kind": "tune", "text": t, "values": {}} for t in tune_findings(coll.of_kind("tune"))]
     summ += [{"kind": "pipeline", "text": t, "values": {}} for t in pipeline_findings(coll.of_kind("pipeline"))]
     summ += [{"kind": "plan", "text": t, "values": {}} for t in fleet]
+    summ += [{"kind": "history", "text": t, "values": {}} for t in history_findings(coll.history)]
     capacity = [{"model": name, "workload": name, **p.as_dict()} for name, p in plans]
     recs += [{"kind": "capacity", "text": n + ".", "values": {}} for n in plan_notes]
     if fleet and opts.target_qps is None:  # a plan Result answers capacity: no "none was asked for"

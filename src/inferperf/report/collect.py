@@ -50,6 +50,7 @@ class Collection:
 
     entries: list[Entry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    history: list[dict] = field(default_factory=list)  # history series documents (report/history.py)
 
     @property
     def results(self) -> list[Result]:
@@ -120,6 +121,20 @@ def _is_result_doc(path: Path) -> bool:
     return b'"schema_version"' in head
 
 
+def _history_doc(path: Path) -> dict | None:
+    """The history series document in ``path`` (``inferperf history export --json``), else None."""
+    from .history import FORMAT, is_history_doc
+
+    try:
+        with open(path, "rb") as f:
+            if FORMAT.encode() not in f.read(4096):
+                return None
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return doc if is_history_doc(doc) else None
+
+
 def collect(paths: Iterable[str | Path]) -> Collection:
     """Load every Result under ``paths`` (files or folders), dropping runs already pooled elsewhere.
 
@@ -132,6 +147,10 @@ def collect(paths: Iterable[str | Path]) -> Collection:
     for f in result_files(given):
         named = f in given
         if not _is_result_doc(f):
+            doc = _history_doc(f)
+            if doc is not None:
+                out.history.append(doc)
+                continue
             if named and f.name not in SIDE_FILES:
                 raise UsageError(f"'{f}' is not an inferperf Result (no schema_version): pass Result files")
             continue
@@ -157,7 +176,7 @@ def collect(paths: Iterable[str | Path]) -> Collection:
     if copies:
         out.notes.append(f"{copies} Result(s) left out: copies of another Result read (same case, run time and"
                          " samples; e.g. tune's best.json repeats its validation winner)")
-    if not out.entries:
+    if not out.entries and not out.history:
         raise UsageError("no inferperf Results found in " + ", ".join(map(str, given))
                          + ": pass the output of bench, sweep or optimize")
     return out

@@ -25,6 +25,7 @@ GROUP_TITLES = {
     "precision": "Precision comparison", "runtimes": "Runtime comparison",
     "profile": "Operator profile", "load": "Load (HTTP)", "serve": "Serving (server side)",
     "tune": "Tuning", "pipeline": "Pipeline stages", "plan": "Capacity plan (predicted)",
+    "history": "Performance history",
 }  # fmt: skip
 
 SECTION_TITLES = {
