@@ -171,3 +171,22 @@ def test_sawtooth_alone_false_leak_rate() -> None:
     flagged = sum(leak_verdict(HOUR_T, 200 * MIB + _sawtooth(300, 20 * MIB, 150) + _jitter(seed))["leak"]
                   for seed in range(100, 200))  # fmt: skip
     assert flagged <= 5
+
+
+def test_a_few_points_on_an_exact_line_are_not_judged() -> None:
+    """3 samples growing in whole pages lie on a line (zero-width CI): seconds of growth are no hourly verdict."""
+    mib = 1048576.0
+    few = leak_verdict([1.0, 2.0, 3.0], [110.62 * mib, 110.71 * mib, 110.80 * mib])
+    assert few["judged"] is False and few["leak"] is False and few["significant"] is False
+    assert "not judged" in few["reason"]
+    six = leak_verdict([float(i) for i in range(6)], [100 * mib + 4096.0 * i for i in range(6)])
+    assert six["judged"] is False and six["leak"] is False
+
+
+def test_enough_points_of_steady_growth_are_still_a_leak() -> None:
+    """The must-say-yes side of the minimum: 60 samples a minute apart growing 10 MiB/h with page noise."""
+    rng = np.random.default_rng(7)
+    t = np.arange(60) * 60.0
+    rss = 200 * 1048576.0 + 10 * 1048576.0 * t / 3600.0 + 4096.0 * rng.integers(0, 4, t.size)
+    v = leak_verdict(t, rss)
+    assert v["judged"] is True and v["leak"] is True

@@ -176,7 +176,7 @@ def soak_block(s: StepSamples, rss: list[tuple[int, float]], interval_s: float, 
         t = [iv["t_s"] for iv in with_rss]
         block["rss"] = leak_verdict(t, [iv["rss_bytes"] for iv in with_rss], [iv["requests"] for iv in with_rss],
                                     bytes_per_hour=bytes_per_hour, bytes_per_1000_requests=bytes_per_1000_requests)
-        block["verdict"] = "leak" if block["rss"]["leak"] else "no leak"
+        block["verdict"] = ("leak" if block["rss"]["leak"] else "no leak") if block["rss"]["judged"] else "too few intervals"
     elif rss_source is not None:
         block["verdict"] = "too few intervals"
     lat = [iv for iv in intervals if iv["count"] > 0]

@@ -72,7 +72,7 @@ def bench_soak_block(result: Any, *, n_bins: int = 30, bytes_per_hour: float = D
     if k >= 3 and duration > 0:
         block["rss"] = leak_verdict(t, rss, count * (t - t[0]) / duration, bytes_per_hour=bytes_per_hour,
                                     bytes_per_1000_requests=bytes_per_1000_requests)  # fmt: skip
-        block["verdict"] = "leak" if block["rss"]["leak"] else "no leak"
+        block["verdict"] = ("leak" if block["rss"]["leak"] else "no leak") if block["rss"]["judged"] else "too few intervals"
     return block
 
 

@@ -47,6 +47,9 @@ SUP_WALD_5PCT = 8.85
 SHIFT_TRIM = 0.15
 #: fewest fitted points on which a level shift is tested (a trough series may hold fewer).
 MIN_SHIFT_POINTS = 20
+#: Fewest samples left after the settle period for any verdict: on fewer, a few page-sized steps lie on an exact
+#: line (a zero-width CI) and seconds of growth would be extrapolated to an hourly leak.
+MIN_VERDICT_POINTS = 10
 #: shift positions tried (evenly spaced over the trimmed span).
 SHIFT_CANDIDATES = 60
 #: largest AR(1) coefficient used in Andrews' bandwidth (keeps the lag finite for a near unit root).
@@ -240,7 +243,7 @@ def trend_points(t_s: Sequence[float] | np.ndarray, values: Sequence[float] | np
     if idx.size < 3:
         idx, settle = np.arange(t.size), 0.0
     period = dominant_period(y[idx], idx.size // MIN_CYCLES)
-    out = {"index": idx, "settle_s": settle, "period_s": None, "envelope": False}
+    out = {"index": idx, "settle_s": settle, "period_s": None, "envelope": False, "n_settled": int(idx.size)}
     if period is not None:
         env = troughs(y[idx], period)
         if env.size >= 3:
@@ -270,7 +273,9 @@ def leak_verdict(t_s: Sequence[float] | np.ndarray, rss_bytes: Sequence[float] |
         dict: ``slope_bytes_per_hour``, ``ci95_bytes_per_hour``, ``lag``, ``n`` (points fitted),
         ``slope_bytes_per_request``, ``ci95_bytes_per_request`` (None without requests), ``settle_s``,
         ``period_s`` (None without periodic structure), ``envelope`` (troughs fitted), ``shift_at_s`` (time of
-        a significant level shift, None without one), ``significant``, ``leak``, ``reason``.
+        a significant level shift, None without one), ``judged`` (False when fewer than
+        :data:`MIN_VERDICT_POINTS` samples follow the settle period: then neither significant nor a leak, and
+        ``reason`` says so), ``significant``, ``leak``, ``reason``.
 
     Raises:
         ValueError: fewer than 3 samples, mismatched lengths or constant ``t_s``.
@@ -303,6 +308,13 @@ def leak_verdict(t_s: Sequence[float] | np.ndarray, rss_bytes: Sequence[float] |
         above = above and per.slope * 1000.0 > bytes_per_1000_requests
         out["significant"] = fit.significant and per.significant
         reason += f", {per.slope * 1000 / 1024:.2f} KiB/1000 req (threshold {bytes_per_1000_requests / 1024:g} KiB)"
+    out["judged"] = pts["n_settled"] >= MIN_VERDICT_POINTS
+    if not out["judged"]:
+        out["significant"] = False
+        out["leak"] = False
+        out["reason"] = (f"not judged: {pts['n_settled']} samples after {pts['settle_s']:.0f} s of settling"
+                         f" (needs >= {MIN_VERDICT_POINTS}): soak longer or sample more often")
+        return out
     out["leak"] = bool(out["significant"] and above)
     sig = "significant" if out["significant"] else "not significant (95 % Newey-West CI includes 0)"
     how = f"fitted after {pts['settle_s']:.0f} s of settling"
