@@ -142,6 +142,7 @@ def test_a_folder_is_read_without_its_single_runs(tmp_path: Path) -> None:
 
     save(make(seed=1), tmp_path / "ab" / "current" / "case.json")
     save(make(seed=2, runs=1), tmp_path / "ab" / "current" / "runs" / "case-run0.json")
+    (tmp_path / "ab" / "history.json").write_text('{"format": "inferperf-history/1", "series": []}')
     assert [p.name for p, _ in read_results([tmp_path / "ab"])] == ["case.json"]
     named = tmp_path / "ab" / "current" / "runs" / "case-run0.json"
     assert [p.name for p, _ in read_results([named])] == ["case-run0.json"]  # a file named is read as named

@@ -50,3 +50,14 @@ def test_a_folder_of_results_and_a_history_document_report_both(tmp_path: Path) 
     save(make(2.0, seed=99), folder / "bench.json")
     rep = build([folder])
     assert len(rep.rows) == 1 and [c.group for c in rep.charts].count("history") == 1
+
+
+def test_the_committed_example_document_draws_its_planted_change() -> None:
+    """examples/history/history.json (`history export --json` of examples/history/results): the p50 chart marks
+    the planted change at run 11 (index 9: one INVALID run before it is left out)."""
+    doc = Path(__file__).resolve().parents[2] / "examples" / "history" / "history.json"
+    rep = build([doc])
+    p50 = next(c for c in rep.charts if c.group == "history" and ".p50_ms#" in c.title)
+    (shape,) = p50.figure["layout"]["shapes"]
+    assert shape["x0"] == p50.figure["data"][0]["x"][9]
+    assert "-13" in p50.figure["layout"]["annotations"][0]["text"]

@@ -70,15 +70,23 @@ def git_provenance(cwd: Path | None = None) -> Provenance:
     return Provenance(commit=commit, branch=None if branch == "HEAD" else branch)
 
 
-def _single_run(path: Path, folder: Path) -> bool:
-    """A file in a ``runs/`` folder below ``folder``: a single run that sweep and ``bench --ab`` keep beside the
-    pooled Result (which holds its runs already)."""
-    return "runs" in path.relative_to(folder).parts[:-1]
+def _skipped_in_folder(path: Path, folder: Path) -> bool:
+    """A file a folder add passes over: one in a ``runs/`` folder below ``folder`` (a single run that sweep and
+    ``bench --ab`` keep beside the pooled Result, which holds its runs already), or an exported history
+    document (``history export --json``)."""
+    if "runs" in path.relative_to(folder).parts[:-1]:
+        return True
+    try:
+        with open(path, "rb") as f:
+            return b'"inferperf-history/1"' in f.read(200)
+    except OSError:
+        return False
 
 
 def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:
-    """Every Result under ``paths``, loaded: files as named; folders searched recursively, without side files
-    and without the single runs in ``runs/`` folders (the pooled Result beside them is the point).
+    """Every Result under ``paths``, loaded: files as named; folders searched recursively, without side files,
+    exported history documents and the single runs in ``runs/`` folders (the pooled Result beside them is the
+    point).
 
     Raises:
         UsageError: a missing path, a file that is not a Result, no Result found.
@@ -86,7 +94,7 @@ def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:
     paths = list(paths)
     files = []
     for p in map(Path, paths):
-        files += [f for f in result_files([p]) if not (p.is_dir() and _single_run(f, p))]
+        files += [f for f in result_files([p]) if not (p.is_dir() and _skipped_in_folder(f, p))]
     found = [(p, load(p)) for p in dict.fromkeys(files)]
     if not found:
         raise UsageError(f"no Result files in {', '.join(map(str, paths))}: pass Result files or folders of them")
