@@ -71,6 +71,9 @@ def test_a_goal_the_cli_accepts_is_accepted() -> None:
     ({"space": TuneSpace(execution_mode=["fast"])}, "--execution-mode 'fast': unknown value: choose from sequential,"),
     ({"space": TuneSpace(graph_optimization_level=["max"])}, "--graph-optimization-level 'max': unknown value"),
     ({"space": TuneSpace(concurrency=[2], session_mode=["solo"])}, "--session-mode 'solo': unknown value"),
+    ({"space": TuneSpace(allocator=["system", "mimalloc"])}, "--allocator 'mimalloc': unknown value: choose from"
+                                                             " system, jemalloc, tcmalloc"),
+    ({"served": True, "space": TuneSpace(allocator=["system", "jemalloc"])}, "--allocator is an in-process axis"),
     ({"space": TuneSpace(concurrency=[2], session_config={"session.x": []})}, "--session-config session.x: give one"),
     ({"space": TuneSpace(precision=["fp16"])}, "--precision needs --variants DIR"),
     ({"space": TuneSpace(precision=["fp32", "int8-dynamic"]), "variants": {"fp32": "a.onnx", "fp16": "b.onnx"}},
@@ -93,6 +96,17 @@ def test_specs_the_cli_accepts_are_accepted(tmp_path: Path) -> None:
     assert served.served
     both = _spec(tmp_path, space=TuneSpace(precision=["fp16"]), variants={"fp32": "a.onnx", "fp16": "b.onnx"})
     assert both.space.precision == ["fp16"]
+    alloc = _spec(tmp_path, space=TuneSpace(allocator=["system", "jemalloc"]))
+    assert alloc.space.axes() == {"allocator": ["system", "jemalloc"]}
+
+
+def test_an_allocator_trial_runs_with_its_allocator() -> None:
+    """Issue 31 item 3: the tune axis sets BenchConfig.allocator, which the trial's worker preloads."""
+    from inferperf.config import BenchConfig
+    from inferperf.tune.space import apply
+
+    assert apply(BenchConfig(), {"allocator": "tcmalloc", "intra_op_num_threads": 1}).allocator == "tcmalloc"
+    assert apply(BenchConfig(), {"intra_op_num_threads": 1}).allocator == "system"
 
 
 def test_tune_refuses_an_evaluator_of_the_other_kind(tmp_path: Path) -> None:

@@ -102,6 +102,7 @@ def tune_command(
     batch_size: BatchSizeAxis = None,
     concurrency: ConcurrencyAxis = None,
     session_mode: SessionModeAxis = None,
+    allocator: Annotated[Optional[str], Opt(help="axis: system,jemalloc,tcmalloc (LD_PRELOAD in each trial's worker)")] = None,
     serve: Annotated[bool, Opt("--serve", help="tune the served model: each trial starts inferperf serve and drives"
                                              " inferperf load at it")] = False,
     max_batch_size: Annotated[Optional[str], Opt(help="axis (--serve): comma list, 0 = no batching")] = None,
@@ -151,7 +152,7 @@ def tune_command(
         "enable_cpu_mem_arena": _bools(enable_cpu_mem_arena, "--enable-cpu-mem-arena"),
         "session_config": _session_config(session_config), "batch_size": _ints(batch_size, "--batch-size"),
         "concurrency": _ints(concurrency, "--concurrency"), "session_mode": _words(session_mode),
-        "max_batch_size": _ints(max_batch_size, "--max-batch-size"),
+        "allocator": _words(allocator), "max_batch_size": _ints(max_batch_size, "--max-batch-size"),
         "max_queue_delay_us": _ints(max_queue_delay_us, "--max-queue-delay-us"),
         "instance_count": _ints(instance_count, "--instance-count"),
     }  # fmt: skip

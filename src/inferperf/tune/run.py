@@ -122,6 +122,9 @@ class TuneSpec:
             raise ValueError("--max-batch-size / --max-queue-delay-us / --instance-count are serving axes: add --serve")
         if self.served and "session_mode" in axes:
             raise ValueError("--session-mode is an in-process axis: a served model's instances have their own sessions")
+        if self.served and "allocator" in axes:
+            raise ValueError("--allocator is an in-process axis here: tune it without --serve (serve --allocator"
+                             " runs one server with it)")
         if self.space.precision and not self.variants:
             raise ValueError("--precision needs --variants DIR (an inferperf optimize folder with the variant files)")
         missing = [v for v in self.space.precision or [] if v not in self.variants]

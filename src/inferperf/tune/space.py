@@ -39,7 +39,7 @@ ORT_ONLY = ("execution_mode", "inter_op_num_threads", "graph_optimization_level"
 
 #: the order parameters are suggested in (a parameter conditional on another comes after it)
 ORDER = ("precision", "backend", "intra_op_num_threads", "execution_mode", "inter_op_num_threads", "graph_optimization_level",
-         "enable_mem_pattern", "enable_cpu_mem_arena", "batch_size", "concurrency", "session_mode",
+         "enable_mem_pattern", "enable_cpu_mem_arena", "batch_size", "concurrency", "session_mode", "allocator",
          *SERVE_AXES)  # fmt: skip
 
 
@@ -57,6 +57,7 @@ class TuneSpace(BaseModel):
         batch_size: rows per query (the objective is then samples/s).
         concurrency: closed-loop streams (in-process, or HTTP clients with ``--serve``).
         session_mode: ``shared`` / ``per-stream`` (in-process, concurrency > 1).
+        allocator: ``system`` / ``jemalloc`` / ``tcmalloc`` (LD_PRELOAD in the trial's worker; in-process trials).
         session_config: ``session.*`` entry -> values (``add_session_config_entry``).
         max_batch_size, max_queue_delay_us, instance_count: the server's batching and instances (``--serve``).
         max_oversubscription: the most streams x threads per effective CPU a configuration may ask for.
@@ -74,6 +75,7 @@ class TuneSpace(BaseModel):
     batch_size: list[int] | None = None
     concurrency: list[int] | None = None
     session_mode: list[str] | None = None
+    allocator: list[str] | None = None
     session_config: dict[str, list[str]] = Field(default_factory=dict)
     max_batch_size: list[int] | None = None
     max_queue_delay_us: list[int] | None = None
@@ -229,6 +231,7 @@ CHOICES = {
     "execution_mode": ["sequential", "parallel"],
     "graph_optimization_level": ["disable", "basic", "extended", "all"],
     "session_mode": ["shared", "per-stream"],
+    "allocator": ["system", "jemalloc", "tcmalloc"],
 }
 
 
@@ -286,6 +289,8 @@ def apply(base: BenchConfig, params: dict[str, Any]) -> BenchConfig:
             doc["scenario"] = "single-stream"
     if "session_mode" in params:
         doc["session_mode"] = params["session_mode"]
+    if "allocator" in params:
+        doc["allocator"] = params["allocator"]
     try:
         return BenchConfig.model_validate(doc)
     except ValidationError as e:

@@ -110,7 +110,7 @@ def _same_settings(s: SearchSettings, params: dict[str, Any], cfg: BenchConfig, 
     def facts(r: Result) -> tuple[Any, ...]:
         c = r.config
         return (r.model.sha256, c.backend, c.concurrency, c.workload.batch_size, c.session_mode,
-                r.run.get("serve_options"), sorted(c.session.effective.items()))
+                getattr(c, "allocator", "system"), r.run.get("serve_options"), sorted(c.session.effective.items()))
 
     return bool(cand.config.session.effective) and facts(cand) == facts(dflt)
 
