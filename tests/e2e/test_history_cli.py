@@ -164,3 +164,26 @@ def test_the_committed_example_on_a_fresh_database(tmp_path: Path) -> None:
     _run("add", str(ex / "slowdown"), "--no-git", cwd=tmp_path, env=env)
     bad = _run("check", cwd=tmp_path, env=env)
     assert bad.returncode == 3 and "REGRESSION   resnet50.null.bench.single-stream.c1.b1.p50_ms" in bad.stdout
+
+
+@pytest.mark.slow
+def test_load_and_tune_add_to_the_history_directly(tmp_path: Path) -> None:
+    db = str(tmp_path / "h.db")
+
+    def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "inferperf", *args], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL, cwd=tmp_path)
+
+    no_out = cli("load", "http://127.0.0.1:9/", "--model", "m", "--history", db)
+    assert no_out.returncode == 2 and "--history adds the step Results load writes: pass --output DIR" in no_out.stderr
+    load = cli("load", "zoo:tiny-cnn", "--concurrency", "1", "--duration-s", "1", "--warmup-s", "0.2",
+               "-o", str(tmp_path / "load"), "--history", db)
+    assert load.returncode == 0, load.stderr
+    assert "history: 2 Result(s) added" in load.stderr  # the step and the own server's Result
+    tune = cli("tune", "zoo:tiny-cnn", "--intra-op-num-threads", "1", "--concurrency", "1", "--n-trials", "3",
+               "--no-validate", "--slo-p99-ms", "10000", "--trial-duration-s", "0.3", "--min-samples", "40",
+               "--warmup", "3", "-o", str(tmp_path / "t"), "--history", db)
+    assert tune.returncode == 0, tune.stderr
+    assert "history: 1 Result(s) added" in tune.stderr
+    ls = _run("ls", "--db", db, cwd=tmp_path).stdout
+    assert ".load." in ls and ".serve." in ls and "tiny-cnn.onnxruntime." in ls

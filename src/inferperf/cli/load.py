@@ -29,6 +29,7 @@ from ..errors import GateFailed, Interrupted, MeasurementError, UsageError
 from ..interrupt import STOP, cooperative
 from ..serve.child import own_server, split_cpus
 from . import app
+from .history import HistoryOpt, record
 from .load_lines import IntervalLog, hard_stop_line, interval_line, kept_line, soak_intervals
 from .bench import check_writable, output_path
 from .render import plain
@@ -198,6 +199,7 @@ def load_command(
                                                " order (replay the timestamps: --arrival trace:FILE)")] = None,
     slo_ttft_ms: Annotated[Optional[float], Opt(help="openai-*: goodput SLO on time to first token, ms")] = None,
     slo_tpot_ms: Annotated[Optional[float], Opt(help="openai-*: goodput SLO on time per output token, ms")] = None,
+    history: HistoryOpt = None,
     debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
 ) -> int:
     """Drive load at a served model and write one Result (kind load) per step: closed loop (--concurrency) or
@@ -235,14 +237,22 @@ def load_command(
                          " inferperf serve --mock-generate)")
     if output is not None:
         check_writable(output)
+    elif history:
+        raise UsageError("--history adds the step Results load writes: pass --output DIR")
     if cfg.arrival.startswith("trace:"):
         from ..measure.arrivals import load_trace
 
         load_trace(cfg.arrival[len("trace:"):])
     command = ["inferperf", *sys.argv[1:]]
     if is_url:
-        return _run(cfg, command, output, csv_path, placement=None)
-    return _run_own_server(target, cfg, command, output, csv_path)
+        code = _run(cfg, command, output, csv_path, placement=None)
+    else:
+        code = _run_own_server(target, cfg, command, output, csv_path)
+    if history and output is not None:
+        from ..history.ingest import read_results
+
+        record(history, read_results([output]))
+    return code
 
 
 def _import_locust(prefix: str, target: str | None, output: Path | None) -> int:

@@ -11,6 +11,7 @@ import typer
 from ..errors import GateFailed, UsageError
 from ..measure.speedup import sig
 from . import app
+from .history import HistoryOpt, record
 from .options import (BackendAxis, BatchSizeAxis, ConcurrencyAxis, Dim, ExecutionModeAxis,
     GraphOptimizationLevelAxis, InterOpThreadsAxis, IntraOpThreadsAxis, SessionModeAxis, Shape)
 from .sweep import _ints, _words
@@ -129,6 +130,7 @@ def tune_command(
     validation_rounds: Annotated[int, Opt(help="interleaved rounds of the validation")] = 3,
     no_validate: Annotated[bool, Opt("--no-validate", help="skip the validation (best = search's best, unvalidated)")] = False,
     from_sweep: Annotated[Optional[Path], Opt(help="warm start: a sweep folder measured on this machine")] = None,
+    history: HistoryOpt = None,
 ) -> int:
     """Find the fastest configuration under a latency SLO with Bayesian search (Optuna), each trial in a fresh
     process, the winner re-measured against the runtime's defaults. Exit 3 when no configuration meets the SLO."""
@@ -198,6 +200,10 @@ def tune_command(
                           " rerun the same command to continue", STOP.exit_code) from None
     view.summary(outcome.summary)
     s = outcome.summary
+    if history and (output / "best.json").exists():
+        from ..results.io import load as load_result
+
+        record(history, [(str(output / "best.json"), load_result(output / "best.json"))])
     if s["best"] is None and s.get("closest") is None and s["this_pass"]["failed"]:
         from ..errors import MeasurementError
 
