@@ -42,3 +42,19 @@ def test_without_counters_the_serve_result_says_why(tmp_path: Path, monkeypatch:
         block = serve_result(handle.app, str(mlp), CFG).metrics.energy
     assert {d["status"] for d in block["domains"]} == {"unavailable"}
     assert any("no powercap in this system" in d["reason"] for d in block["domains"])
+
+
+def test_the_reader_thread_ends_with_the_servers_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from inferperf.serve.metrics import ServerMetrics
+
+    monkeypatch.setattr(energy, "POWERCAP_ROOT", package_tree(tmp_path / "powercap"))
+    m = ServerMetrics()
+    m.start_window()
+    thread = m.energy._thread
+    assert thread.is_alive()
+    del m
+    gc.collect()
+    thread.join(timeout=5)  # bounded: the finalizer set its stop event
+    assert not thread.is_alive()

@@ -382,6 +382,10 @@ class EnergyWindow:
         self.meter.sample()
         self.window_s = (self._clock.now_ns() - self._t0) / 1e9
 
+    def stop(self) -> None:
+        """Stop the reader thread (if it runs); the totals so far stay readable."""
+        self._stop.set()
+
     def so_far(self) -> float:
         """Read the counters now, the thread still running (a server's window has no end known in advance);
         returns the seconds metered so far."""

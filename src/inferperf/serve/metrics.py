@@ -40,6 +40,7 @@ count, mean, min and max there are exact (kept beside the reservoir).
 from __future__ import annotations
 
 import random
+import weakref
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -219,6 +220,7 @@ class ServerMetrics:
         self.window_start_ns = self.clock.now_ns()
         if self._process and not getattr(self.clock, "is_fake", False) and self.energy is None:
             self.energy = serving_energy(self.clock)
+            weakref.finalize(self, self.energy.stop)  # the reader thread ends with these metrics
 
     def energy_summary(self, inferences: int) -> dict[str, Any]:
         """``metrics.energy`` of the serve Result over the window so far (docs/results-schema.md, Energy block):
