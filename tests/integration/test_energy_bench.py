@@ -44,3 +44,17 @@ def test_without_powercap_or_sampler_every_domain_says_why(tmp_path: Path, monke
     assert "--no-sampler" in off["domains"][0]["reason"]
     fake = run_once("null", BenchConfig(**QUICK), clock=FakeClock()).metrics.energy
     assert "fake clock" in fake["domains"][0]["reason"]
+
+
+def test_a_pipeline_run_is_metered_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Result kind that runs a model says what energy it measured: the pipeline's run, over its window."""
+    from inferperf.pipeline.run import run_pipeline
+    from tests.integration.test_pipeline_engine import fn, quick, spec
+
+    monkeypatch.setattr(energy, "POWERCAP_ROOT", package_tree(tmp_path / "powercap"))
+    monkeypatch.setattr("inferperf.pipeline.run.DEFAULT_IDLE_S", 0.05)
+    [r] = run_pipeline(spec(fn("double", "double")), quick(concurrency=1))
+    block = r.metrics.energy
+    pkg = [d for d in block["domains"] if d["domain"] == "intel-rapl:0"][0]
+    assert pkg["status"] == "measured" and pkg["idle_power_w"] == 0.0
+    assert block["inferences"] == r.metrics.latency_ms.count + r.config.warmup.iterations and block["window_s"] > 0

@@ -33,6 +33,8 @@ from ..stats import mean_ci
 POWERCAP_ROOT = Path("/sys/class/powercap")
 #: Slices of the idle measurement: their spread gives the idle power's interval.
 IDLE_PARTS = 5
+#: Seconds of idle power where a command has no setting of its own (pipeline; bench and load: energy_idle_s).
+DEFAULT_IDLE_S = 1.0
 
 
 @dataclass

@@ -13,12 +13,14 @@ closed however the run ends.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 from ..measure import arrivals
+from ..measure.energy import DEFAULT_IDLE_S, EnergyMeter, EnergyWindow, energy_block, measure_idle
 from ..results.model import Result
 from ..system import collect_system
 from . import analysis as an
@@ -252,10 +254,14 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
     check = resolve_callable(spec.check, spec.base_dir, "check") if spec.check else None
     system = collect_system(refresh=True)  # the CPUs this process has now (an earlier pin may be cached)
     prog = (lambda phase: (lambda n: on_progress(phase, n))) if on_progress else (lambda phase: None)
-    with Stages(spec) as stages:
-        trace, captured = measure(stages, spec, items, opts, on_progress=prog("measure"), capture=CAPTURE)
+    meter = EnergyMeter.open()
+    idle = measure_idle(meter, DEFAULT_IDLE_S) if meter.domains else None  # before the models load
+    with closing(meter), Stages(spec) as stages:
+        with EnergyWindow(meter) as window:
+            trace, captured = measure(stages, spec, items, opts, on_progress=prog("measure"), capture=CAPTURE)
         alone = standalone(stages, captured, opts.standalone_s, opts.stop) if opts.standalone else {}
         main = assemble(trace, spec, opts, system, stages.infos, alone, check=check, command=command, source=source)
+        main.metrics.energy = _energy(meter, idle, window, main)
         results = [main]
         if on_result is not None:
             on_result(main)
@@ -263,9 +269,11 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
         rows = [_sweep_row("as configured", trace, main)]
         for setting in opts.queue_sizes:
             sizes = _sizes(setting, spec, rule)
-            tr, _ = measure(stages, spec, items, opts, sizes=sizes, on_progress=prog(f"queues {setting}"))
+            with EnergyWindow(meter) as window:
+                tr, _ = measure(stages, spec, items, opts, sizes=sizes, on_progress=prog(f"queues {setting}"))
             r = assemble(tr, spec, opts, system, stages.infos, alone, check=check, command=command, source=source,
                          queue_setting=str(setting))
+            r.metrics.energy = _energy(meter, idle, window, r)
             results.append(r)
             if on_result is not None:
                 on_result(r)
@@ -273,6 +281,13 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
         if opts.queue_sizes:
             main.run["pipeline"]["queue_sizes"] = rows
     return results
+
+
+def _energy(meter: EnergyMeter, idle: Any, window: EnergyWindow, r: Result) -> dict[str, Any]:
+    """``metrics.energy`` of one pipeline run: the metered window covers its warm-up items too, so the
+    inferences are every item it completed (measured + warm-up)."""
+    done = r.metrics.latency_ms.count + r.config.warmup.iterations
+    return energy_block(meter, idle, DEFAULT_IDLE_S, window.window_s, done)
 
 
 def _sizes(setting: int | str, spec: PipelineSpec, rule: dict[str, int]) -> list[int | None]:
