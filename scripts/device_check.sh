@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU device check (at most ~5 minutes; no network needed): the NVML sampler and the PyTorch backend on CUDA.
+# GPU device check (at most ~5 minutes; no network needed): the NVML sampler and energy counter, and the PyTorch
+# backend on CUDA.
 #
 # Run from the repository root on a machine with an NVIDIA GPU:
 #     bash scripts/device_check.sh            # writes its report under ${OUT:-./device-check}
@@ -54,6 +55,9 @@ r = json.load(open(sys.argv[1]))
 lat = r["metrics"]["latency_ms"]; gpu = (r["samples"]["timeline"] or {}).get("gpu") or {}
 print(f"p50 {lat['p50']:.3f} ms  p99 {lat['p99']:.3f} ms  {r['metrics']['throughput']['queries_per_s']:.0f} q/s"
       f"  device {r['config']['session']['effective'].get('cuda_device_name')}  gpu summary {gpu.get('summary')}")
+for d in (r["metrics"].get("energy") or {}).get("domains", []):  # issue 31 item 2: measured or why not
+    print("energy", d["domain"], d["status"], d.get("reason") or
+          f"{d['energy_j']:.3f} J, idle {d['idle_power_w']} W, {d['joules_per_inference']} J/inference")
 PY
 else
     echo "torch has no CUDA on this machine: skipped the CLI run (the pytest step above reports it as a failure)"
