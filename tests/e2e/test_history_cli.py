@@ -187,3 +187,26 @@ def test_load_and_tune_add_to_the_history_directly(tmp_path: Path) -> None:
     assert "history: 1 Result(s) added" in tune.stderr
     ls = _run("ls", "--db", db, cwd=tmp_path).stdout
     assert ".load." in ls and ".serve." in ls and "tiny-cnn.onnxruntime." in ls
+
+
+def test_compare_against_the_history_baseline(folder: Path) -> None:
+    """compare --baseline history:DB: the points since the last change (the 4 slow runs) are the baseline, so
+    a current Result at the slow level is unchanged while one at the old level is an improvement."""
+    db = str(folder / "h.db")
+    _run("add", "r", "--db", db, "--no-git", cwd=folder)
+
+    def compare(level: float, name: str) -> subprocess.CompletedProcess:
+        save(make(level, seed=77, runs=3, created_at="2026-12-02T00:00:00+00:00"), folder / name / "c.json")
+        return subprocess.run([sys.executable, "-m", "inferperf", "compare", f"history:{db}", str(folder / name),
+                               "--format", "json", "--metrics", "p50"], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL, cwd=folder)
+
+    same = compare(2.4, "same")
+    assert same.returncode == 0, same.stderr
+    assert "baseline: 4 Result(s) from" in same.stderr
+    assert {r["verdict"] for r in json.loads(same.stdout)["rows"] if r["metric"] == "p50"} <= {"unchanged", "inconclusive"}
+    slow = compare(3.0, "slow")
+    assert slow.returncode == 3, slow.stdout + slow.stderr
+    none = subprocess.run([sys.executable, "-m", "inferperf", "compare", f"history:{folder / 'empty.db'}",
+                           str(folder / "same")], capture_output=True, text=True, timeout=120, cwd=folder)
+    assert none.returncode == 2 and "no history in" in none.stderr

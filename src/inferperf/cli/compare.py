@@ -16,7 +16,8 @@ Opt = typer.Option
 
 @app.command("compare")
 def compare_command(
-    baseline: Annotated[Path, typer.Argument(help="baseline Result file or folder")],
+    baseline: Annotated[str, typer.Argument(help="baseline Result file or folder, or history:DB (the points since"
+                                                  " each series' last change point in a history database)")],
     current: Annotated[Path, typer.Argument(help="current Result file or folder")],
     match: Annotated[str, Opt(help="auto | case_key | config (config ignores the model file's hash;"
                                    " auto picks it when each side holds one case or the models differ)")] = "auto",
@@ -47,6 +48,13 @@ def compare_command(
 
     if fmt not in ("markdown", "json"):
         raise UsageError(f"unknown --format {fmt!r}: use markdown or json")
+    if baseline.startswith("history:"):  # the points since the last change point (docs/history.md)
+        import tempfile
+
+        from .history import history_baseline
+
+        held = tempfile.TemporaryDirectory(prefix="inferperf-history-baseline-")  # removed when compare returns
+        baseline = str(history_baseline(baseline[len("history:"):], current, Path(held.name)))
     thresholds = {"max-throughput-drop": max_throughput_drop, "max-p50-increase": max_p50_increase,
                   "max-p99-increase": max_p99_increase, "max-cold-start-increase": max_cold_start_increase,
                   "max-rss-increase": max_rss_increase, "max-ttft-increase": max_ttft_increase,

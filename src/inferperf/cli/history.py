@@ -227,3 +227,26 @@ def record(db: str, items: list) -> None:
 
 HistoryOpt = Annotated[Optional[str], Opt("--history", help="also add the Result(s) to this history database "
                                                             "(a file path or postgresql+psycopg:// URL)")]
+
+
+def history_baseline(db: str, current: Path, folder: Path) -> Path:
+    """``compare --baseline history:DB``: write to ``folder`` the stored Results of the points since the last
+    change point of each CURRENT Result's series, and return ``folder``.
+
+    Raises:
+        UsageError: no CURRENT Result has a series in the history (add earlier runs with `history add`).
+    """
+    from ..history.baseline import baseline_results
+    from ..history.ingest import read_results
+    from ..results.io import save
+
+    if not db:
+        raise UsageError("--baseline history:DB needs a database: history:PATH or history:postgresql+psycopg://...")
+    found = baseline_results(_engine(db), [r for _, r in read_results([current])])
+    if not found:
+        raise UsageError(f"no history in {db} for the Results in '{current}': add earlier runs first "
+                         "(`inferperf history add`), or give a baseline folder")
+    for i, r in enumerate(found):
+        save(r, folder / f"{i:05d}-{r.case_key}.json")
+    print(f"baseline: {len(found)} Result(s) from {db} (each series' points since its last change)", file=sys.stderr)
+    return folder
