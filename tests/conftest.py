@@ -79,10 +79,16 @@ def requires_extra(extra: str, module: str | None = None) -> pytest.MarkDecorato
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Generated zoo models go to one per-session cache folder, never the user's home."""
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                    request: pytest.FixtureRequest) -> None:
+    """Generated zoo models go to one per-session cache folder, never the user's home; plan validations to one
+    file per test (a validation in one test is not another's 'last measured')."""
     cache = tmp_path_factory.getbasetemp() / "zoo-cache"
     monkeypatch.setenv("INFERPERF_CACHE_DIR", str(cache))
+    import hashlib
+
+    name = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+    monkeypatch.setenv("INFERPERF_PLAN_VALIDATIONS", str(tmp_path_factory.getbasetemp() / "validations" / f"{name}.json"))
 
 
 def light_model(name: str) -> Path:

@@ -21,6 +21,29 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
+def _pm(v: dict[str, Any]) -> str:
+    lo, hi = v["interval"]
+    mark = "ok" if v["right"] else "MISS"
+    err = "-" if v["error"] is None else f"{v['error'] * 100:+.0f} %"  # None: nothing measured (JSON has no inf)
+    return f"{_ms(v['predicted'])} / {_ms(lo)}-{_ms(hi)} ({err}, +-{v['tolerance'] * 100:.0f} % {mark})"
+
+
+def print_validation(v: dict[str, Any]) -> None:
+    """The ``--validate`` table: per load, predicted / measured range over the rounds, error and verdict."""
+    pl = v["placement"]
+    print(f"validation: one replica served for real (server CPUs {pl['server_cpus']}, load CPUs "
+          f"{pl['generator_cpus']}{'' if pl['disjoint'] else ', shared'}), open-loop Poisson, {v['rounds']} round(s) "
+          f"of {v['step_s']:g} s per load; predicted capacity {v['capacity_per_s']:.4g} req/s")
+    print("  predicted / measured range over the rounds (error vs their median, target, verdict)")
+    for p in v["points"]:
+        m = p["metrics"]
+        print(f"  {p['load'] * 100:.0f} % ({p['rate_per_s']:.4g} req/s): throughput {_pm(m['throughput_per_s'])}/s; "
+              f"p50 {_pm(m['p50_ms'])} ms; p99 {_pm(m['p99_ms'])} ms")
+    s = v["summary"]
+    print(f"  {s['right']} of {s['points']} loads right (every figure within its widened interval); stored in "
+          f"{v.get('store')}")
+
+
 def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) -> None:
     """The plan as text: inputs, the chosen option and why, the runner-ups, the notes, the files written."""
     i = doc["inputs"]
@@ -45,10 +68,16 @@ def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) ->
             print(f"           p50 {_ms(lat['p50'])} ms, p99 {_ms(lat['p99'])} ms{p99_iv}, utilisation "
                   f"{p['utilisation'] * 100:.0f} %, mean batch {p['mean_batch_rows']:.2f} rows; p99 dominated by "
                   f"{o['dominant'].replace('_', ' ')}")
+        sim = o.get("simulation")
+        if sim:
+            print(f"           simulated: {sim['method']}; {sim['engine']} engine, {sim['arrivals']} arrivals "
+                  f"({sim['virtual_s']:.3g} s of virtual time) per point")
         if o["limit_rate_per_s"] is not None:
             print(f"           stops meeting the SLO at about {o['limit_rate_per_s']:.4g} req/s")
         print("           from " + "; ".join(f"batch {b}: {', '.join(v)}" for b, v in o["measured_from"].items())
               + f"  [{o['validation']}]")
+    if doc.get("validation_points"):
+        print_validation(doc["validation_points"])
     for n in notes:
         print(f"note: {n}")
     for k, f in files.items():
@@ -75,10 +104,17 @@ def plan_command(
     balancer: Annotated[str, Opt(help="random | round-robin | least-outstanding | power-of-two")] = "random",
     arrival: Annotated[str, Opt(help="poisson | constant | mmpp (bursty)")] = "poisson",
     sim_requests: Annotated[int, Opt(help="simulated arrivals per point")] = 20_000,
+    sim_duration_s: Annotated[Optional[float], Opt(help="virtual seconds per point instead of --sim-requests "
+                                                       "(arrivals = rate x duration)")] = None,
     rounds: Annotated[int, Opt(help="resampling rounds of the chosen option's interval")] = 10,
     seed: Annotated[int, Opt(help="seed of every simulation")] = 0,
     json_out: Annotated[bool, Opt("--json", help="print the plan block as JSON")] = False,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="folder (default ./inferperf-plan-MODEL)")] = None,
+    validate: Annotated[bool, Opt("--validate", help="serve the chosen configuration for real and drive Poisson load "
+                                                     "at 50/70/85 % of one replica's predicted capacity: predicted "
+                                                     "vs measured")] = False,
+    validate_rounds: Annotated[int, Opt(help="--validate: rounds (each runs every load)")] = 3,
+    validate_step_s: Annotated[float, Opt(help="--validate: measured seconds per load and round")] = 5.0,
 ) -> int:
     """Predict the cheapest configuration (replicas x threads x instances x batching) whose p99 meets the SLO at
     target x burst, by simulating the server's own batching over measured service times. Writes the plan Result,
@@ -90,20 +126,31 @@ def plan_command(
         raise UsageError("plan needs --target-rate R (req/s) and --slo-p99-ms S, e.g. --target-rate 500 --slo-p99-ms 50")
     measure = measure or not from_dir  # nothing measured given: measure what the plan needs
     opts = PlanOptions(target_rate, slo_p99_ms, burst, price_per_core_hour, balancer, arrival, sim_requests, rounds,
-                       seed)
+                       seed, duration_s=sim_duration_s)
     opts.check()
+    if validate and (validate_rounds < 1 or not validate_step_s > 0):
+        raise UsageError("--validate-rounds must be >= 1 and --validate-step-s > 0 (e.g. --validate-rounds 3 "
+                         "--validate-step-s 5)")
     ladder = None
     if measure:
         base = build_config({"backend": backend, "workload.shapes": shape, "workload.dims": dim})
+        cpus = collect_system().effective_cpus
+        if validate:  # measure on the server's share: the validation serves on it, the load runs on the rest
+            import os
+
+            from ..serve.child import split_cpus
+
+            cpus = len(split_cpus(sorted(os.sched_getaffinity(0)))[1])
         ladder = {"batch_sizes": _ints(batch_sizes, "--batch-sizes"), "instances": _ints(instances, "--instances"),
-                  "cpus": collect_system().effective_cpus, "duration_s": measure_duration_s, "base": base}
+                  "cpus": cpus, "duration_s": measure_duration_s, "base": base}
     out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     outcome = plan(model, opts, out, [str(p) for p in from_dir or []], ladder, command=["inferperf", *sys.argv[1:]],
-                   progress=progress)
+                   progress=progress,
+                   validate={"rounds": validate_rounds, "step_s": validate_step_s} if validate else None)
     doc = outcome.result.metrics.plan or {}
     if json_out:
         print(json.dumps(doc, indent=1, allow_nan=False, default=str))

@@ -40,8 +40,10 @@ class PlanOptions:
         target_rate_per_s: the rate to carry. slo_p99_ms: the p99 to meet. burst: planned rate = target x burst.
         price_per_core_hour: cost per core and hour (None: rank by cores). balancer: see :data:`BALANCERS`.
         arrival: ``poisson`` | ``constant`` | ``mmpp`` (bursty: 1 s spells alternating 2/3 and 4/3 of the rate).
-        requests: simulated arrivals per point (per replica with random routing). rounds: resampling rounds
-        of the chosen option's interval. seed: seeds every simulation. max_replicas: search cap.
+        requests: simulated arrivals per point (per replica with random routing). duration_s: virtual seconds
+        per point instead (arrivals = rate x duration, at least 1000; a joint simulation at most
+        :data:`MAX_JOINT_ARRIVALS`). rounds: resampling rounds of the chosen option's interval. seed: seeds
+        every simulation. max_replicas: search cap.
     """
 
     target_rate_per_s: float
@@ -54,6 +56,7 @@ class PlanOptions:
     rounds: int = 10
     seed: int = 0
     max_replicas: int = 1000
+    duration_s: float | None = None
 
     def check(self) -> None:
         """Raises UsageError naming the flag."""
@@ -68,6 +71,8 @@ class PlanOptions:
             raise UsageError(f"--arrival {self.arrival!r}: use one of {', '.join(ARRIVALS)}")
         if self.requests < 1000 or self.rounds < 2:
             raise UsageError("--sim-requests must be >= 1000 and --rounds >= 2")
+        if self.duration_s is not None and not (self.duration_s > 0 and math.isfinite(self.duration_s)):
+            raise UsageError(f"--sim-duration-s {self.duration_s!r}: must be a positive number of virtual seconds")
 
     @property
     def planned_rate_per_s(self) -> float:
@@ -87,6 +92,7 @@ class Option:
     limit_rate_per_s: float | None = None
     curve: list[dict[str, Any]] = field(default_factory=list)
     intervals: dict[str, list[float]] | None = None
+    simulation: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -129,14 +135,26 @@ class Simulator:
         self.opts = opts
         self.overhead = overhead.model if overhead is not None else None
         self.runs = 0
+        self.last: dict[str, Any] = {}
         self.method = ("one replica stands for all (random routing keeps a Poisson stream Poisson)"
                        if opts.balancer == "random" else f"joint simulation of the replicas ({opts.balancer})")
+
+    def count(self, rate_per_s: float, replicas: int) -> int:
+        """Arrivals per simulated point: ``requests`` (x replicas when joint), or rate x ``duration_s``; a joint
+        simulation holds at most :data:`MAX_JOINT_ARRIVALS` (unless ``requests`` alone is more)."""
+        o = self.opts
+        joint = o.balancer != "random"
+        if o.duration_s is not None:
+            n = max(1000, math.ceil(rate_per_s / (1 if joint else replicas) * o.duration_s))
+        else:
+            n = o.requests * replicas if joint else o.requests
+        return min(n, max(o.requests, MAX_JOINT_ARRIVALS)) if joint else n
 
     def arrivals(self, rate_per_s: float, replicas: int, seed: int) -> np.ndarray:
         """Arrival offsets (int64 ns) for one replica (random routing) or the whole fleet (other balancers)."""
         o = self.opts
         joint = o.balancer != "random"
-        n = min(o.requests * replicas, max(o.requests, MAX_JOINT_ARRIVALS)) if joint else o.requests
+        n = self.count(rate_per_s, replicas)
         rate = rate_per_s if joint else rate_per_s / replicas
         if o.arrival == "constant" and not joint and replicas > 1:
             gaps = np.random.default_rng(seed).geometric(1 / replicas, n)  # every R-th send of a lattice, at random
@@ -152,8 +170,11 @@ class Simulator:
         r_sim = 1 if self.opts.balancer == "random" else replicas
         setup = Setup(opt.policy, replicas=r_sim, instances=opt.candidate.instances,
                       balancer="round-robin" if r_sim == 1 else self.opts.balancer)
-        return simulate(self.arrivals(rate_per_s, replicas, seed), setup, service or opt.candidate.service,
-                        overhead=self.overhead, seed=seed)
+        arr = self.arrivals(rate_per_s, replicas, seed)
+        run = simulate(arr, setup, service or opt.candidate.service, overhead=self.overhead, seed=seed)
+        self.last = {"replicas_simulated": r_sim, "engine": run.method, "arrivals": int(arr.size),
+                     "virtual_s": float(arr[-1]) / 1e9 if arr.size else 0.0}
+        return run
 
     def predict(self, opt: Option, rate_per_s: float, replicas: int) -> Prediction:
         """The figures of one run."""
@@ -179,10 +200,12 @@ def size_fleet(opt: Option, sim: Simulator) -> None:
         p = sim.predict(opt, rate, r)
         last, tried = p, r
         if sim.meets(p):
-            opt.replicas, opt.at_plan = r, p
+            opt.replicas, opt.at_plan, opt.simulation = r, p, {"method": sim.method, **sim.last}
             return
         r = r + 1 if r < 8 else math.ceil(r * 1.15)
     opt.at_plan = last
+    if tried:
+        opt.simulation = {"method": sim.method, **sim.last}
     if not tried:
         opt.why_not = f"the mean service time alone needs {r} replicas, over the cap of {sim.opts.max_replicas}"
         return
@@ -264,4 +287,4 @@ def search(cands: list[Candidate], opts: PlanOptions, overhead: Overhead | None,
     return allopts, sim
 
 
-__all__ = ["ARRIVALS", "Option", "PlanOptions", "Simulator", "capacity_per_s", "options_for", "search"]
+__all__ = ["ARRIVALS", "MAX_JOINT_ARRIVALS", "Option", "PlanOptions", "Simulator", "capacity_per_s", "options_for", "search"]

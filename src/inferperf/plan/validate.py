@@ -1,0 +1,215 @@
+"""``plan --validate``: the chosen per-replica configuration run for real, predicted vs measured, and the verdicts.
+
+One replica is served for real (``inferperf serve`` in a spawned child pinned to the server's CPUs,
+:func:`inferperf.serve.child.own_server`, with the option's ``serve --config`` settings) and driven by
+open-loop Poisson ``inferperf load`` from the other CPUs at :data:`LOADS` of the replica's predicted
+capacity, for ``rounds`` rounds (each round every load in turn). Per load the simulator predicts one
+replica at the same rate, and each figure (throughput, p50, p99) gets a verdict. Without a ``serve`` Result to
+read the server's own time from, :func:`measure_overhead` measures it first (one light served run), so the
+prediction being checked includes it.
+
+Verdicts:
+
+- the measured interval is the range over the rounds, ``[min, max]``;
+- widened by the target (:func:`tolerance`): ``[min x (1 - t), max x (1 + t)]``;
+- the prediction is **right** when the widened interval contains it. ``error`` is predicted / median of the
+  rounds - 1.
+
+Targets (issue 27): ``t`` = 10 % for p50 and throughput, 15 % for p99 at <= 70 % of capacity, 25 % for all
+at 85 %. A prediction always carries the validation error last measured for it (:mod:`.validations`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..config import BenchConfig
+from .search import Option, Simulator, capacity_per_s
+
+#: fractions of one replica's predicted capacity validated
+LOADS = (0.5, 0.7, 0.85)
+#: the figures validated
+METRICS = ("throughput_per_s", "p50_ms", "p99_ms")
+#: a validation request unanswered after this fails (an overloaded step ends instead of waiting 30 s a request)
+REQUEST_TIMEOUT_MS = 5000
+
+
+def tolerance(metric: str, load: float) -> float:
+    """The target |predicted / measured - 1| of ``metric`` at ``load`` (fraction of capacity): 0.10 for p50 and
+    throughput and 0.15 for p99 up to 0.7, 0.25 above."""
+    if load > 0.7 + 1e-9:
+        return 0.25
+    return 0.15 if metric == "p99_ms" else 0.10
+
+
+def verdict(predicted: float, measured: Sequence[float], tol: float) -> dict[str, Any]:
+    """Whether ``predicted`` lies in the measured range over the rounds widened by ``tol`` (a fraction).
+
+    Returns:
+        ``{"predicted", "measured": [per round], "interval": [min, max], "widened": [lo, hi], "tolerance",
+        "error": predicted / median - 1, "right": bool}``.
+
+    Raises:
+        ValueError: no measured value, or a negative tolerance.
+    """
+    vals = [float(v) for v in measured]
+    if not vals or tol < 0:
+        raise ValueError("a verdict needs at least one measured value and a tolerance >= 0")
+    lo, hi = min(vals), max(vals)
+    wide = [lo * (1 - tol), hi * (1 + tol)]
+    med = float(np.median(vals))
+    err = predicted / med - 1 if med > 0 else float("inf")
+    return {"predicted": float(predicted), "measured": vals, "interval": [lo, hi], "widened": wide,
+            "tolerance": tol, "error": err, "right": bool(wide[0] <= predicted <= wide[1])}
+
+
+def judge(load: float, rate_per_s: float, predicted: dict[str, float], rounds: list[dict[str, float]]) -> dict[str, Any]:
+    """One validation point: the verdict of each of :data:`METRICS` at ``load`` (rate ``rate_per_s``).
+
+    Args:
+        predicted: ``{"throughput_per_s", "p50_ms", "p99_ms"}`` of the simulation.
+        rounds: the same figures measured, one dict per round.
+
+    Returns:
+        ``{"load", "rate_per_s", "rounds", "metrics": {name: verdict}, "right": all right}``.
+    """
+    mets = {m: verdict(predicted[m], [r[m] for r in rounds], tolerance(m, load)) for m in METRICS}
+    return {"load": load, "rate_per_s": rate_per_s, "rounds": len(rounds), "metrics": mets,
+            "right": all(v["right"] for v in mets.values())}
+
+
+def summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"points", "right", "error": {metric: {load: error}}}`` of a validation (errors as fractions)."""
+    errs = {m: {f"{p['load']:g}": p["metrics"][m]["error"] for p in points} for m in METRICS}
+    return {"points": len(points), "right": sum(p["right"] for p in points), "error": errs}
+
+
+def replica_capacity_per_s(opt: Option, overhead_ms: float | None) -> float:
+    """Requests per s one replica can carry at most: its instances' (mean service times), or its server worker's
+    (``1000 / overhead_ms``), whichever is less."""
+    cap = capacity_per_s(opt)
+    return min(cap, 1000.0 / overhead_ms) if overhead_ms else cap
+
+
+def _measured(r: Any) -> dict[str, float]:
+    lat = r.metrics.latency_ms
+    return {"throughput_per_s": float(r.metrics.throughput.queries_per_s), "p50_ms": float(lat.p50),
+            "p99_ms": float(lat.p99)}
+
+
+@contextmanager
+def served(model: str, opt: Option) -> Iterator[tuple[str, str, Callable[[], Any], dict[str, Any]]]:
+    """``opt``'s per-replica configuration served for real in a child pinned to the server's CPUs, this process
+    pinned to the others while inside; yields (url, model name, stop -> serve Result, placement).
+
+    Raises:
+        UsageError: the server refuses the model or settings; MeasurementError: it failed to start.
+    """
+    from ..serve.child import own_server, split_cpus
+    from .deploy import serve_settings
+
+    doc = serve_settings(opt)
+    ex = opt.candidate.example.config.workload  # the measured shapes and dims; one row per request
+    cfg = BenchConfig.model_validate({"backend": doc["backend"], "session": doc["session"]})
+    cfg = cfg.model_copy(update={"workload": cfg.workload.model_copy(update={
+        "shapes": dict(getattr(ex, "shapes", None) or {}), "dims": dict(getattr(ex, "dims", None) or {}),
+        "batch_size": 1})})
+    gen, srv = split_cpus(sorted(os.sched_getaffinity(0)))
+    with own_server(model, srv, cfg, doc["serve"]) as (url, name, stop):
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, gen)
+        try:
+            yield url, name, stop, {"generator_cpus": gen, "server_cpus": srv, "disjoint": not set(gen) & set(srv)}
+        finally:
+            os.sched_setaffinity(0, before)
+
+
+def measure_overhead(model: str, opt: Option, requests: int = 300, command: list[str] | None = None) -> Any:
+    """The server's own time measured: ``opt`` served for real, one closed-loop stream of ``requests`` requests
+    (batches of one request: request - queue - model time is the server's work). Returns the serve Result
+    (kind serve, ``metrics.server``; :func:`.service.overhead` reads it) or None if the server gave none.
+
+    Raises:
+        UsageError, MeasurementError: as :func:`served`; the load's errors.
+    """
+    from ..loadgen.options import LoadConfig
+    from ..loadgen.run import load
+
+    with served(model, opt) as (url, name, stop, _):
+        load(LoadConfig(url=url, model=name, protocol="binary", concurrency=[1], requests=requests, warmup_s=0.5,
+                        timeout_ms=REQUEST_TIMEOUT_MS), command=command)
+        return stop()
+
+
+def run_rounds(model: str, opt: Option, rates: list[float], rounds: int, step_s: float, warmup_s: float | None = None,
+               command: list[str] | None = None,
+               progress: Callable[[str], None] | None = None) -> tuple[list[list[dict[str, float]]], dict[str, Any]]:
+    """Serve ``opt``'s per-replica configuration for real (:func:`served`) and drive Poisson load at each rate,
+    ``rounds`` times (a request unanswered after :data:`REQUEST_TIMEOUT_MS` fails: an overloaded step ends).
+
+    ``warmup_s`` (never counted) before each step: default the step's length, at most 1 s.
+
+    Returns:
+        (per round, per rate: measured figures; placement ``{"generator_cpus", "server_cpus", "disjoint"}``).
+
+    Raises:
+        UsageError: the server refuses the model or settings; MeasurementError: it failed or stopped answering.
+    """
+    from ..loadgen.options import LoadConfig
+    from ..loadgen.run import load
+
+    out: list[list[dict[str, float]]] = []
+    with served(model, opt) as (url, name, stop, placement):
+        lc = LoadConfig(url=url, model=name, protocol="binary", request_rate=rates, arrival="poisson",
+                        duration_s=step_s, warmup_s=min(1.0, step_s) if warmup_s is None else warmup_s, max_trials=1,
+                        timeout_ms=REQUEST_TIMEOUT_MS)
+        for k in range(rounds):
+            if progress:
+                progress(f"validate round {k + 1}/{rounds}: {', '.join(f'{x:.4g}' for x in rates)} req/s, "
+                         f"{step_s:g} s each")
+            out.append([_measured(r) for r in load(lc.model_copy(update={"seed": k}), command=command)])
+        stop()
+    return out, placement
+
+
+def validate(model: str, opt: Option, sim: Simulator, overhead_ms: float | None, rounds: int = 3,
+             step_s: float = 5.0, command: list[str] | None = None,
+             progress: Callable[[str], None] | None = None,
+             runner: Callable[..., tuple[list[list[dict[str, float]]], dict[str, Any]]] | None = None,
+             ) -> dict[str, Any]:
+    """Validate ``opt`` (one replica) at :data:`LOADS` of its predicted capacity.
+
+    Args:
+        runner: what measures (None: :func:`run_rounds`; tests pass scripted figures).
+
+    Returns:
+        ``{"capacity_per_s", "points": [judge(...)], "summary", "placement", "rounds", "step_s"}``.
+
+    Raises:
+        ValueError: ``rounds`` < 1; the runner's errors.
+    """
+    if rounds < 1:
+        raise ValueError("--validate-rounds must be >= 1")
+    cap = replica_capacity_per_s(opt, overhead_ms)
+    rates = [cap * f for f in LOADS]
+    measured, placement = (runner or run_rounds)(model, opt, rates, rounds, step_s, command=command,
+                                                 progress=progress)
+    points = []
+    for j, (f, rate) in enumerate(zip(LOADS, rates)):
+        got = [rnd[j] for rnd in measured if j < len(rnd)]
+        if not got:  # the load stopped before this step (target lost): nothing to judge
+            continue
+        p = sim.predict(opt, rate, 1)
+        pred = {"throughput_per_s": p.throughput_per_s, "p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"]}
+        points.append(judge(f, rate, pred, got))
+    return {"capacity_per_s": cap, "points": points, "summary": summary(points), "placement": placement,
+            "rounds": rounds, "step_s": step_s}
+
+
+__all__ = ["LOADS", "METRICS", "REQUEST_TIMEOUT_MS", "judge", "measure_overhead", "replica_capacity_per_s",
+           "run_rounds", "served", "summary", "tolerance", "validate", "verdict"]

@@ -1,0 +1,145 @@
+"""plan --validate's logic on scripted figures: the verdict (right and wrong, both ways), the points at 50/70/85 %
+of one replica's capacity, the stored validation that a later plan of the same configuration shows, and the
+fleet-scale simulation settings (virtual duration, the method each option names)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inferperf.plan.run import option_key, plan
+from inferperf.plan.search import PlanOptions, Simulator, capacity_per_s, options_for, search
+from inferperf.plan.service import candidates
+from inferperf.plan.validate import LOADS, judge, tolerance, validate, verdict
+from inferperf.plan.validations import NOT_VALIDATED, describe, last
+from inferperf.results.io import save
+from inferperf.results.model import Result
+from tests.plan_results import base_result, measured
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    return base_result(tmp_path_factory.mktemp("plan-validate"))
+
+
+def test_targets_are_the_issues() -> None:
+    assert [tolerance("p50_ms", f) for f in LOADS] == [0.10, 0.10, 0.25]
+    assert [tolerance("p99_ms", f) for f in LOADS] == [0.15, 0.15, 0.25]
+    assert tolerance("throughput_per_s", 0.5) == 0.10
+
+
+def test_verdict_right_inside_the_widened_interval_and_wrong_outside_it_both_ways() -> None:
+    rounds = [9.0, 10.0, 11.0]  # range 9-11; widened by 10 %: 8.1-12.1
+    for pred in (8.2, 10.0, 12.0):
+        v = verdict(pred, rounds, 0.10)
+        assert v["right"], pred
+        assert v["interval"] == [9.0, 11.0] and v["widened"] == pytest.approx([8.1, 12.1])
+    for pred in (8.0, 12.2, 30.0):  # under-predicted and over-predicted
+        assert not verdict(pred, rounds, 0.10)["right"], pred
+    v = verdict(12.0, rounds, 0.10)
+    assert v["error"] == pytest.approx(0.2)  # vs the median of the rounds
+    assert not verdict(10.5, [10.0, 10.0, 10.0], 0.0)["right"] and verdict(10.0, [10.0], 0.0)["right"]
+    with pytest.raises(ValueError):
+        verdict(1.0, [], 0.1)
+
+
+def test_a_point_is_right_only_when_every_figure_is() -> None:
+    rounds = [{"throughput_per_s": 100.0, "p50_ms": 2.0, "p99_ms": 8.0},
+              {"throughput_per_s": 98.0, "p50_ms": 2.2, "p99_ms": 9.0}]
+    good = judge(0.5, 100.0, {"throughput_per_s": 99.0, "p50_ms": 2.1, "p99_ms": 9.5}, rounds)
+    assert good["right"] and good["rounds"] == 2
+    bad = judge(0.5, 100.0, {"throughput_per_s": 99.0, "p50_ms": 2.1, "p99_ms": 5.0}, rounds)  # p99 under by 37 %
+    assert not bad["right"] and bad["metrics"]["throughput_per_s"]["right"] and not bad["metrics"]["p99_ms"]["right"]
+    at85 = judge(0.85, 100.0, {"throughput_per_s": 99.0, "p50_ms": 2.1, "p99_ms": 6.5}, rounds)  # 25 % at 85 %
+    assert at85["right"]
+
+
+def _cands(base: Result) -> list:
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0, seed=1)), (Path("b4.json"), measured(base, 4, 1, 1, 1.6, seed=4))]
+    return candidates(rs)
+
+
+def scripted(factor: float):  # noqa: ANN201
+    """A runner that 'measures' the simulator's own figures x factor (3 rounds, +-2 %)."""
+
+    def runner(model, opt, rates, rounds, step_s, command=None, progress=None):  # noqa: ANN001, ANN202
+        sim = Simulator(PlanOptions(10.0, 50.0, requests=4000, seed=99), None)
+        out = []
+        for k in range(rounds):
+            row = []
+            for rate in rates:
+                p = sim.predict(opt, rate, 1)
+                j = 1 + 0.02 * (k - 1)
+                row.append({"throughput_per_s": p.throughput_per_s * j, "p50_ms": p.latency_ms["p50"] * factor * j,
+                            "p99_ms": p.latency_ms["p99"] * factor * j})
+            out.append(row)
+        return out, {"generator_cpus": [1], "server_cpus": [0], "disjoint": True}
+
+    return runner
+
+
+def test_validate_measures_at_50_70_85_percent_of_one_replicas_capacity_and_judges(base: Result) -> None:
+    opt = options_for(_cands(base), PlanOptions(500.0, 20.0))[0]  # batching off
+    sim = Simulator(PlanOptions(500.0, 20.0, requests=4000), None)
+    v = validate("mlp", opt, sim, None, rounds=3, step_s=1.0, runner=scripted(1.0))
+    cap = capacity_per_s(opt)
+    assert v["capacity_per_s"] == pytest.approx(cap)
+    assert [p["rate_per_s"] for p in v["points"]] == pytest.approx([cap * f for f in LOADS])
+    assert all(p["right"] and p["rounds"] == 3 for p in v["points"]) and v["summary"]["right"] == 3
+    off = validate("mlp", opt, sim, None, rounds=3, step_s=1.0, runner=scripted(1.6))  # reality 60 % slower
+    assert not any(p["metrics"]["p50_ms"]["right"] for p in off["points"]) and off["summary"]["right"] == 0
+    assert all(p["metrics"]["p50_ms"]["error"] < -0.3 for p in off["points"])
+    # the server's own worker bounds one replica's capacity
+    assert validate("mlp", opt, sim, 10.0, rounds=1, step_s=1.0, runner=scripted(1.0))["capacity_per_s"] == 100.0
+
+
+def test_a_later_plan_of_the_same_configuration_shows_the_error_last_measured(base: Result, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import inferperf.plan.validate as pv
+
+    d = tmp_path / "results"
+    d.mkdir()
+    for b, ms in ((1, 1.0), (4, 1.6)):
+        save(measured(base, b, 1, 1, ms, seed=b), d / f"b{b}.json")
+    opts = PlanOptions(500.0, 20.0, requests=2000, rounds=2)
+    first = plan("mlp", opts, tmp_path / "p0", [str(d)])
+    assert first.result.metrics.plan["validation"] == NOT_VALIDATED
+    assert "validation_points" not in first.result.metrics.plan
+    monkeypatch.setattr(pv, "run_rounds", scripted(1.6))
+    served_runs = []
+    monkeypatch.setattr(pv, "measure_overhead", lambda *a, **k: served_runs.append(a) or None)
+    checked = plan("mlp", opts, tmp_path / "p1", [str(d)], validate={"rounds": 3, "step_s": 1.0})
+    doc = checked.result.metrics.plan
+    assert len(doc["validation_points"]["points"]) == 3 and doc["validation_points"]["summary"]["right"] == 0
+    assert len(served_runs) == 1  # no serve Result in --from: the server's own time is measured first
+    assert doc["validation"].startswith("validation error last measured ") and "0 of 3 points right" in doc["validation"]
+    later = plan("mlp", opts, tmp_path / "p2", [str(d)])
+    ldoc = later.result.metrics.plan
+    assert "validation_points" not in ldoc
+    assert ldoc["validation"] == doc["validation"] and ldoc["options"][0]["validation"] == doc["validation"]
+    assert any(n.startswith("chosen configuration: validation error last measured") for n in later.notes)
+    other = next(o for o in ldoc["options"][1:] if o["label"] != ldoc["options"][0]["label"])
+    assert other["validation"] == NOT_VALIDATED  # another configuration was never validated
+    entry = last(option_key(later.chosen, __import__("inferperf.system", fromlist=["x"]).machine_fingerprint()))
+    assert entry is not None and describe(entry) == doc["validation"]
+
+
+def test_fleet_points_run_for_a_virtual_duration_and_name_their_method(base: Result) -> None:
+    cands = _cands(base)
+    rnd = Simulator(PlanOptions(10_000.0, 20.0, duration_s=30.0), None)
+    assert rnd.count(10_000.0, 10) == 30_000  # one replica at rate / R for 30 s
+    joint = Simulator(PlanOptions(10_000.0, 20.0, duration_s=30.0, balancer="least-outstanding"), None)
+    assert joint.count(1000.0, 10) == 30_000 and joint.count(100_000.0, 10) == 200_000  # capped
+    ranked, _ = search(cands, PlanOptions(2000.0, 20.0, requests=2000, rounds=2, balancer="power-of-two"), None,
+                       detail=0)
+    off = next(o for o in ranked if not o.policy.dynamic)
+    assert off.simulation is not None and off.simulation["engine"] == "recursion"  # batching off: joint recursion
+    assert off.simulation["method"].startswith("joint simulation") and off.simulation["replicas_simulated"] > 1
+    on = next(o for o in ranked if o.policy.dynamic and o.simulation)
+    assert on.simulation["engine"] == "events"
+    ranked, _ = search(cands, PlanOptions(2000.0, 20.0, requests=2000, rounds=2), None, detail=0)
+    assert all(o.simulation["replicas_simulated"] == 1 and o.simulation["method"].startswith("one replica stands")
+               for o in ranked if o.simulation)
+    with pytest.raises(Exception, match="--sim-duration-s"):
+        PlanOptions(10.0, 20.0, duration_s=0).check()
