@@ -164,3 +164,18 @@ def test_the_null_backends_scripted_latency_continues_the_series() -> None:
     other = Result.model_validate({**null(0.001).model_dump(mode="json")})
     other.config.session.requested["intra_op_num_threads"] = 4
     assert drafts(other)[0].series_key != drafts(null(0.001))[0].series_key  # other settings still split it
+
+
+def test_every_kind_of_result_in_the_report_fixtures_adds(tmp_path: Path) -> None:
+    """bench, sweep cases, load steps (closed, open, max-rate, soak, stress), serve, tune, profile, pipeline:
+    the folder of every kind adds (its non-Result JSON skipped), each kind with its series."""
+    from inferperf.history.ingest import read_results
+
+    fixtures = Path(__file__).parents[1] / "fixtures" / "report" / "all"
+    found = read_results([fixtures])
+    e = _db(tmp_path)
+    rep = add(e, found)
+    assert rep.added == len({content_hash(r) for _, r in found}) and rep.points >= 2 * rep.added
+    with e.connect() as c:
+        kinds = {w["kind"] for (w,) in c.execute(sa.select(store.series.c.workload))}
+    assert {"bench", "sweep", "load", "tune", "pipeline"} <= kinds

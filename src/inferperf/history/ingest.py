@@ -73,20 +73,22 @@ def git_provenance(cwd: Path | None = None) -> Provenance:
 def _skipped_in_folder(path: Path, folder: Path) -> bool:
     """A file a folder add passes over: one in a ``runs/`` folder below ``folder`` (a single run that sweep and
     ``bench --ab`` keep beside the pooled Result, which holds its runs already), or an exported history
-    document (``history export --json``)."""
+    document (``history export --json``), or any other JSON that is not a Result (no ``schema_version``: a load
+    soak's ``*.intervals.json``, a tune summary)."""
     if "runs" in path.relative_to(folder).parts[:-1]:
         return True
     try:
         with open(path, "rb") as f:
-            return b'"inferperf-history/1"' in f.read(200)
+            head = f.read(4096)
     except OSError:
         return False
+    return b'"schema_version"' not in head or b'"inferperf-history/1"' in head[:200]
 
 
 def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:
     """Every Result under ``paths``, loaded: files as named; folders searched recursively, without side files,
-    exported history documents and the single runs in ``runs/`` folders (the pooled Result beside them is the
-    point).
+    other JSON that is not a Result, exported history documents and the single runs in ``runs/`` folders (the
+    pooled Result beside them is the point).
 
     Raises:
         UsageError: a missing path, a file that is not a Result, no Result found.
