@@ -179,3 +179,17 @@ def test_every_kind_of_result_in_the_report_fixtures_adds(tmp_path: Path) -> Non
     with e.connect() as c:
         kinds = {w["kind"] for (w,) in c.execute(sa.select(store.series.c.workload))}
     assert {"bench", "sweep", "load", "tune", "pipeline"} <= kinds
+
+
+def test_token_metrics_make_their_own_series_when_present() -> None:
+    from inferperf.history.series import drafts
+
+    doc = make(seed=1).model_dump(mode="json")
+    assert {d.metric for d in drafts(Result.model_validate(doc))} == {"samples_per_s", "p50_ms", "p99_ms"}
+    doc["metrics"]["generation"] = {"ttft_ms": {"count": 50, "p50": 80.0, "p99": 200.0, "p99_ci95": [150.0, None]},
+                                    "tpot_ms": {"count": 50, "p50": 12.5, "p50_ci95": [12.0, 13.1]},
+                                    "output_tokens_per_s": 640.0}
+    got = {d.metric: (d.median, d.lo, d.hi, d.direction) for d in drafts(Result.model_validate(doc))}
+    assert got["ttft_p50_ms"] == (80.0, None, None, "lower") and got["ttft_p99_ms"][0] == 200.0
+    assert got["tpot_p50_ms"] == (12.5, 12.0, 13.1, "lower")
+    assert got["output_tokens_per_s"] == (640.0, None, None, "higher")

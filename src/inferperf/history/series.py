@@ -25,7 +25,9 @@ from ..results.model import Result
 
 Direction = Literal["higher", "lower"]
 #: metric -> whether higher or lower is better; the metrics a point is made for when the Result has them
-METRICS: dict[str, Direction] = {"samples_per_s": "higher", "p50_ms": "lower", "p99_ms": "lower"}
+METRICS: dict[str, Direction] = {"samples_per_s": "higher", "p50_ms": "lower", "p99_ms": "lower",
+                                  "ttft_p50_ms": "lower", "ttft_p99_ms": "lower", "tpot_p50_ms": "lower",
+                                  "output_tokens_per_s": "higher"}
 #: the backend name -> the package whose version is the runtime's
 RUNTIME_PACKAGE = {"onnxruntime": "onnxruntime", "openvino": "openvino", "torch": "torch", "null": "inferperf"}
 
@@ -122,6 +124,24 @@ def metric_values(result: Result) -> dict[str, tuple[list[float], float | None, 
     if m.latency_ms.count > 0:
         out["p50_ms"] = (_per_run_percentile(result, 50) or [m.latency_ms.p50], *_interval(m.latency_ms.p50_ci95))
         out["p99_ms"] = (_per_run_percentile(result, 99) or [m.latency_ms.p99], None, None)
+    out.update(token_values(getattr(m, "generation", None)))
+    return out
+
+
+def token_values(gen: Any) -> dict[str, tuple[list[float], float | None, float | None]]:
+    """The token metrics of a load step's ``metrics.generation`` block (OpenAI-compatible or KServe generate
+    streams): TTFT p50/p99 and TPOT p50 (ms, with the block's ``p50_ci95``/``p99_ci95``), output tokens/s."""
+    if not isinstance(gen, dict):
+        return {}
+    out: dict[str, tuple[list[float], float | None, float | None]] = {}
+    for metric, block, q in (("ttft_p50_ms", "ttft_ms", "p50"), ("ttft_p99_ms", "ttft_ms", "p99"),
+                             ("tpot_p50_ms", "tpot_ms", "p50")):  # fmt: skip
+        b = gen.get(block)
+        if isinstance(b, dict) and b.get(q) is not None and b.get("count", 1):
+            ci = [v for v in b.get(f"{q}_ci95") or [] if v is not None]
+            out[metric] = ([float(b[q])], *_interval(ci))
+    if gen.get("output_tokens_per_s"):
+        out["output_tokens_per_s"] = ([float(gen["output_tokens_per_s"])], None, None)
     return out
 
 
@@ -146,4 +166,4 @@ def drafts(result: Result) -> list[PointDraft]:
 
 
 __all__ = ["METRICS", "PointDraft", "drafts", "machine_fingerprint", "metric_values", "model_name", "runtime_version",
-           "series_name", "workload_doc"]
+           "series_name", "token_values", "workload_doc"]
