@@ -72,7 +72,7 @@ def gate_line(r: GateRow) -> str:
     """One line per series: verdict, series, newest median against the baseline, change, p, why."""
     base = "" if r.baseline_mean is None else f" vs {plain(r.baseline_mean)} ({r.baseline_n} pt)"
     p = "" if math.isnan(r.pvalue) else f", p {r.pvalue:.3g}"
-    worse = "" if r.worse is None else f", {_pct(r.worse)} worse"
+    worse = "" if r.worse is None else f", {abs(r.worse) * 100:.1f} % {'worse' if r.worse > 0 else 'better'}"
     return f"{r.verdict.upper():12} {r.series.name}: {plain(r.newest.median)}{base}{worse}{p}; {r.reason}"
 
 
