@@ -40,3 +40,25 @@ def test_a_plan_is_drawn_as_predicted_p99_vs_rate_with_the_slo_line(folder: Path
 def test_a_folder_holding_only_a_plan_still_reports(folder: Path) -> None:
     rep = build([folder / "plan" / "plan.json"])
     assert rep.rows == [] and [c.group for c in rep.charts] == ["plan"]
+
+
+def test_validation_points_are_drawn_on_the_chosen_fleets_axis(folder: Path, tmp_path: Path) -> None:
+    from inferperf.results.io import load, save
+
+    r = load(folder / "plan" / "plan.json")
+    doc = r.metrics.plan
+    reps = doc["options"][0]["replicas"]
+    p99 = {"predicted": 5.0, "measured": [4.0, 6.0, 9.0], "interval": [4.0, 9.0], "widened": [3.4, 10.35],
+           "tolerance": 0.15, "error": -0.17, "right": True}
+    other = {**p99, "predicted": 1.0}
+    doc["validation_points"] = {"points": [{"load": 0.5, "rate_per_s": 100.0, "rounds": 3, "right": True,
+                                           "metrics": {"p99_ms": p99, "p50_ms": other, "throughput_per_s": other}}]}
+    save(r, tmp_path / "plan.json")
+    (chart,) = [c for c in build([tmp_path / "plan.json"]).charts if c.group == "plan"]
+    (meas,) = [d for d in chart.figure["data"] if d["name"].startswith("measured p99")]
+    assert meas["x"] == [100.0 * reps] and meas["y"] == [6.0]
+    assert meas["error_y"]["arrayminus"] == [2.0] and meas["error_y"]["array"] == [3.0]
+    (pred,) = [d for d in chart.figure["data"] if d["name"].startswith("predicted p99 at the validated")]
+    assert pred["y"] == [5.0]
+    (plain,) = [c for c in build([folder / "plan" / "plan.json"]).charts if c.group == "plan"]
+    assert not [d for d in plain.figure["data"] if d["name"].startswith("measured p99")]

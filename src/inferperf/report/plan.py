@@ -1,8 +1,9 @@
 """Report charts and findings for capacity plans (Results of kind ``plan``): predicted p99 versus rate per option.
 
 Reads ``metrics.plan`` only (see docs/results-schema.md, "Plan block"). A plan is a prediction: every chart
-and line says "predicted" and the plan's validation ("not validated"), and curve points at or past
-saturation are drawn apart (their percentiles depend on the simulated duration).
+and line says "predicted" and the plan's validation (the error last measured, or "not validated"), curve points
+at or past saturation are drawn apart (their percentiles depend on the simulated duration), and a plan run with
+``--validate`` draws its measured points (p99 median and range over the rounds) beside the predicted ones.
 """
 
 from __future__ import annotations
@@ -18,6 +19,30 @@ _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
 def _plans(entries: list[Any]) -> list[tuple[int, dict[str, Any]]]:
     rs = [e.result if hasattr(e, "result") else e for e in entries]
     return [(i, r.metrics.plan) for i, r in enumerate(rs) if r.kind == "plan" and r.metrics.plan]
+
+
+def _validation_traces(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """``plan --validate``'s points on the chosen fleet's axis: one replica measured at rate r stands for R
+    replicas at R x r (random routing). Measured p99 (the median of the rounds, the bar their range) and predicted p99."""
+    v = doc.get("validation_points") or {}
+    pts = [p for p in v.get("points", []) if p["metrics"]["p99_ms"]["measured"]]
+    if not pts or doc.get("chosen") is None:
+        return []
+    reps = doc["options"][doc["chosen"]].get("replicas") or 1
+    x = [p["rate_per_s"] * reps for p in pts]
+    med = [sorted(p["metrics"]["p99_ms"]["measured"])[len(p["metrics"]["p99_ms"]["measured"]) // 2] for p in pts]
+    lo = [m - p["metrics"]["p99_ms"]["interval"][0] for m, p in zip(med, pts)]
+    hi = [p["metrics"]["p99_ms"]["interval"][1] - m for m, p in zip(med, pts)]
+    text = [f"{p['load'] * 100:.0f} % of one replica: measured p99 {p['metrics']['p99_ms']['interval'][0]:.4g}-"
+            f"{p['metrics']['p99_ms']['interval'][1]:.4g} ms over {p['rounds']} rounds, predicted "
+            f"{p['metrics']['p99_ms']['predicted']:.4g} ms ({'right' if p['metrics']['p99_ms']['right'] else 'miss'})"
+            for p in pts]
+    return [{"type": "scatter", "mode": "markers", "name": f"measured p99 (--validate, one replica x {reps})",
+             "marker": {"symbol": "diamond", "color": "#000000", "size": 9}, "x": x, "y": med, "text": text,
+             "error_y": {"type": "data", "symmetric": False, "array": hi, "arrayminus": lo}},
+            {"type": "scatter", "mode": "markers", "name": "predicted p99 at the validated rates",
+             "marker": {"symbol": "x", "color": "#000000", "size": 8}, "x": x,
+             "y": [p["metrics"]["p99_ms"]["predicted"] for p in pts]}]
 
 
 def plan_charts(entries: list[Any]) -> list[Chart]:
@@ -50,6 +75,7 @@ def plan_charts(entries: list[Any]) -> list[Chart]:
             xs += [p["rate_per_s"] for p in pts]
         if not data:
             continue
+        data += _validation_traces(doc)
         shapes = []
         if slo is not None:
             shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": slo, "y1": slo,
