@@ -54,6 +54,7 @@ import numpy as np
 from ..clock import SYSTEM_CLOCK, Clock
 from ..interrupt import STOP
 from ..measure.arrivals import Schedule
+from .event_loop import loop_name
 from .windows import WindowRule, _equal, _window, is_stable
 from .transport import CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
 
@@ -506,7 +507,8 @@ async def run_step(
         error=np.asarray(run.err, np.int8), worker=np.full(n, worker_id, np.int16), error_kinds=kinds,
         t0_ns=t0, measure_start_ns=span[0], measure_end_ns=span[1], windows_ns=span[2], stable=span[3],
         client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,
-        max_connections=cap, transport=transport.describe(), by_send=requests is not None,
+        max_connections=cap, transport={**transport.describe(), "event_loop": loop_name(asyncio.get_running_loop())},
+        by_send=requests is not None,
         rejection=run.rejection, lost=run.lost, interrupted=run.interrupted,
         streams=[run.streams.get(i) for i in range(n)] if run.streams else None,
     )  # fmt: skip

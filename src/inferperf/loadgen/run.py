@@ -28,6 +28,7 @@ from ..measure.arrivals import from_arrival, strided
 from ..results.model import Result
 from .drain import DRAIN_MAX_WAIT_S, DRAIN_QUIET_S, BusyProbe, drain
 from .energy import StepEnergy
+from .event_loop import run as run_loop
 from .driver import Closed, Open, StepSamples, WindowRule, is_stable, run_step, window_figures
 from .options import LoadConfig
 from .result import RATE_SHORT_FRACTION, step_result
@@ -74,7 +75,8 @@ def _worker(cfg: LoadConfig, payloads: list[bytes], value: float, k: int, n: int
             mode = build_mode(cfg, value, k, n)
             conn.send("ready")
             start_at = conn.recv()
-            conn.send(asyncio.run(_step(cfg, payloads, mode, duration_s, requests, k, start_at)))
+            step = _step(cfg, payloads, mode, duration_s, requests, k, start_at)
+            conn.send(run_loop(step, isinstance(mode, Closed)))
     except BaseException as e:  # noqa: BLE001 - reported to the parent as one line
         conn.send(MeasurementError(f"load worker {k} failed: {type(e).__name__}: {e}"))
     finally:
@@ -269,7 +271,9 @@ def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str
             elif kept is not None:
                 s = kept.samples(cfg, target.payloads, value)
             else:
-                s = asyncio.run(_step(cfg, target.payloads, build_mode(cfg, value), cfg.duration_s, cfg.requests))
+                mode = build_mode(cfg, value)
+                step = _step(cfg, target.payloads, mode, cfg.duration_s, cfg.requests)
+                s = run_loop(step, isinstance(mode, Closed))
         energy_doc = energy.block(s.status)
     finally:
         energy.close()
