@@ -1,75 +1,87 @@
-"""Token-stream agreement with the referee (issue 30 item 5, inferperf's side): ``inferperf load --api
-openai-chat`` against ``inferperf serve --mock-generate``, whose log holds the true send time of every event,
-at concurrency 1, 8, 32 and one open-loop rate.
+"""Token-stream agreement (issue 30 item 5): ``inferperf load --api openai-chat``, NVIDIA AIPerf and GuideLLM
+against the same ``inferperf serve --mock-generate``, whose log holds the true send time of every event, at
+concurrency 1, 8, 32 and one open-loop rate (constant arrivals).
 
-Each step sends ``--requests`` N (warm-up 0), so step k is exactly the mock's requests k*N .. k*N+N-1 in
-arrival order. Compared: TTFT p50 (client: first content event - scheduled send; mock: first content send -
-arrival), ITL p50 (gaps between content events, both sides) and output tokens/s (client: the Result's; mock:
-its tokens over its own span of those requests). The profile's inter-token gaps are >= 20 ms, so 5 % is above
-the timing jitter of a loaded 2-core machine.
+Each arm sends exactly ``n`` requests (no warm-up) of 64 input and 16 output tokens (one word, one token,
+one event each; ``ignore_eos``); the arms of a step run one after the other, in a rotated order per step, and
+the mock's records written during an arm are that arm's truth. Figures and their definitions, per client, are
+mapped in benchmarks/gen_peers.py: TTFT p50, ITL p50 (per gap), TPOT p50 (per request, (last - first) /
+(n - 1): what AIPerf and GuideLLM call "inter token latency"), output tokens/s. The profile's inter-token gaps
+are >= 20 ms, so 5 % is above the timing jitter of a loaded 2-core machine. Needs the venvs of
+scripts/install_aiperf.sh and scripts/install_guidellm.sh (``--peers`` to choose).
 
-    python benchmarks/generate_agreement.py
+    python benchmarks/generate_agreement.py [--peers inferperf,aiperf,guidellm] [--scale 1]
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gen_peers import make_tokenizer, read_log, run_arm, start_mock, truth  # noqa: E402
 
 PROFILE = ("prefill_base_ms: 40\nprefill_per_token_ms: 0.02\ndecode_base_ms: 20\ndecode_per_seq_ms: 0.25\n"
            "max_active: 16\n")  # fmt: skip
-STEPS = [("--concurrency", "1", 16), ("--concurrency", "8", 32), ("--concurrency", "32", 64), ("--request-rate", "20", 60)]
+STEPS = [("concurrency", 1, 16), ("concurrency", 8, 32), ("concurrency", 32, 64), ("rate", 20, 60)]
+FIGS = (("ttft", "TTFT p50 ms"), ("itl", "ITL p50 ms"), ("tpot", "TPOT p50 ms"), ("tok_s", "output tok/s"))
+
+
+def _pct(a: float | None, b: float | None) -> str:
+    return "" if a is None or b is None else f"{100 * (a / b - 1):+.1f} %"
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peers", default="inferperf,aiperf,guidellm")
+    ap.add_argument("--scale", type=float, default=1.0, help="requests per step x this (a short trial run)")
+    args = ap.parse_args()
+    peers = args.peers.split(",")
+    rows: list[tuple[str, str, dict, dict, int]] = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        (tmp / "p.yaml").write_text(PROFILE)
-        log = tmp / "mock.jsonl"
-        proc = subprocess.Popen([sys.executable, "-m", "inferperf", "serve", "--mock-generate", "--port", "0",
-                                 "--mock-profile", str(tmp / "p.yaml"), "--mock-log", str(log)],
-                                stdout=subprocess.PIPE, text=True)  # fmt: skip
-        assert proc.stdout is not None
-        end, url = time.monotonic() + 60, None
-        while url is None and time.monotonic() < end:
-            line = proc.stdout.readline()
-            if line.startswith("MOCK token server"):
-                url = re.search(r"http://[0-9.]+:[0-9]+", line).group()  # type: ignore[union-attr]
+        tok = make_tokenizer(tmp / "tok")
+        proc, url, log = start_mock(tmp, PROFILE)
         try:
-            results = []
-            for k, (flag, value, n) in enumerate(STEPS):
-                out = tmp / f"s{k}.json"
-                subprocess.run([sys.executable, "-m", "inferperf", "load", str(url), "--api", "openai-chat", flag, value,
-                                "--requests", str(n), "--warmup-s", "0", "--max-tokens", "16", "--input-tokens", "64",
-                                "-o", str(out)], check=True, capture_output=True, timeout=600)  # fmt: skip
-                results.append(json.loads(out.read_text()))
+            for k, (mode, value, n0) in enumerate(STEPS):
+                n = max(4, int(n0 * args.scale))
+                for j in range(len(peers)):
+                    peer = peers[(j + k) % len(peers)]
+                    before = len(read_log(log))
+                    out = tmp / f"{peer}-{k}" if peer == "aiperf" else tmp / f"{peer}-{k}.json"
+                    fig = run_arm(peer, url, mode, value, n, out, tok)
+                    recs = read_log(log)[before:]
+                    rows.append((f"{mode} {value}", peer, fig, truth(recs), len(recs)))
+                    print(f"{mode} {value} {peer}: {fig} truth {rows[-1][3]} ({len(recs)} requests)", file=sys.stderr)
         finally:
             proc.terminate()
             proc.wait(30)
-        true = [json.loads(x) for x in log.read_text().splitlines()]
     print(f"load average {os.getloadavg()}")
-    print("| step | requests | TTFT p50 client / mock (ms) | diff | ITL p50 client / mock (ms) | diff |"
-          " output tok/s client / mock | diff |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    first = 0
-    for (flag, value, n), r in zip(STEPS, results):
-        g, t = r["metrics"]["generation"], true[first : first + n]
-        first += n
-        mt = float(np.median([x["ttft_ms"] for x in t]))
-        mi = float(np.median([y for x in t for y in x["itl_ms"]]))
-        span = (max(x["done_ns"] for x in t) - min(x["arrived_ns"] for x in t)) / 1e9
-        mr = sum(x["output_tokens"] for x in t) / span
-        ct, ci, cr = g["ttft_ms"]["p50"], g["itl_ms"]["p50"], g["output_tokens_per_s"]
-        print(f"| {flag[2:]} {value} | {n} | {ct:.2f} / {mt:.2f} | {100 * (ct / mt - 1):+.1f} % | {ci:.2f} / {mi:.2f} |"
-              f" {100 * (ci / mi - 1):+.1f} % | {cr:.1f} / {mr:.1f} | {100 * (cr / mr - 1):+.1f} % |")
+    print("| step | client | requests | " + " | ".join(f"{t} client / mock | diff" for _, t in FIGS)
+          + " | vs inferperf (TTFT, ITL, TPOT, tok/s) |")  # fmt: skip
+    print("|---|---|---:|" + "---:|---:|" * len(FIGS) + "---|")
+    ours = {step: fig for step, peer, fig, _, _ in rows if peer == "inferperf"}
+    worst: dict[str, float] = {}
+    for step, peer, fig, tr, n in rows:
+        cells = []
+        for key, _ in FIGS:
+            c, t = fig[key], tr[key]
+            cells.append("n/a | " if c is None else f"{c:.2f} / {t:.2f} | {_pct(c, t)}")
+            if c is not None:
+                worst[peer] = max(worst.get(peer, 0.0), abs(c / t - 1))
+        ref = ours.get(step)
+        vs = ", ".join(_pct(fig[k], ref[k]) or "n/a" for k, _ in FIGS) if ref and peer != "inferperf" else ""
+        print(f"| {step} | {peer} | {n} | " + " | ".join(cells) + f" | {vs} |")
+    for step, peer, fig, tr, _ in rows:
+        if "ttft_np" in fig:
+            print(f"{step} {peer}: numpy median of its per-request TTFTs {fig['ttft_np']:.2f} ms"
+                  f" ({_pct(fig['ttft_np'], tr['ttft'])} from the mock's)")
+    for peer, w in worst.items():
+        print(f"{peer}: largest difference from the mock's truth {100 * w:.1f} % ({'met' if w <= 0.05 else 'NOT met'})")
 
 
 if __name__ == "__main__":

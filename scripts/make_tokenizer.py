@@ -1,8 +1,8 @@
 """Build, offline, a WordLevel whitespace tokenizer directory for the token-stream peers (issue 30 item 5).
 
-One token per whitespace word: the vocabulary is ``[UNK]`` plus the mock token server's words
+One token per whitespace word: the vocabulary is ``unk`` (a plain word) plus the mock token server's words
 (``inferperf.serve.mock_engine.VOCABULARY``) and inferperf's prompt words (``loadgen.gen_target.WORDS``); any
-other word is ``[UNK]``, still one token, so a count survives decoding and re-joining the text (what AIPerf and
+other word is ``unk``, still one token, so a count survives decoding and re-joining the text (what AIPerf and
 GuideLLM do with the streamed chunks). Saved as ``tokenizer.json`` (the ``tokenizers`` library's own format,
 what ``inferperf load --tokenizer DIR/tokenizer.json`` reads) with ``tokenizer_config.json`` and
 ``special_tokens_map.json``, so ``transformers.AutoTokenizer.from_pretrained(DIR)`` loads it as a
@@ -26,7 +26,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 from inferperf.loadgen.gen_target import WORDS  # noqa: E402
 from inferperf.serve.mock_engine import VOCABULARY  # noqa: E402
 
-UNK = "[UNK]"
+UNK = "unk"  # a plain word, not a special token: skip_special_tokens=True (GuideLLM) keeps it
 
 
 def build(out: Path) -> Path:
@@ -37,9 +37,9 @@ def build(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     tok.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "unk_token": UNK, "model_max_length": 1_000_000,
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1_000_000,
         "clean_up_tokenization_spaces": False}, indent=1) + "\n")  # fmt: skip
-    (out / "special_tokens_map.json").write_text(json.dumps({"unk_token": UNK}) + "\n")
+    (out / "special_tokens_map.json").write_text("{}\n")
     return out
 
 
