@@ -8,10 +8,17 @@ batch-2 ladder, then times ``inferperf plan --from`` in one process pinned to on
 - random, least-outstanding and power-of-two at ``--joint-rate`` (default 10,000 req/s, about 100 replicas),
   the last two by joint simulation of the fleet; prints each plan's replicas, p99 and wall time.
 
-``validate``: ``inferperf plan MODEL --validate`` for each model of ``--models`` (see docs/plan.md).
+``validate``: issue 27's validation matrix, through the library ``plan --validate`` runs
+(:func:`inferperf.plan.validate.validate`): per model of ``--models`` (``NAME`` or ``NAME@x:1x3x640x640``), one
+ladder measured on the server's share of the CPUs (batch 1 and ``--batch``, 1 and 2 instances side by side), the
+server's own time measured once (one served closed-loop stream), then each of batching off / on (up to
+``--batch`` rows, ``--delay-us``) x 1 / 2 instances in one server, served for real (server and load on disjoint
+CPUs) at 50/70/85 % of that replica's predicted capacity, ``--rounds`` x ``--step-s``. Prints a Markdown table:
+predicted vs measured throughput, p50, p99 (median [min, max] over the rounds), |pred/meas - 1| and the verdict
+(met: the range widened by the target holds the prediction). ``--json FILE`` keeps every point.
 
     python benchmarks/plan.py fleet [--rate 100000] [--joint-rate 10000] [--service-ms 8]
-    python benchmarks/plan.py validate [--models zoo:tiny-cnn] [--rounds 3] [--step-s 3]
+    python benchmarks/plan.py validate [--models zoo:tiny-cnn,zoo:squeezenet] [--rounds 3] [--step-s 3]
 """
 
 from __future__ import annotations
@@ -81,19 +88,91 @@ def fleet(a: argparse.Namespace) -> None:
                   f"{wall:>7.1f} {cpu_s:>6.1f}  {sim.get('method')}; {sim.get('engine')}, {sim.get('arrivals')} arrivals/point")
 
 
+def _spec(m: str) -> tuple[str, dict[str, list[int]]]:
+    """``zoo:ppocr-det@x:1x3x640x640`` -> (model, shapes)."""
+    model, _, shape = m.partition("@")
+    if not shape:
+        return model, {}
+    name, _, dims = shape.partition(":")
+    return model, {name: [int(d) for d in dims.split("x")]}
+
+
+def _cell(v: dict, digits: int = 3) -> str:
+    """``pred / med [min, max]`` of one verdict."""
+    med = sorted(v["measured"])[len(v["measured"]) // 2]
+    lo, hi = v["interval"]
+    return f"{v['predicted']:.{digits}g} / {med:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
+    """Every (batching, instances) point of one model (see the module docstring)."""
+    from inferperf.config import BenchConfig
+    from inferperf.plan.search import Option, PlanOptions, Simulator, options_for
+    from inferperf.plan.service import candidates, ladder_configs, measure, overhead
+    from inferperf.plan.validate import measure_overhead, validate as run_validation
+    from inferperf.policy.batching import BatchPolicy
+    from inferperf.results.io import save
+    from inferperf.serve.child import split_cpus
+
+    model, shapes = _spec(m)
+    log = lambda line: print(f"  [{m}] {line}", file=sys.stderr, flush=True)  # noqa: E731
+    srv_cpus = len(split_cpus(sorted(os.sched_getaffinity(0)))[1])
+    base = BenchConfig.model_validate({"workload": {"shapes": shapes}})
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cfgs = ladder_configs(sorted({1, a.batch}), [int(i) for i in a.instances.split(",")], srv_cpus, a.measure_s,
+                              base=base)
+        results = measure(model, cfgs, Path(tmp) / "measured", progress=log)
+        cands = candidates(results, model)
+        opts = PlanOptions(target_rate_per_s=1.0, slo_p99_ms=1e6, requests=a.sim_requests)
+        log("measure the server's own time (one served closed-loop stream)")
+        r = measure_overhead(model, options_for(cands[:1], opts)[0])
+        over = overhead([(save(r, Path(tmp) / "serve-overhead.json"), r)], model) if r is not None else None
+        sim = Simulator(opts, over)
+        for c in sorted(cands, key=lambda c: c.instances):
+            for dyn in (False, True):
+                pol = BatchPolicy(max_batch_size=a.batch, dynamic=True, max_queue_delay_ns=a.delay_us * 1000) if dyn \
+                    else BatchPolicy(max_batch_size=a.batch, dynamic=False)
+                opt = Option(c, pol)
+                log(f"validate {opt.label}")
+                v = run_validation(model, opt, sim, over.mean_ms if over else None, rounds=a.rounds, step_s=a.step_s,
+                                   progress=log)
+                for p in v["points"]:
+                    rows.append({"model": m, "label": opt.label, "batching": f"on (<= {a.batch}, {a.delay_us} us)"
+                                 if dyn else "off", "instances": c.instances, "threads": c.threads,
+                                 "service_b1_ms": c.service.mean_ns(1) / 1e6,
+                                 "overhead_ms": over.mean_ms if over else None, "capacity_per_s": v["capacity_per_s"],
+                                 **p})
+    return rows
+
+
 def validate(a: argparse.Namespace) -> None:
-    """``plan --validate`` per model; prints each plan's validation table."""
+    """Issue 27's validation matrix (see the module docstring); prints the Markdown table."""
+    rows = []
     for m in a.models.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "inferperf", "plan", m, "--target-rate", str(a.target_rate), "--slo-p99-ms",
-                   str(a.slo_ms), "--batch-sizes", a.batch_sizes, "--instances", a.instances, "--measure-duration-s",
-                   str(a.measure_s), "--validate", "--validate-rounds", str(a.rounds), "--validate-step-s",
-                   str(a.step_s), "-o", str(Path(tmp) / "plan")]
-            p, wall, _ = _run(cmd)
-            print(f"== {m} ({wall:.0f} s, exit {p.returncode})")
-            print(p.stdout)
-            if p.returncode not in (0, 3):
-                print(p.stderr[-2000:])
+        rows += _matrix_model(m, a)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1, default=str))
+    print("| model | batching | inst | service b1 ms / server ms | load | rate/s | throughput pred / meas [min, max] "
+          "| p50 ms pred / meas [min, max] | p99 ms pred / meas [min, max] | err thr / p50 / p99 | target p50 / p99 "
+          "| rounds INVALID, send lag p99 max |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        mt = r["metrics"]
+        err = " / ".join(f"{abs(mt[k]['error']) * 100:.0f} %" for k in ("throughput_per_s", "p50_ms", "p99_ms"))
+        ok = " / ".join(("**met**" if mt[k]["right"] else "**not met**") + f" (±{mt[k]['tolerance'] * 100:.0f} %)"
+                        for k in ("p50_ms", "p99_ms"))
+        ov = f"{r['overhead_ms']:.3g}" if r["overhead_ms"] is not None else "-"
+        ch = r.get("checks") or []
+        bad = sum(not c["valid"] for c in ch)
+        lag = max((c["send_lag_p99_ms"] or 0.0) for c in ch) if ch else float("nan")
+        print(f"| {r['model']} | {r['batching']} | {r['instances']}x{r['threads']}t | {r['service_b1_ms']:.3g} / {ov} "
+              f"| {r['load'] * 100:.0f} % | {r['rate_per_s']:.4g} | {_cell(mt['throughput_per_s'], 4)} "
+              f"| {_cell(mt['p50_ms'])} | {_cell(mt['p99_ms'])} | {err} | {ok} | {bad} of {len(ch)}, {lag:.3g} ms |")
+    n = len(rows)
+    print(f"\n{sum(r['metrics']['p50_ms']['right'] for r in rows)} of {n} p50, "
+          f"{sum(r['metrics']['p99_ms']['right'] for r in rows)} of {n} p99, "
+          f"{sum(r['metrics']['throughput_per_s']['right'] for r in rows)} of {n} throughput predictions right")
 
 
 def main() -> None:
@@ -107,14 +186,15 @@ def main() -> None:
     f.add_argument("--service-ms", type=float, default=7.0)
     f.add_argument("--slo-ms", type=float, default=50.0)
     v = sub.add_parser("validate")
-    v.add_argument("--models", default="zoo:tiny-cnn")
-    v.add_argument("--target-rate", type=float, default=100)
-    v.add_argument("--slo-ms", type=float, default=50.0)
-    v.add_argument("--batch-sizes", default="1,4")
-    v.add_argument("--instances", default="1")
-    v.add_argument("--measure-s", type=float, default=2.0)
+    v.add_argument("--models", default="zoo:tiny-cnn,zoo:squeezenet,zoo:ppocr-det@x:1x3x640x640")
+    v.add_argument("--batch", type=int, default=4, help="batching on: up to this many rows")
+    v.add_argument("--delay-us", type=int, default=1000, help="batching on: max_queue_delay_us")
+    v.add_argument("--instances", default="1,2")
+    v.add_argument("--measure-s", type=float, default=3.0, help="seconds per ladder run")
+    v.add_argument("--sim-requests", type=int, default=20_000, help="simulated arrivals per predicted point")
     v.add_argument("--rounds", type=int, default=3)
     v.add_argument("--step-s", type=float, default=3.0)
+    v.add_argument("--json", help="write every point here")
     a = ap.parse_args()
     fleet(a) if a.what == "fleet" else validate(a)
 

@@ -96,10 +96,14 @@ def replica_capacity_per_s(opt: Option, overhead_ms: float | None) -> float:
     return min(cap, 1000.0 / overhead_ms) if overhead_ms else cap
 
 
-def _measured(r: Any) -> dict[str, float]:
+def _measured(r: Any) -> dict[str, Any]:
+    """The figures of :data:`METRICS` of one load step, and what says whether the step measured the server: its
+    validity (``valid``, ``reasons``: e.g. generator-bound), the client's send lag p99 and CPU."""
     lat = r.metrics.latency_ms
+    c = r.metrics.client or {}
     return {"throughput_per_s": float(r.metrics.throughput.queries_per_s), "p50_ms": float(lat.p50),
-            "p99_ms": float(lat.p99)}
+            "p99_ms": float(lat.p99), "valid": bool(r.validity.valid), "reasons": list(r.validity.reasons),
+            "send_lag_p99_ms": (c.get("send_lag_ms") or {}).get("p99"), "client_cpu_percent": c.get("client_cpu_percent")}
 
 
 @contextmanager
@@ -188,7 +192,8 @@ def validate(model: str, opt: Option, sim: Simulator, overhead_ms: float | None,
         runner: what measures (None: :func:`run_rounds`; tests pass scripted figures).
 
     Returns:
-        ``{"capacity_per_s", "points": [judge(...)], "summary", "placement", "rounds", "step_s"}``.
+        ``{"capacity_per_s", "points": [judge(...) + "checks": per round, the step's validity, reasons, send lag
+        and client CPU (:func:`_measured`)], "summary", "placement", "rounds", "step_s"}``.
 
     Raises:
         ValueError: ``rounds`` < 1; the runner's errors.
@@ -206,7 +211,9 @@ def validate(model: str, opt: Option, sim: Simulator, overhead_ms: float | None,
             continue
         p = sim.predict(opt, rate, 1)
         pred = {"throughput_per_s": p.throughput_per_s, "p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"]}
-        points.append(judge(f, rate, pred, got))
+        pt = judge(f, rate, pred, got)
+        pt["checks"] = [{k: v for k, v in g.items() if k not in METRICS} for g in got]
+        points.append(pt)
     return {"capacity_per_s": cap, "points": points, "summary": summary(points), "placement": placement,
             "rounds": rounds, "step_s": step_s}
 
