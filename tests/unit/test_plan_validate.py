@@ -72,7 +72,7 @@ def scripted(factor: float):  # noqa: ANN201
                 p = sim.predict(opt, rate, 1)
                 j = 1 + 0.02 * (k - 1)
                 row.append({"throughput_per_s": p.throughput_per_s * j, "p50_ms": p.latency_ms["p50"] * factor * j,
-                            "p99_ms": p.latency_ms["p99"] * factor * j})
+                            "p99_ms": p.latency_ms["p99"] * factor * j, "valid": k != 2, "send_lag_p99_ms": 0.1 * k})
             out.append(row)
         return out, {"generator_cpus": [1], "server_cpus": [0], "disjoint": True}
 
@@ -87,6 +87,9 @@ def test_validate_measures_at_50_70_85_percent_of_one_replicas_capacity_and_judg
     assert v["capacity_per_s"] == pytest.approx(cap)
     assert [p["rate_per_s"] for p in v["points"]] == pytest.approx([cap * f for f in LOADS])
     assert all(p["right"] and p["rounds"] == 3 for p in v["points"]) and v["summary"]["right"] == 3
+    # each round's step validity and send lag are kept beside the verdicts, the figures judged are not repeated
+    assert v["points"][0]["checks"] == [{"valid": True, "send_lag_p99_ms": 0.0}, {"valid": True, "send_lag_p99_ms": 0.1},
+                                        {"valid": False, "send_lag_p99_ms": 0.2}]
     off = validate("mlp", opt, sim, None, rounds=3, step_s=1.0, runner=scripted(1.6))  # reality 60 % slower
     assert not any(p["metrics"]["p50_ms"]["right"] for p in off["points"]) and off["summary"]["right"] == 0
     assert all(p["metrics"]["p50_ms"]["error"] < -0.3 for p in off["points"])
