@@ -166,6 +166,12 @@ def overhead(results: list[tuple[Path, Result]], model: str | None = None) -> Ov
     return Overhead(Deterministic(max(1, round(mean_ms * 1e6))), mean_ms, srcs)
 
 
+def rows(shapes: dict[str, list[int]], batch: int) -> dict[str, list[int]]:
+    """``shapes`` (``--shape`` values: full shapes, the leading dim the rows) with the leading dim set to ``batch``,
+    so a ``--shape x:1x3x640x640`` measures every size of a ladder (and a served replica takes one row)."""
+    return {k: [batch, *v[1:]] if v else v for k, v in shapes.items()}
+
+
 def ladder_configs(batch_sizes: list[int], instances: list[int], cpus: int, duration_s: float,
                    base: BenchConfig | None = None) -> list[BenchConfig]:
     """The ``--measure`` ladder: for each instance count ``I`` (threads ``cpus // I``, at least 1) and batch
@@ -183,7 +189,7 @@ def ladder_configs(batch_sizes: list[int], instances: list[int], cpus: int, dura
         for b in batch_sizes:
             upd = {"concurrency": inst, "scenario": "concurrent" if inst > 1 else "single-stream", "session_mode": "per-stream" if inst > 1 else "shared", "repeat": 1,
                    "session": base.session.model_copy(update={"intra_op_num_threads": threads}),
-                   "workload": base.workload.model_copy(update={"batch_size": b}),
+                   "workload": base.workload.model_copy(update={"batch_size": b, "shapes": rows(base.workload.shapes, b)}),
                    "stop": base.stop.model_copy(update={"min_duration_s": duration_s,
                                                         "max_duration_s": max(duration_s * 3, duration_s + 5)})}
             out.append(base.model_copy(update=upd))
@@ -213,4 +219,4 @@ def measure(model: str, configs: list[BenchConfig], out_dir: Path, command: list
     return out
 
 
-__all__ = ["Candidate", "Overhead", "candidates", "ladder_configs", "measure", "overhead", "read_results"]
+__all__ = ["Candidate", "Overhead", "candidates", "ladder_configs", "measure", "overhead", "read_results", "rows"]

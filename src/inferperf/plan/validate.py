@@ -96,6 +96,14 @@ def replica_capacity_per_s(opt: Option, overhead_ms: float | None) -> float:
     return min(cap, 1000.0 / overhead_ms) if overhead_ms else cap
 
 
+def _load_shapes(opt: Option) -> list[str]:
+    """The measured input shapes as ``load --shape`` values, one row each (inputs with free dims need them)."""
+    from .service import rows
+
+    shapes = rows(dict(getattr(opt.candidate.example.config.workload, "shapes", None) or {}), 1)
+    return [f"{k}:{'x'.join(map(str, v))}" if k else "x".join(map(str, v)) for k, v in shapes.items()]
+
+
 def _measured(r: Any) -> dict[str, Any]:
     """The figures of :data:`METRICS` of one load step, and what says whether the step measured the server: its
     validity (``valid``, ``reasons``: e.g. generator-bound), the client's send lag p99 and CPU."""
@@ -116,12 +124,13 @@ def served(model: str, opt: Option) -> Iterator[tuple[str, str, Callable[[], Any
     """
     from ..serve.child import own_server, split_cpus
     from .deploy import serve_settings
+    from .service import rows
 
     doc = serve_settings(opt)
     ex = opt.candidate.example.config.workload  # the measured shapes and dims; one row per request
     cfg = BenchConfig.model_validate({"backend": doc["backend"], "session": doc["session"]})
     cfg = cfg.model_copy(update={"workload": cfg.workload.model_copy(update={
-        "shapes": dict(getattr(ex, "shapes", None) or {}), "dims": dict(getattr(ex, "dims", None) or {}),
+        "shapes": rows(dict(getattr(ex, "shapes", None) or {}), 1), "dims": dict(getattr(ex, "dims", None) or {}),
         "batch_size": 1})})
     gen, srv = split_cpus(sorted(os.sched_getaffinity(0)))
     with own_server(model, srv, cfg, doc["serve"]) as (url, name, stop):
@@ -146,6 +155,7 @@ def measure_overhead(model: str, opt: Option, requests: int = 300, command: list
 
     with served(model, opt) as (url, name, stop, _):
         load(LoadConfig(url=url, model=name, protocol="binary", concurrency=[1], requests=requests, warmup_s=0.5,
+                        shapes=_load_shapes(opt),
                         timeout_ms=REQUEST_TIMEOUT_MS), command=command)
         return stop()
 
@@ -170,7 +180,7 @@ def run_rounds(model: str, opt: Option, rates: list[float], rounds: int, step_s:
     out: list[list[dict[str, float]]] = []
     with served(model, opt) as (url, name, stop, placement):
         lc = LoadConfig(url=url, model=name, protocol="binary", request_rate=rates, arrival="poisson",
-                        duration_s=step_s, warmup_s=min(1.0, step_s) if warmup_s is None else warmup_s, max_trials=1,
+                        duration_s=step_s, shapes=_load_shapes(opt), warmup_s=min(1.0, step_s) if warmup_s is None else warmup_s, max_trials=1,
                         timeout_ms=REQUEST_TIMEOUT_MS)
         for k in range(rounds):
             if progress:
