@@ -108,6 +108,37 @@ def cooperative() -> Iterator[StopRequest]:
         STOP._cooperative -= 1
 
 
+@contextmanager
+def deferred() -> Iterator[StopRequest]:
+    """Inside: a first SIGINT/SIGTERM is held until the block ends, then raises :class:`KeyboardInterrupt`
+    (outside a :func:`cooperative` section). For work a signal must not cut in half, such as a database
+    commit: an exception raised inside SQLite's commit leaves the session needing a rollback, and the next
+    write then fails as Optuna's ``StorageInternalError`` instead of the interrupt. A second signal still
+    raises at once (hard stop). :func:`interruptible` re-opens a part of the block (a measurement)."""
+    STOP._cooperative += 1
+    try:
+        yield STOP
+    except BaseException:
+        STOP._cooperative -= 1
+        raise
+    STOP._cooperative -= 1
+    if STOP.requested and not STOP.cooperating:
+        raise KeyboardInterrupt
+
+
+@contextmanager
+def interruptible() -> Iterator[StopRequest]:
+    """Inside a :func:`deferred` block: signals raise :class:`KeyboardInterrupt` again (at once on entry when
+    one was held), for the long part that holds no database transaction."""
+    held, STOP._cooperative = STOP._cooperative, 0
+    try:
+        if STOP.requested:
+            raise KeyboardInterrupt
+        yield STOP
+    finally:
+        STOP._cooperative = held
+
+
 def _on_signal(signum: int, frame: object) -> None:
     first = not STOP.requested
     if STOP.cooperating and first:
@@ -136,4 +167,4 @@ def handle_signals() -> Iterator[StopRequest]:
             signal.signal(s, h)
 
 
-__all__ = ["STOP", "StopRequest", "cooperative", "handle_signals"]
+__all__ = ["STOP", "StopRequest", "cooperative", "deferred", "handle_signals", "interruptible"]

@@ -156,3 +156,41 @@ def test_a_second_signal_is_a_hard_stop_that_says_which_steps_are_on_disk(monkey
     assert err == [f"interrupted by SIGINT: kept 1 finished step in {out}; a second SIGINT stopped at once: the step"
                    " in progress was dropped"]  # fmt: skip
     assert len(list(out.glob("*.json"))) == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_deferred_block_holds_the_signal_until_it_ends(sig: int) -> None:
+    """CI of 2026-12-03: SIGTERM landed in tune's SQLite commit and came out as StorageInternalError (exit 1)
+    instead of the interrupt (exit 143); a deferred block finishes the write, then raises."""
+    from inferperf.interrupt import deferred
+
+    done = []
+    with pytest.raises(KeyboardInterrupt), handle_signals(), deferred():
+        os.kill(os.getpid(), sig)
+        done.append("the write after the signal ran")  # not cut in half
+    assert done and STOP.requested and STOP.signal_name == signal.Signals(sig).name
+
+
+def test_a_deferred_block_with_no_signal_raises_nothing() -> None:
+    from inferperf.interrupt import deferred
+
+    with handle_signals(), deferred():
+        pass
+    assert not STOP.requested
+
+
+def test_interruptible_reopens_a_deferred_block_and_raises_a_held_signal_on_entry() -> None:
+    from inferperf.interrupt import deferred, interruptible
+
+    after = []
+    with pytest.raises(KeyboardInterrupt), handle_signals(), deferred():
+        with interruptible():
+            os.kill(os.getpid(), signal.SIGTERM)  # raises here: a measurement stops at once
+            after.append("not reached")
+    assert after == [] and STOP.exit_code == 143
+    STOP.reset()
+    with pytest.raises(KeyboardInterrupt), handle_signals(), deferred():
+        os.kill(os.getpid(), signal.SIGINT)  # held
+        with interruptible():
+            after.append("not reached either")  # the held signal raises on entry
+    assert after == [] and STOP.cooperating is False

@@ -200,8 +200,12 @@ def search(study: Any, budget_study: Any, s: SearchSettings, evaluator: Evaluato
               rng=random.Random(exploration_seed(s.fingerprint, s.search_budget)),
               grid_size=len(s.space.grid(info, s.base.concurrency)))  # fmt: skip
     (s.output / "trials").mkdir(parents=True, exist_ok=True)
-    while not (reason := p.ended() or p.step()):
-        pass
+    from ..interrupt import deferred
+
+    with deferred() as stop:  # a signal lands in a measurement (interruptible) or waits for the storage write
+        while not (reason := p.ended() or p.step()):
+            if stop.requested:
+                raise KeyboardInterrupt
     p.out.stop_reason = reason
     return p.out
 
@@ -372,10 +376,13 @@ def _measure(study: Any, trial: Any, s: SearchSettings, evaluator: Evaluator, cf
     """Measure one trial and tell Optuna (FAIL on a configuration that does not run; KeyboardInterrupt re-raised)."""
     import optuna
 
+    from ..interrupt import interruptible
+
+    best = best_feasible_value(study, s.goal)  # reads the storage: outside the interruptible part
     try:
-        with heartbeat(study, trial):
+        with heartbeat(study, trial), interruptible():
             m = measure_trial(evaluator, s.model_of(params)[0], cfg, params, s.plan, s.goal,
-                              best=best_feasible_value(study, s.goal), first_index=trial.number * 10)
+                              best=best, first_index=trial.number * 10)
     except InferperfError as e:
         trial.set_user_attr("error", str(e)[:500])
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -383,7 +390,10 @@ def _measure(study: Any, trial: Any, s: SearchSettings, evaluator: Evaluator, cf
         _emit(on_trial, trial.number, params, "failed", {}, str(e))
         return
     except BaseException:
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        try:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except Exception:  # noqa: BLE001 - the interrupt is the news; a RUNNING trial left is swept as stale
+            pass
         raise
     r = m.result
     assert r is not None
