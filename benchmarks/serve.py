@@ -3,7 +3,8 @@
 Run: ``python benchmarks/serve.py [--rounds 2] [--seconds 5] [--quick]``; peers and client come from
 ``bash scripts/install_mlserver.sh`` (MLServer venv, wrk, py-spy).
 
-Setup, for each model (zoo:squeezenet at 1x3x224x224; PP-OCRv4 det at 1x3x640x640): every server is a
+Setup, for each model (zoo:squeezenet at 1x3x224x224; PP-OCR mobile cls at 1x3x48x192, a ~0.8 ms/row model
+whose 560 KB JSON body makes the JSON path dominate (issue 29); PP-OCRv4 det at 1x3x640x640): every server is a
 subprocess pinned to CPU ``--server-cpu`` (default 0) with one intra-op thread; the one neutral client,
 Debian's ``wrk`` (1 thread, ``--latency``), is pinned to CPU ``--client-cpu`` (default 1) and cycles
 ``--bodies`` (>= 64) distinct pre-built request bodies through benchmarks/serve_bodies.lua, on 127.0.0.1.
@@ -13,7 +14,8 @@ Arms (benchmarks/serve_peers/arms.py): inferperf serve with dynamic batching off
 adaptive batching (max_batch_size 8, max_batch_time 2 ms; JSON only: its REST server has no binary
 extension). Each arm is measured with binary-extension bodies and JSON bodies where it accepts them, at
 each ``--concurrency``. The ceiling is ``inferperf bench`` in-process, intra-op 1, pinned to the same CPU,
-at batch 1 and at the max batch size. Every point (arm x encoding x concurrency, and the ceilings) runs
+at batch 1 and at the max batch size; the JSON floor is a bare simdjson parse of the same bodies on the same
+CPU (:func:`run_parse`). Every point (arm x encoding x concurrency, and the ceilings) runs
 once per round in a seeded shuffled order, so the machine's drift falls on all arms alike; figures are
 medians over rounds (throughput in requests/s = rows/s here, p50/p99 from wrk's histogram).
 
@@ -107,6 +109,36 @@ def run_bench(model: Model, batch: int, seconds: float, cpu: int, workdir: Path)
             "p99_ms": m["latency_ms"]["p99"], "batch": batch}
 
 
+def run_parse(folder: Path, cpu: int, reps: int = 20) -> dict[str, Any]:
+    """The floor of a JSON request's cost: a bare simdjson parse of each JSON body of ``folder``, pinned to ``cpu``.
+
+    Times ``simdjson.Parser().parse(body)`` alone (``parse_ms``) and with the tensor exported as numpy
+    (``Array.as_buffer`` of ``inputs[0].data``, ``export_ms``), ``reps`` passes over the bodies; the median
+    per body over passes, in ms. Nothing of the server runs: this is what any simdjson-based server pays.
+    """
+    import simdjson
+
+    bodies = [(folder / line.split()[0]).read_bytes() for line in (folder / "index.txt").read_text().split("\n") if line]
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        parse, export = [], []
+        for _ in range(reps):
+            t0 = time.perf_counter_ns()
+            for b in bodies:
+                simdjson.Parser().parse(b)
+            t1 = time.perf_counter_ns()
+            for b in bodies:
+                np.frombuffer(simdjson.Parser().parse(b)["inputs"][0]["data"].as_buffer(of_type="d"), np.float64)
+            t2 = time.perf_counter_ns()
+            parse.append((t1 - t0) / len(bodies) / 1e6)
+            export.append((t2 - t1) / len(bodies) / 1e6)
+    finally:
+        os.sched_setaffinity(0, old)
+    return {"parse_ms": statistics.median(parse), "export_ms": statistics.median(export),
+            "body_bytes": statistics.median(len(b) for b in bodies)}
+
+
 def batch_stats(text: str) -> tuple[float, float]:
     """(sum, count) of the batch-size histogram in a /metrics scrape (0, 0 when absent)."""
     s = c = 0.0
@@ -162,10 +194,15 @@ def measure_model(model: Model, arms: list[Arm], args: argparse.Namespace, work:
                                         for c in args.concurrency]
         seconds = args.model_seconds.get(short, args.seconds)
         items += [("bench", b) for b in sorted({1, model.max_batch_size})]
+        if "json" in args.encodings:
+            items.append(("parse",))
         rng = random.Random(args.seed)
         for r in range(args.rounds):
             rng.shuffle(items)
             for it in items:
+                if it[0] == "parse":
+                    res.setdefault("parse", []).append(run_parse(bodies["json"], args.server_cpu))
+                    continue
                 if it[0] == "bench":
                     res["ceiling"].setdefault(str(it[1]), []).append(
                         run_bench(model, it[1], seconds, args.server_cpu, work))
@@ -257,7 +294,7 @@ def _pairs(text: str) -> dict[str, float]:
 def main() -> None:
     """Run the benchmark described in the module docstring and print its tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="zoo:squeezenet,zoo:ppocr-det@1x3x640x640")
+    ap.add_argument("--models", default="zoo:squeezenet,zoo:ppocr-cls@1x3x48x192,zoo:ppocr-det@1x3x640x640")
     ap.add_argument("--concurrency", default="1,4,16,64", type=lambda s: [int(c) for c in s.split(",")])
     ap.add_argument("--encodings", default="binary,json", type=lambda s: s.split(","))
     ap.add_argument("--arms", default="off,on,minimal,mlserver", type=lambda s: s.split(","))

@@ -13,6 +13,8 @@ TARGET_CEILING = 0.85
 TARGET_TINY_MS = 1.0
 TARGET_224_MS = 3.0
 TARGET_JSON_X = 5.0
+TARGET_MLSERVER_X = 3.0  # issue 29: JSON serving on cls at concurrency >= 16
+TARGET_OVER_PARSE = 1.5  # issue 29: the server's own cost per JSON request / a bare simdjson parse of the body
 
 
 def _med(xs: list[float]) -> float:
@@ -80,6 +82,7 @@ def _targets(label: str, m: dict[str, Any]) -> list[str]:
                 r = _ratios(a, b)
                 rows.append(f"| {label} | batching on / {peer} ({enc}, conc. {c}) | {_span(r, '{:.2f}')} | > 1 |"
                             f" {_verdict(r, 1.0)} |")
+    rows += _json_cost(label, m, concs)
     for c in concs:
         for arm in ("off", "on"):
             a, b = pts.get(f"{arm}/json/{c}"), pts.get(f"minimal/json/{c}")
@@ -93,6 +96,32 @@ def _targets(label: str, m: dict[str, Any]) -> list[str]:
         d = [s["p50_ms"] - b["p50_ms"] for s, b in zip(off1, one)]
         rows.append(f"| {label} | added latency, 224x224 binary, conc. 1, batching off (ms) | {_span(d, '{:.3f}')} |"
                     f" <= {TARGET_224_MS} | {_verdict(d, TARGET_224_MS, higher=False)} |")
+    return rows
+
+
+def _json_cost(label: str, m: dict[str, Any], concs: list[int]) -> list[str]:
+    """Issue 29's JSON rows: batching on / MLServer >= 3x (cls), and the server's own cost per JSON request
+    (one CPU saturated: 1 / req/s minus the model's time per row at the top in-process batch) over a bare
+    simdjson parse of the same bodies (measured in the same round, same CPU)."""
+    pts, ceil, parse = m["points"], m["ceiling"], m.get("parse")
+    rows = []
+    top = ceil.get(str(max(int(b) for b in ceil))) if ceil else None
+    for c in concs:
+        a, b = pts.get(f"on/json/{c}"), pts.get(f"mlserver/json/{c}")
+        if c >= 16 and a and b and label.startswith("ppocr-cls"):
+            r = _ratios(a, b)
+            rows.append(f"| {label} | JSON: batching on / mlserver (conc. {c}) | {_span(r, '{:.2f}')} |"
+                        f" >= {TARGET_MLSERVER_X} | {_verdict(r, TARGET_MLSERVER_X)} |")
+        if c >= 16 and a and top and parse:
+            own = [1e3 / p["rps"] - 1e3 / t["rps"] for p, t in zip(a, top)]
+            floor = [p["parse_ms"] for p in parse]
+            rows.append(f"| {label} | JSON: server's own ms per request (batching on, conc. {c}; 1/req/s - model ms/row)"
+                        f" | {_span(own, '{:.3f}')} | - | - |")
+            rows.append(f"| {label} | JSON: bare simdjson parse of the body (ms; with the numpy export:"
+                        f" {_span([p['export_ms'] for p in parse], '{:.3f}')}) | {_span(floor, '{:.3f}')} | - | - |")
+            r = [o / f for o, f in zip(own, floor)]
+            rows.append(f"| {label} | JSON: server's own cost / bare parse (conc. {c}) | {_span(r, '{:.2f}')} |"
+                        f" <= {TARGET_OVER_PARSE} | {_verdict(r, TARGET_OVER_PARSE, higher=False)} |")
     return rows
 
 
