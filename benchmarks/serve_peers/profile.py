@@ -3,7 +3,7 @@
 Run: ``python benchmarks/serve_peers/profile.py [--arm on] [--encoding binary] [--concurrency 16]
 [--seconds 10] [--model zoo:squeezenet]``. The arm is started as in benchmarks/serve.py (pinned to CPU
 0), wrk (pinned to CPU 1) drives it, and ``py-spy record --format raw --native`` (which pauses the process per sample) samples the server for
-the same window. Printed: the top functions by self samples and by inclusive samples (share of all
+the same window (the collapsed stacks are kept next to ``--out`` as ``*.stacks.txt``). Printed: the top functions by self samples and by inclusive samples (share of all
 on-CPU samples), and the collapsed stacks file for a flame graph.
 """
 
@@ -94,6 +94,9 @@ def main() -> None:
             arm.stop()
         text = (f"{model.label} {arm.label} {args.encoding} conc. {args.concurrency}: {res.get('rps', 0):.1f} req/s,"
                 f" p50 {res.get('p50_ms', 0):.2f} ms\n" + (summarize(raw, args.top) if raw.exists() else spy_out))
+        if raw.exists():
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.with_suffix(".stacks.txt").write_text(raw.read_text())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text + "\n")
     print(text)
