@@ -23,7 +23,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from inferperf.clock import FakeClock
-from inferperf.serve.http_protocol import HOLD_BODY_BYTES, CoalescingTransport, http_protocol
+from inferperf.serve.http_protocol import CoalescingTransport, http_protocol
 from tests.fake_loop import FakeTimeLoop
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -47,7 +47,7 @@ def test_the_private_protocol_has_the_hooks_the_subclass_overrides() -> None:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
     expected = {"connection_made": ["self", "transport"], "connection_lost": ["self", "exc"],
-                "on_message_begin": ["self"], "on_message_complete": ["self"], "on_body": ["self", "body"]}
+                "on_message_begin": ["self"], "on_message_complete": ["self"]}
     for name, params in expected.items():
         fn = getattr(HttpToolsProtocol, name, None)
         assert fn is not None, f"uvicorn's HttpToolsProtocol has no {name}: inferperf.serve.http_protocol needs a new uvicorn pin"
@@ -95,12 +95,12 @@ async def _hello(scope: dict, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"hello"})
 
 
-def _connect(loop: asyncio.AbstractEventLoop, receipt_timeout_s: float, app: Any = _hello) -> tuple[Any, MemoryTransport]:
+def _connect(loop: asyncio.AbstractEventLoop, receipt_timeout_s: float) -> tuple[Any, MemoryTransport]:
     """The protocol built as uvicorn's server builds it (``Server.startup``'s ``create_protocol``), connected."""
     import uvicorn
     from uvicorn.server import ServerState
 
-    config = uvicorn.Config(app, http=http_protocol("httptools", receipt_timeout_s), lifespan="off",
+    config = uvicorn.Config(_hello, http=http_protocol("httptools", receipt_timeout_s), lifespan="off",
                             log_level="warning", access_log=False, server_header=False, date_header=False)
     config.load()
     proto = config.http_protocol_class(config=config, server_state=ServerState(), app_state={}, _loop=loop)
@@ -164,42 +164,3 @@ def test_a_complete_request_cancels_its_deadline() -> None:
         proto.connection_lost(None)
 
     _run(main)
-
-
-@pytest.mark.parametrize("size, pieces", [(200_000, 50), (2 * HOLD_BODY_BYTES, 64)])
-def test_a_body_up_to_the_hold_limit_reaches_the_app_in_one_message_and_a_larger_one_in_pieces(size: int, pieces: int) -> None:
-    messages: list[tuple[int, bool]] = []
-    body = bytes(range(256)) * (size // 256 + 1)
-    body = body[:size]
-    got = bytearray()
-
-    async def app(scope: dict, receive: Any, send: Any) -> None:
-        while True:
-            m = await receive()
-            messages.append((len(m["body"]), m["more_body"]))
-            got.extend(m["body"])
-            if not m["more_body"]:
-                break
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
-
-    async def main(loop: asyncio.AbstractEventLoop) -> None:
-        proto, transport = _connect(loop, receipt_timeout_s=0.0, app=app)
-        proto.data_received(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size)
-        step = -(-size // pieces)
-        for i in range(0, size, step):
-            proto.data_received(body[i : i + step])
-            await asyncio.sleep(0)  # the app's task runs between pieces, as on a real socket
-        for _ in range(100):
-            if transport.writes:
-                break
-            await asyncio.sleep(0)
-        assert transport.writes and transport.writes[0][1].startswith(b"HTTP/1.1 200")
-        proto.connection_lost(None)
-
-    _run(main)
-    assert bytes(got) == body  # nothing lost or reordered either way
-    if size <= HOLD_BODY_BYTES:
-        assert messages == [(size, False)]
-    else:
-        assert len(messages) > 1 and messages[-1][1] is False
