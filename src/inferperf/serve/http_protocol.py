@@ -1,22 +1,14 @@
-"""uvicorn's httptools protocol as inferperf serves it: one write per response, a request-receipt deadline, and
-a request body handed to the app in one message.
+"""uvicorn's httptools protocol as inferperf serves it: one write per response, and a request-receipt deadline.
 
 Writing a response in one piece (:class:`CoalescingTransport`) keeps a response's head and body in one
 TCP segment, so no request waits on Nagle plus a delayed ACK; the receipt deadline answers 408 and
-closes a connection whose request has not fully arrived in time (slow clients, slowloris). uvicorn wakes the
-app for every read of a body and pauses reading past 64 KiB until the app takes it: a 560 KB JSON tensor
-arrived in ~9 ``http.request`` messages, each a task wake-up, a copy and a pause/resume of the socket
-(issue 29's profile); bodies up to :data:`HOLD_BODY_BYTES` are now gathered in the protocol and handed over
-once, whole (larger ones flow as uvicorn ships it).
+closes a connection whose request has not fully arrived in time (slow clients, slowloris).
 Used by :mod:`inferperf.serve.server`; uvicorn's h11 protocol is used as uvicorn ships it.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-#: Request bodies up to this many bytes reach the app as one ``http.request`` message (see the module doc).
-HOLD_BODY_BYTES = 8 * 1024 * 1024
 
 
 class CoalescingTransport:
@@ -54,7 +46,7 @@ def http_protocol(http: str, receipt_timeout_s: float = 0.0) -> Any:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class OnePieceHttpToolsProtocol(HttpToolsProtocol):
-        """Responses in one write; bodies up to HOLD_BODY_BYTES handed over whole; a request whose bytes (request line, headers and body) have not all
+        """Responses in one write; a request whose bytes (request line, headers and body) have not all
         arrived ``receipt_timeout_s`` after its first byte gets 408 and the connection is closed: a client
         trickling bytes resets a plain keep-alive timer with each one, never this deadline (slowloris)."""
 
@@ -68,13 +60,6 @@ def http_protocol(http: str, receipt_timeout_s: float = 0.0) -> Any:
             self._cancel_receipt()
             if receipt_timeout_s > 0:
                 self._receipt_timer = self.loop.call_later(receipt_timeout_s, self._receipt_expired)
-
-        def on_body(self, body: bytes) -> None:
-            cycle = self.cycle
-            if len(cycle.body) + len(body) > HOLD_BODY_BYTES or cycle.response_complete or self.parser.should_upgrade():
-                super().on_body(body)  # uvicorn's flow control: wake the app, pause reading past 64 KiB
-                return
-            cycle.body += body  # held: on_message_complete wakes the app once, with the whole body
 
         def on_message_complete(self) -> None:
             self._cancel_receipt()
