@@ -116,12 +116,13 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
 
     model, shapes = _spec(m)
     log = lambda line: print(f"  [{m}] {line}", file=sys.stderr, flush=True)  # noqa: E731
-    srv_cpus = len(split_cpus(sorted(os.sched_getaffinity(0)))[1])
+    srv = split_cpus(sorted(os.sched_getaffinity(0)))[1]
+    srv_cpus = len(srv)
     base = BenchConfig.model_validate({"workload": {"shapes": shapes}})
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cfgs = ladder_configs(sorted({1, a.batch}), [int(i) for i in a.instances.split(",")], srv_cpus, a.measure_s,
-                              base=base)
+                              base=base, pin=srv)
         results = measure(model, cfgs, Path(tmp) / "measured", progress=log)
         cands = candidates(results, model)
         opts = PlanOptions(target_rate_per_s=1.0, slo_p99_ms=1e6, requests=a.sim_requests)

@@ -96,6 +96,14 @@ def test_measure_ladder_runs_instances_side_by_side() -> None:
     assert got == [(1, 1, "shared", 2, "single-stream"), (4, 1, "shared", 2, "single-stream"),
                    (1, 2, "per-stream", 1, "concurrent"), (4, 2, "per-stream", 1, "concurrent")]
     assert all(c.stop.min_duration_s == 2.0 for c in cfgs)
+    assert all(c.placement.cpus is None for c in cfgs)  # unpinned unless asked
+    # pinned to the replica's CPUs (plan --validate: the server's share), a --shape follows each batch size
+    from inferperf.config import BenchConfig
+
+    base = BenchConfig.model_validate({"workload": {"shapes": {"x": [1, 3, 64, 64]}}})
+    pinned = ladder_configs([1, 4], [2], cpus=1, duration_s=1.0, base=base, pin=[0])
+    assert [c.placement.cpus for c in pinned] == [[0], [0]]
+    assert [c.workload.shapes["x"] for c in pinned] == [[1, 3, 64, 64], [4, 3, 64, 64]]
     with pytest.raises(UsageError, match="--measure"):
         ladder_configs([], [1], 2, 1.0)
 

@@ -140,9 +140,10 @@ def plan_command(
 
             from ..serve.child import split_cpus
 
-            cpus = len(split_cpus(sorted(os.sched_getaffinity(0)))[1])
+            pin = split_cpus(sorted(os.sched_getaffinity(0)))[1]
+            cpus = len(pin)
         ladder = {"batch_sizes": _ints(batch_sizes, "--batch-sizes"), "instances": _ints(instances, "--instances"),
-                  "cpus": cpus, "duration_s": measure_duration_s, "base": base}
+                  "cpus": cpus, "duration_s": measure_duration_s, "base": base, "pin": pin if validate else None}
     out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
 
     def progress(line: str) -> None:

@@ -125,7 +125,7 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
         from_paths: folders/files of Results to plan from.
         measure_ladder: ``{"batch_sizes": [...], "instances": [...], "cpus": N, "duration_s": s, "base":
             BenchConfig | None}`` to measure now (each run in a fresh process, saved under ``out_dir/measured``;
-            ``base``: backend, shapes, dims every run starts from).
+            ``base``: backend, shapes, dims every run starts from; ``pin``: CPU ids every run is pinned to).
         validate: ``{"rounds": n, "step_s": s}`` to run the chosen configuration for real at 50/70/85 % of one
             replica's predicted capacity (:func:`.validate.validate`) and store the points.
 
@@ -137,7 +137,8 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
     results = read_results(from_paths) if from_paths else []
     if measure_ladder:
         cfgs = ladder_configs(measure_ladder["batch_sizes"], measure_ladder["instances"], measure_ladder["cpus"],
-                              measure_ladder["duration_s"], base=measure_ladder.get("base"))
+                              measure_ladder["duration_s"], base=measure_ladder.get("base"),
+                              pin=measure_ladder.get("pin"))
         results += measure(model, cfgs, out_dir / "measured", command=command, progress=progress)
     if not results:
         from ..errors import UsageError

@@ -173,9 +173,11 @@ def rows(shapes: dict[str, list[int]], batch: int) -> dict[str, list[int]]:
 
 
 def ladder_configs(batch_sizes: list[int], instances: list[int], cpus: int, duration_s: float,
-                   base: BenchConfig | None = None) -> list[BenchConfig]:
+                   base: BenchConfig | None = None, pin: list[int] | None = None) -> list[BenchConfig]:
     """The ``--measure`` ladder: for each instance count ``I`` (threads ``cpus // I``, at least 1) and batch
     size, one in-process run with ``I`` instances side by side (per-stream sessions), ``duration_s`` long.
+    ``pin``: the CPU ids every run is pinned to (the replica's own CPUs: instances measured side by side on more
+    CPUs than the replica will have would predict capacity it does not have); None leaves the runs unpinned.
 
     Raises:
         UsageError: an empty ladder or a size / count < 1.
@@ -187,7 +189,8 @@ def ladder_configs(batch_sizes: list[int], instances: list[int], cpus: int, dura
     for inst in instances:
         threads = max(1, cpus // inst)
         for b in batch_sizes:
-            upd = {"concurrency": inst, "scenario": "concurrent" if inst > 1 else "single-stream", "session_mode": "per-stream" if inst > 1 else "shared", "repeat": 1,
+            upd = {"placement": base.placement.model_copy(update={"cpus": list(pin)}) if pin else base.placement,
+                   "concurrency": inst, "scenario": "concurrent" if inst > 1 else "single-stream", "session_mode": "per-stream" if inst > 1 else "shared", "repeat": 1,
                    "session": base.session.model_copy(update={"intra_op_num_threads": threads}),
                    "workload": base.workload.model_copy(update={"batch_size": b, "shapes": rows(base.workload.shapes, b)}),
                    "stop": base.stop.model_copy(update={"min_duration_s": duration_s,
