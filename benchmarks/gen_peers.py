@@ -60,6 +60,16 @@ def start_mock(tmp: Path, profile: str, cpu: int | None = None) -> tuple[subproc
     raise SystemExit("the mock did not start")
 
 
+def stop_mock(proc: subprocess.Popen) -> None:
+    """Stop the mock: SIGTERM, then SIGKILL when it has not exited in 10 s (a run once hung in its teardown)."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def make_tokenizer(dest: Path) -> Path:
     """The WordLevel tokenizer directory (``scripts/make_tokenizer.py``, run by a peer venv's Python)."""
     py = AIPERF / "python" if (AIPERF / "python").exists() else GUIDELLM / "python"

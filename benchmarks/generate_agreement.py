@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gen_peers import make_tokenizer, read_log, run_arm, start_mock, truth  # noqa: E402
+from gen_peers import make_tokenizer, read_log, run_arm, start_mock, stop_mock, truth  # noqa: E402
 
 PROFILE = ("prefill_base_ms: 40\nprefill_per_token_ms: 0.02\ndecode_base_ms: 20\ndecode_per_seq_ms: 0.25\n"
            "max_active: 16\n")  # fmt: skip
@@ -58,8 +58,7 @@ def main() -> None:
                     rows.append((f"{mode} {value}", peer, fig, truth(recs), len(recs)))
                     print(f"{mode} {value} {peer}: {fig} truth {rows[-1][3]} ({len(recs)} requests)", file=sys.stderr)
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop_mock(proc)
     print(f"load average {os.getloadavg()}")
     print("| step | client | requests | " + " | ".join(f"{t} client / mock | diff" for _, t in FIGS)
           + " | vs inferperf (TTFT, ITL, TPOT, tok/s) |")  # fmt: skip

@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gen_peers import make_tokenizer, read_log, run_arm, start_mock  # noqa: E402
+from gen_peers import make_tokenizer, read_log, run_arm, start_mock, stop_mock  # noqa: E402
 
 ZERO = "prefill_base_ms: 0\nprefill_per_token_ms: 0\ndecode_base_ms: 0\ndecode_per_seq_ms: 0\nmax_active: 256\n"
 
@@ -88,8 +88,7 @@ def main() -> None:
                     marg[c].append(m)
                     print(f"round {k} {c}: short {short} long {long} -> {m}", file=sys.stderr)
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop_mock(proc)
     print(f"load average {os.getloadavg()}")
     cols = (("req_per_cpu_s", "requests per client CPU-s (marginal)"), ("tok_per_cpu_s", "output tokens per client"
             " CPU-s (marginal)"), ("whole_req_per_cpu_s", "requests per CPU-s (whole process, long run)"),
