@@ -52,8 +52,9 @@ def string_identity_onnx(path: Path) -> Path:
 
 def test_a_fresh_server_sends_one_request_per_shape_through_the_app_and_batcher_before_ready(tmp_path) -> None:
     """Before ``start`` returns (ready), the batcher has dispatched one warm-up batch per shape (1 and 4 rows)
-    whose requests came through the app (Starlette's disconnect check asked: its first call imports anyio's
-    backend, 15+ ms, which made the first client's batch late); no figure counts them; and the first client's
+    whose requests came through the app (the client path's disconnect check asked: Starlette's, which this
+    once was, imported anyio's backend on its first call, 15+ ms, which made the first client's batch late);
+    no figure counts them; and the first client's
     batch then goes out by the delay rule on the batcher's clock, at or after its deadline."""
     mlp = seeded_mlp_onnx(tmp_path / "mlp.onnx")
     app = prepare(str(mlp), _cfg(), ServeOptions(max_batch_size=4, max_queue_delay_us=DELAY_US), name="mlp")
@@ -67,7 +68,7 @@ def test_a_fresh_server_sends_one_request_per_shape_through_the_app_and_batcher_
             for r in batch:
                 asked.append(type(getattr(r.is_disconnected, "__self__", None)).__name__)
         assert sorted(sum(r.rows for r in batch) for _, batch in warm) == [1, 4]  # one batch per shape
-        assert asked == ["Request", "Request"]  # through Starlette's request: the client path
+        assert asked == ["DisconnectWatch", "DisconnectWatch"]  # the client path's disconnect check
         stats = model.stats()
         assert stats["inference_count"] == 0 and stats["execution_count"] == 0
         assert app.metrics.window_summary()["request_ms"] is None

@@ -18,7 +18,6 @@ neither the server nor the control module.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 from collections.abc import Sequence
@@ -34,11 +33,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import RuntimeFailure
-from .errors import Cancelled, ModelUnloading, ServeError, UnknownModel, unknown_model, unknown_version
+from .errors import ModelUnloading, ServeError, UnknownModel, unknown_model, unknown_version
+from .infer_route import InferEndpoint, InferFirst
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .options import ConnectionLimits
-from .protocol import HEADER_LENGTH, ProtocolError, decode_request, encode_response
 from .triton import model_config, model_metadata, openapi, server_metadata
 
 _JSON = "application/json"
@@ -139,17 +137,18 @@ class ServeApp:
         self._close_models = close_models_on_shutdown
         self._openapi = orjson.dumps(openapi(list(self.models), metrics=getattr(self.metrics, "enabled", True)))
         self._server_meta = orjson.dumps(server_metadata())
+        self._infer_endpoint = InferEndpoint(self)
         self._routes = self._starlette()
         self._auth: tuple[str, bool] | None = None
         self.limits = ConnectionLimits()
         self.access_log: Any = None
-        self.asgi: ASGIApp = RequestIdMiddleware(self._routes)
+        self.asgi: ASGIApp = RequestIdMiddleware(InferFirst(self._routes, self._infer_endpoint))
         if repository is not None:
             repository.bind(self)
 
     def _chain(self) -> None:
-        """request id -> access log -> API key -> routes (each only when configured)."""
-        app: ASGIApp = self._routes
+        """request id -> access log -> API key -> infer front -> routes (log and key only when configured)."""
+        app: ASGIApp = InferFirst(self._routes, self._infer_endpoint)
         if self._auth is not None:
             from .auth import ApiKeyMiddleware
 
@@ -182,7 +181,7 @@ class ServeApp:
 
     def _starlette(self) -> Starlette:
         m, v = "/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"
-        routes = [  # every endpoint is a coroutine: Starlette would run a plain function in a thread pool
+        routes = [  # every endpoint is a coroutine (or an ASGI app): Starlette runs a plain function in a thread pool
             Route("/v2", self._server_metadata),
             Route("/v2/health/live", self._live),
             Route("/v2/health/ready", self._ready),
@@ -199,7 +198,7 @@ class ServeApp:
                 Route(base + "/ready", self._model_ready),
                 Route(base + "/config", self._config),
                 Route(base + "/stats", self._stats),
-                Route(base + "/infer", self._infer, methods=["POST"]),
+                Route(base + "/infer", self._infer_endpoint, methods=["POST"]),  # POSTs reach it via InferFirst
             ]
         handlers = {HTTPException: self._http_error, ServeError: self._serve_error}
         return Starlette(routes=routes, exception_handlers=handlers, lifespan=self._lifespan)  # type: ignore[arg-type]
@@ -245,21 +244,24 @@ class ServeApp:
         return [m for vs in self.versions.values() for m in vs.values()]
 
     def _model(self, request: Request) -> Any:
-        """The model (and version) a model route names: the one lookup behind every model route.
+        """The model (and version) a model route names (:meth:`lookup` of its path parameters)."""
+        return self.lookup(request.path_params["model_name"], request.path_params.get("model_version"))
+
+    def lookup(self, name: str, version: str | None = None) -> Any:
+        """The served model ``name`` (its ``version``; None = the default one): the one lookup behind every
+        model route.
 
         Raises:
             ModelUnloading: it is being unloaded (answered 503, ``Retry-After: 1``).
             UnknownModel: no such model or version is served (answered 404 in Triton's wording, "Request for
                 unknown model: ..."; a repository model that is not loaded says why).
         """
-        name = request.path_params["model_name"]
         if name in self.draining:
             raise ModelUnloading(name)
         model = self.models.get(name)
         if model is None:
             reason = self.control.reasons.get(name, "") if self.control is not None else ""
             raise UnknownModel(unknown_model(name, list(self.models), reason))
-        version = request.path_params.get("model_version")
         if version is not None:
             model = self.versions[name].get(version)
             if model is None:
@@ -332,91 +334,3 @@ class ServeApp:
             return _error("this server serves no model repository: start it with --model-repository DIR", 400)
         await getattr(self.control, action)(request.path_params["model_name"])  # a ControlError: its status
         return _json({})
-
-    async def _infer(self, request: Request) -> Response:
-        model = self._model(request)
-        metrics, name = self.metrics, model.name
-        self.last_used[name] = self.clock.now_ns()
-        t0 = metrics.request_started(name)
-        status = 500
-        try:
-            response = await self._infer_model(request, model)
-            status = response.status_code
-            return response
-        finally:
-            metrics.request_finished(name, status, t0)
-
-    async def _infer_model(self, request: Request, model: Any) -> Response:
-        clock, metrics, name = self.clock, self.metrics, model.name
-        try:
-            body = await _read_body(request, model.options.max_body_bytes)
-            t = clock.now_ns()
-            md = model.metadata
-            req = decode_request(body, request.headers.get(HEADER_LENGTH), md.inputs, md.outputs, model.max_batch_size)
-            metrics.decoded(name, clock.now_ns() - t)
-            timing: dict[str, Any] = {}
-            access = request.scope.get("state", {}).get("access")
-            if access is not None:
-                access.update(model=name, version=model.version, rows=req.rows)
-            extra = {"timing": timing} if access is not None else {}  # only asked of models when logging
-            outputs = await _race_disconnect(
-                model.infer(req.inputs, req.rows, req.outputs, request.is_disconnected, **extra),
-                request.receive, name)
-            if access is not None:
-                access.update(timing)
-            t = clock.now_ns()
-            data, headers = encode_response(name, model.version, req, outputs, model.options.json_nonfinite)
-            metrics.encoded(name, clock.now_ns() - t)
-            return Response(data, headers=headers)
-        except ProtocolError as e:
-            return _error(str(e), e.status)
-        except ServeError as e:
-            return _refused(e)
-        except RuntimeFailure as e:
-            return _error(str(e), 500)
-        except Exception as e:  # a bug must not take the server down: answer 500 and keep serving
-            return _error(f"internal error: {type(e).__name__}: {e}", 500)
-
-
-async def _race_disconnect(infer: Any, receive: Any, name: str) -> Any:
-    """Await ``infer`` while a watcher reads ASGI messages; on ``http.disconnect`` (uvicorn posts it from
-    connection_lost) cancel ``infer`` so a still-queued request is dropped before its batch runs (issue 12
-    item 8). Raises Cancelled when the client went away first."""
-    work = asyncio.ensure_future(infer)
-
-    async def watch() -> None:
-        while (await receive()).get("type") != "http.disconnect":
-            pass
-
-    watcher = asyncio.ensure_future(watch())
-    try:
-        await asyncio.wait((work, watcher), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        work.cancel()
-        watcher.cancel()
-        raise
-    if work.done():
-        watcher.cancel()
-        return work.result()
-    work.cancel()  # the batcher drops it if still queued (cancelled counter, queue gauge -1)
-    try:
-        await work
-    except (asyncio.CancelledError, Exception):
-        pass
-    raise Cancelled(name)
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refusing (413) one over ``limit`` bytes by Content-Length or while streaming."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isascii() and length.isdigit() and int(length) > limit:
-        raise ProtocolError(f"request body of {length} bytes is over the limit ({limit}): raise --max-body-bytes", 413)
-    if length is not None:
-        return await request.body()
-    chunks, total = [], 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise ProtocolError(f"request body is over the limit ({limit} bytes): raise --max-body-bytes", 413)
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -1,0 +1,231 @@
+"""``POST /v2/models/{name}[/versions/{v}]/infer`` as a pure-ASGI endpoint, and the front that routes to it first.
+
+The infer route carries nearly all of a server's traffic, so it skips what the other routes share: Starlette's
+error and exception middleware, its router (a regular-expression match per route until the infer one, near
+the end of the list), its ``Request``/``Response`` objects (``Request.is_disconnected`` entered an anyio
+cancel scope for every request: ~16 us), and the second task and ``asyncio.wait`` that raced the model call
+against the client's disconnect (:class:`DisconnectWatch`; issue 29, measured in BENCHMARKS.md, "Issue 29").
+:class:`InferFirst` sends ``POST`` requests whose path is an infer path straight to :class:`InferEndpoint`
+and everything else to the Starlette app; the same endpoint is also the Starlette route's app, which answers
+405 for other methods. Answers are those of the Starlette route it replaced: ``{"error": ...}`` with the
+status of a :class:`ProtocolError` (400, 413), a :class:`ServeError` (404, 499, 503 with ``Retry-After``,
+504) or a runtime failure (500), and a 500 naming any other exception, after which the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import RuntimeFailure
+from .errors import Cancelled, ServeError
+from .protocol import HEADER_LENGTH, ProtocolError, decode_request, encode_response
+
+_HEADER_LENGTH = HEADER_LENGTH.encode()
+
+
+def infer_path_params(path: str) -> dict[str, str] | None:
+    """``{"model_name": ...[, "model_version": ...]}`` when ``path`` is an infer path, else None.
+
+    The same paths as Starlette's routes ``/v2/models/{model_name}/infer`` and
+    ``/v2/models/{model_name}/versions/{model_version}/infer`` (each parameter a non-empty segment without
+    ``/``), so a path either router takes goes to the same endpoint.
+    """
+    if not path.startswith("/v2/models/") or not path.endswith("/infer"):
+        return None
+    parts = path[11:-6].split("/")
+    if len(parts) == 1 and parts[0]:
+        return {"model_name": parts[0]}
+    if len(parts) == 3 and parts[1] == "versions" and parts[0] and parts[2]:
+        return {"model_name": parts[0], "model_version": parts[2]}
+    return None
+
+
+class InferFirst:
+    """Pure-ASGI front: ``POST`` to an infer path goes to ``endpoint``, anything else to ``app``."""
+
+    def __init__(self, app: ASGIApp, endpoint: InferEndpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            params = infer_path_params(scope["path"])
+            if params is not None:
+                scope["path_params"] = params
+                await self.endpoint(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The first value of request header ``name`` (lower case), as Starlette's ``request.headers.get``."""
+    for k, v in scope["headers"]:
+        if k == name:
+            return v.decode("latin-1")
+    return None
+
+
+async def _send(send: Send, status: int, body: bytes, head: list[tuple[bytes, bytes]],
+                tail: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    """Send one whole response: headers ``head``, ``content-length``, ``tail`` (Starlette's order), then the body."""
+    headers = [*head, (b"content-length", str(len(body)).encode()), *tail]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+_JSON_TYPE = ((b"content-type", b"application/json"),)
+
+
+async def send_error(send: Send, message: str, status: int, retry_after_s: int | None = None) -> None:
+    """Answer ``{"error": message}`` with ``status`` (and ``Retry-After`` when given): the same headers, in the
+    same order, as the app's Starlette ``_error`` response."""
+    head = [(b"retry-after", str(retry_after_s).encode())] if retry_after_s is not None else []
+    await _send(send, status, orjson.dumps({"error": message}), head, _JSON_TYPE)
+
+
+def _refusal(send: Send, e: ServeError) -> Any:
+    return send_error(send, str(e), e.status, getattr(e, "retry_after_s", None) if e.status == 503 else None)
+
+
+class InferEndpoint:
+    """The infer route as an ASGI app over a ``ServeApp`` (its ``lookup``, ``metrics``, ``clock`` and
+    ``last_used``); the path parameters come in ``scope["path_params"]`` (set by :class:`InferFirst` or by
+    Starlette's router)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        params = scope["path_params"]
+        try:
+            model = self.app.lookup(params["model_name"], params.get("model_version"))
+        except ServeError as e:  # unknown model or version (404), being unloaded (503)
+            await _refusal(send, e)
+            return
+        app = self.app
+        metrics, name = app.metrics, model.name
+        app.last_used[name] = app.clock.now_ns()
+        t0 = metrics.request_started(name)
+        status = 500
+        try:
+            status = await self._infer(scope, receive, send, model)
+        finally:
+            metrics.request_finished(name, status, t0)
+
+    async def _infer(self, scope: Scope, receive: Receive, send: Send, model: Any) -> int:
+        """Answer one infer request; returns the status sent."""
+        clock, metrics, name = self.app.clock, self.app.metrics, model.name
+        try:
+            body = await read_body(scope, receive, model.options.max_body_bytes)
+            t = clock.now_ns()
+            md = model.metadata
+            req = decode_request(body, _header(scope, _HEADER_LENGTH), md.inputs, md.outputs, model.max_batch_size)
+            metrics.decoded(name, clock.now_ns() - t)
+            timing: dict[str, Any] = {}
+            access = scope.get("state", {}).get("access")
+            if access is not None:
+                access.update(model=name, version=model.version, rows=req.rows)
+            extra = {"timing": timing} if access is not None else {}  # only asked of models when logging
+            watch = DisconnectWatch(receive)
+            outputs = await watch.race(model.infer(req.inputs, req.rows, req.outputs, watch.is_disconnected, **extra),
+                                       name)
+            if access is not None:
+                access.update(timing)
+            t = clock.now_ns()
+            data, headers = encode_response(name, model.version, req, outputs, model.options.json_nonfinite)
+            metrics.encoded(name, clock.now_ns() - t)
+            await _send(send, 200, data, [(k.encode(), v.encode()) for k, v in headers.items()])
+            return 200
+        except ProtocolError as e:
+            await send_error(send, str(e), e.status)
+            return e.status
+        except ServeError as e:
+            await _refusal(send, e)
+            return e.status
+        except RuntimeFailure as e:
+            await send_error(send, str(e), 500)
+        except Exception as e:  # a bug must not take the server down: answer 500 and keep serving
+            await send_error(send, f"internal error: {type(e).__name__}: {e}", 500)
+        return 500
+
+
+class DisconnectWatch:
+    """One request's disconnect watcher: while :meth:`race` awaits the model call in the request's task, one
+    watcher task reads the request's ASGI messages; on ``http.disconnect`` (uvicorn posts it from
+    connection_lost) it marks the client gone and cancels the request's task, so a still-queued request is
+    dropped before its batch runs (issue 12 item 8). :meth:`is_disconnected` is what the batcher asks
+    before a batch runs: True once the watcher has read the disconnect (a flag: no ASGI call of its own).
+    """
+
+    __slots__ = ("went_away", "_receive", "_task")
+
+    def __init__(self, receive: Receive) -> None:
+        self.went_away = False
+        self._receive = receive
+        self._task: asyncio.Task[Any] | None = None
+
+    async def is_disconnected(self) -> bool:
+        """Whether the client went away (the watcher read ``http.disconnect``)."""
+        return self.went_away
+
+    async def _watch(self) -> None:
+        receive = self._receive
+        while (await receive()).get("type") != "http.disconnect":
+            pass
+        self.went_away = True
+        if self._task is not None:
+            self._task.cancel()  # the batcher drops the request if still queued (cancelled counter, queue gauge -1)
+
+    async def race(self, infer: Any, name: str) -> Any:
+        """Await the coroutine ``infer`` in this task while the watcher runs; returns its result.
+
+        Raises:
+            Cancelled: the client went away before the answer was ready.
+            asyncio.CancelledError: this task was cancelled from elsewhere (server shutdown).
+        """
+        task = self._task = asyncio.current_task()
+        watcher = asyncio.get_running_loop().create_task(self._watch())
+        try:
+            return await infer
+        except asyncio.CancelledError:
+            if not self.went_away or task is None:
+                raise
+            task.uncancel()
+            raise Cancelled(name) from None
+        finally:
+            self._task = None
+            watcher.cancel()
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole body, refusing (413) one over ``limit`` bytes by Content-Length or while streaming.
+
+    Raises:
+        ProtocolError: 413 over the limit.
+        ClientDisconnect: the client went away before the body arrived (Starlette's, as its ``Request.body``).
+    """
+    length = _header(scope, b"content-length")
+    if length is not None and length.isascii() and length.isdigit() and int(length) > limit:
+        raise ProtocolError(f"request body of {length} bytes is over the limit ({limit}): raise --max-body-bytes", 413)
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunk = message.get("body", b"")
+            if chunk:
+                total += len(chunk)
+                if length is None and total > limit:
+                    raise ProtocolError(
+                        f"request body is over the limit ({limit} bytes): raise --max-body-bytes", 413)
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
