@@ -12,8 +12,8 @@ batch-2 ladder, then times ``inferperf plan --from`` in one process pinned to on
 (:func:`inferperf.plan.validate.validate`): per model of ``--models`` (``NAME`` or ``NAME@x:1x3x640x640``), one
 ladder measured on the server's share of the CPUs (batch 1 and ``--batch``, 1 and 2 instances side by side), the
 server's own time measured once (one served closed-loop stream), then each of batching off / on (up to
-``--batch`` rows, ``--delay-us``) x 1 / 2 instances in one server, served for real (server and load on disjoint
-CPUs) at 50/70/85 % of that replica's predicted capacity, ``--rounds`` x ``--step-s``. Prints a Markdown table:
+``--batch`` rows, ``--delay-us``; ``--batching`` picks the arms) x 1 / 2 instances in one server, served for real
+(server and load on disjoint CPUs) at 50/70/85 % of that replica's predicted capacity, ``--rounds`` x ``--step-s``. Prints a Markdown table:
 predicted vs measured throughput, p50, p99 (median [min, max] over the rounds), |pred/meas - 1| and the verdict
 (met: the range widened by the target holds the prediction). ``--json FILE`` keeps every point.
 
@@ -97,6 +97,15 @@ def _spec(m: str) -> tuple[str, dict[str, list[int]]]:
     return model, {name: [int(d) for d in dims.split("x")]}
 
 
+def _arms(text: str) -> list[str]:
+    """``--batching off,on`` -> ["off", "on"]; anything else is refused (exit 2)."""
+    arms = [x.strip() for x in text.split(",") if x.strip()]
+    if not arms or set(arms) - {"off", "on"}:
+        print(f"--batching takes off, on or off,on (got {text!r})", file=sys.stderr)
+        raise SystemExit(2)
+    return arms
+
+
 def _cell(v: dict, digits: int = 3) -> str:
     """``pred / med [min, max]`` of one verdict."""
     med = sorted(v["measured"])[len(v["measured"]) // 2]
@@ -131,7 +140,7 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
         over = overhead([(save(r, Path(tmp) / "serve-overhead.json"), r)], model) if r is not None else None
         sim = Simulator(opts, over)
         for c in sorted(cands, key=lambda c: c.instances):
-            for dyn in (False, True):
+            for dyn in [arm == "on" for arm in _arms(a.batching)]:
                 pol = BatchPolicy(max_batch_size=a.batch, dynamic=True, max_queue_delay_ns=a.delay_us * 1000) if dyn \
                     else BatchPolicy(max_batch_size=a.batch, dynamic=False)
                 opt = Option(c, pol)
@@ -149,6 +158,7 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
 
 def validate(a: argparse.Namespace) -> None:
     """Issue 27's validation matrix (see the module docstring); prints the Markdown table."""
+    _arms(a.batching)  # refused before anything is measured
     rows = []
     for m in a.models.split(","):
         rows += _matrix_model(m, a)
@@ -191,6 +201,7 @@ def main() -> None:
     v.add_argument("--batch", type=int, default=4, help="batching on: up to this many rows")
     v.add_argument("--delay-us", type=int, default=1000, help="batching on: max_queue_delay_us")
     v.add_argument("--instances", default="1,2")
+    v.add_argument("--batching", default="off,on", help="arms to run: off, on or off,on (split a long run)")
     v.add_argument("--measure-s", type=float, default=3.0, help="seconds per ladder run")
     v.add_argument("--sim-requests", type=int, default=20_000, help="simulated arrivals per predicted point")
     v.add_argument("--rounds", type=int, default=3)
