@@ -110,6 +110,7 @@ def inferperf_cmd(url: str, mode: str, value: float, n: int | float, out: Path, 
 
 
 def inferperf_figures(out: Path) -> dict[str, Any]:
+    """From an ``inferperf load`` Result: TTFT p50, per-gap ITL p50, per-request TPOT p50 (ms) and output tokens/s."""
     g = json.loads(out.read_text())["metrics"]["generation"]
     return {"ttft": g["ttft_ms"]["p50"], "itl": g["itl_ms"]["p50"], "tpot": g["tpot_ms"]["p50"],
             "tok_s": g["output_tokens_per_s"]}  # fmt: skip
@@ -131,6 +132,8 @@ def aiperf_cmd(url: str, mode: str, value: float, n: int | float, out: Path, tok
 
 
 def aiperf_figures(out: Path) -> dict[str, Any]:
+    """From AIPerf's ``profile_export_aiperf.json``: the same figures by definition (ms; tokens/s): its
+    ``inter_chunk_latency`` is our per-gap ITL, its ``inter_token_latency`` our per-request TPOT."""
     d = json.loads((out / "profile_export_aiperf.json").read_text())
     return {"ttft": d["time_to_first_token"]["p50"], "itl": d["inter_chunk_latency"]["p50"],
             "tpot": d["inter_token_latency"]["p50"], "tok_s": d["output_token_throughput"]["avg"]}  # fmt: skip

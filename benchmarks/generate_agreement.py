@@ -36,6 +36,7 @@ def _pct(a: float | None, b: float | None) -> str:
 
 
 def main() -> None:
+    """Run every client against one mock at each step, rotating their order, and print the agreement table."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--peers", default="inferperf,aiperf,guidellm")
     ap.add_argument("--scale", type=float, default=1.0, help="requests per step x this (a short trial run)")

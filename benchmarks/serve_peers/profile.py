@@ -59,6 +59,7 @@ def summarize(collapsed: Path, top: int) -> str:
 
 
 def main() -> None:
+    """Serve one arm under wrk while py-spy samples the server; print the shares of its loop thread."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="zoo:squeezenet")
     ap.add_argument("--arm", default="on")

@@ -101,7 +101,7 @@ def pareto(study: Any) -> list[dict[str, Any]]:
 def summarize(study: Any, spec: Any, s: SearchSettings, sp: SearchPass, validation: dict[str, Any] | None,
               fingerprint: str, others: list[str], tickets: int) -> dict[str, Any]:
     """The tune.json document (see the module docstring for ``best`` / ``closest``)."""
-    from .search import best_feasible_value
+    from .records import best_feasible_value
 
     best: dict[str, Any] | None = None
     if validation and validation.get("winner"):

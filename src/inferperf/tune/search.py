@@ -23,8 +23,6 @@ One pass of :func:`search` per process; any number of processes may share a stud
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from collections.abc import Callable
@@ -38,6 +36,7 @@ from ..fsutil import atomic_write_json
 from ..results.io import save
 from ..results.model import SystemInfo
 from .objective import Goal
+from .records import best_feasible_value, config_key, exploration_seed, measured_trials, set_constraints
 from .space import TuneSpace, apply, serve_params
 from .study import claim_ticket, heartbeat, sweep_stale
 from .trial import Evaluator, TrialPlan, measure_trial
@@ -103,29 +102,6 @@ class SearchPass:
     validator: bool = False
 
 
-def exploration_seed(fingerprint: str, search_budget: int) -> int:
-    """The seed of the stream that picks unmeasured configurations to explore.
-
-    Derived from recorded values (machine fingerprint, search budget) through sha256, so every process and every
-    rerun draws the same stream (Python's ``hash`` of a str changes with ``PYTHONHASHSEED``).
-
-    Returns:
-        An int in [0, 2**32).
-    """
-    digest = hashlib.sha256(f"{fingerprint}\x00{search_budget}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
-
-
-def config_key(model_sha256: str, cfg: BenchConfig, serve: dict[str, Any], fingerprint: str) -> str:
-    """16 hex digits: the model hash, what defines the configuration (not how long it is measured), the serving
-    knobs and the machine fingerprint."""
-    doc = cfg.model_dump(mode="json", exclude={"warmup", "stop", "validity", "percentile_method", "repeat",
-                                               "sampler", "sampler_interval_s", "worker_timeout_s"})
-    blob = json.dumps({"model": model_sha256, "config": doc, "serve": serve, "machine": fingerprint},
-                      sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 def suggest(trial: Any, space: TuneSpace, base_concurrency: int = 1) -> dict[str, Any]:
     """Ask ``trial`` for every axis of ``space`` in order, skipping those that cannot matter given earlier answers
     (``base_concurrency``: the streams when concurrency is not searched)."""
@@ -143,32 +119,6 @@ def suggest(trial: Any, space: TuneSpace, base_concurrency: int = 1) -> dict[str
             continue
         params[name] = trial.suggest_categorical(name, values)
     return params
-
-
-def measured_trials(study: Any) -> list[Any]:
-    """Trials that hold a measurement of their own (COMPLETE or PRUNED, not cached, not over budget)."""
-    import optuna
-
-    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    return [t for t in study.get_trials(deepcopy=False, states=states)
-            if t.user_attrs.get("measured") and "cached_from" not in t.user_attrs]
-
-
-def best_feasible_value(study: Any, goal: Goal) -> float | None:
-    """The best objective value among measured feasible COMPLETE trials (None before one exists)."""
-    import optuna
-
-    vals = [t.values[0] for t in measured_trials(study)
-            if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("feasible") and t.values]
-    if not vals:
-        return None
-    return min(vals) if goal.objective == "p99" else max(vals)
-
-
-def set_constraints(trial: Any, goal: Goal, values: list[float]) -> None:
-    """Record the constraint values on the trial (Optuna's ``Trial.set_constraint``: <= 0 feasible), capped at 1e9."""
-    for name, v in zip(goal.constraint_names, values):
-        trial.set_constraint(name, min(float(v), 1e9))
 
 
 def _tell_pruned(study: Any, trial: Any, goal: Goal, state: Any, value: float | None) -> None:

@@ -98,7 +98,7 @@ def _same_settings(s: SearchSettings, params: dict[str, Any], cfg: BenchConfig, 
     """Whether a candidate runs the defaults' settings: the same configuration key as the base (no parameter
     changes anything), or, once measured, the same effective session settings with the same model,
     concurrency, batch, session mode and serving options (e.g. ORT's default threads asked for explicitly)."""
-    from .search import config_key
+    from .records import config_key
 
     if params.get("precision") in s.variants or serve_params(params):
         return False

@@ -46,7 +46,7 @@ def enqueue_sweep(study: Any, spec: Any, info: SystemInfo, fingerprint: str, mod
     """
     import optuna
 
-    from .search import config_key
+    from .records import config_key
     from .space import TuneSpace, apply
 
     folder = Path(spec.from_sweep)
