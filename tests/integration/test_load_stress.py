@@ -54,7 +54,10 @@ def test_find_max_rate_brackets_then_bisects_over_real_sockets(server) -> None:
                      warmup_s=0.2, measurement_interval_ms=400)
     rs = stress(cfg)
     f = rs[-1].metrics.client["stress"]
-    steps = [(s["value"], s["p99_ms"] <= 100 and s["error_rate"] == 0) for s in f["steps"]]
+    # a step passes as the search judges it: p99 within the SLO, no errors, and not OVERLOADED (the offered rate
+    # not achieved); the last is what a busy machine adds (CI of 2026-12-03: 1950 req/s had p99 < 100 ms but was
+    # OVERLOADED, so the search bisected below it and this test, ignoring it, read that as leaving the bracket)
+    steps = [(s["value"], s["p99_ms"] <= 100 and s["error_rate"] == 0 and not s["overloaded"]) for s in f["steps"]]
     assert [r.config.request_rate for r in rs] == [v for v, _ in steps]
     assert all(r.metrics.latency_ms.count >= 1000 for r in rs)  # each step long enough for its p99
     if not steps[0][1]:  # a machine too busy for even the first rate: nothing to bisect, and it says so

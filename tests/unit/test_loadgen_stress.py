@@ -61,6 +61,19 @@ def test_rate_search_finds_capacity_within_resolution(capacity):
     assert s.findings()["bracket"][1] > capacity
 
 
+@pytest.mark.parametrize("overloaded", [True, False])
+def test_rate_search_an_overloaded_step_is_a_miss_even_within_the_slo(overloaded):
+    """An OVERLOADED step (the offered rate not achieved) bounds the bracket from above though its p99 meets the
+    SLO; the same step not OVERLOADED passes and raises the bracket's floor."""
+    s = RateSearch(slo_p99_ms=100, start=100.0)
+    s.tell(Outcome(s.ask(), 100.0, 5.0, 0.0))
+    v = s.ask()
+    s.tell(Outcome(v, 0.9 * v if overloaded else v, 5.0, 0.0, overloaded=overloaded))
+    lo, hi = s.findings()["bracket"]
+    assert (lo, hi) == ((100.0, 200.0) if overloaded else (200.0, None))
+    assert s.goodput == (100.0 if overloaded else 200.0)
+
+
 def test_rate_search_start_already_fails():
     s = RateSearch(slo_p99_ms=1, start=10.0)
     s.tell(Outcome(s.ask(), 5.0, 100.0, 0.0))

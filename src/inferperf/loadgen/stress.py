@@ -166,8 +166,8 @@ class RateSearch:
     """Ask/tell capacity search over open-loop rates: bracketing (double from ``start`` until a rate
     misses the SLO) then bisection until ``hi - lo <= resolution_percent`` % of ``lo``.
 
-    ``goodput`` is the highest rate that met the SLO (p99 <= ``slo_p99_ms`` and error rate <=
-    ``max_error_rate``, default 0), None if even ``start`` missed it."""
+    ``goodput`` is the highest rate that met the SLO (p99 <= ``slo_p99_ms``, error rate <= ``max_error_rate``,
+    default 0, and the step not OVERLOADED: the offered rate achieved), None if even ``start`` missed it."""
 
     def __init__(self, slo_p99_ms: float | None, *, start: float = 10.0, resolution_percent: float = 5.0,
                  max_error_rate: float | None = None, max_steps: int = 20) -> None:  # fmt: skip
