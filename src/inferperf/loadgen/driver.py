@@ -54,6 +54,7 @@ import numpy as np
 from ..clock import SYSTEM_CLOCK, Clock
 from ..interrupt import STOP
 from ..measure.arrivals import Schedule
+from .deadlines import Deadlines, tick_for
 from .event_loop import loop_name
 from .windows import WindowRule, _equal, _window, is_stable
 from .transport import CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
@@ -206,6 +207,7 @@ class _StepRun:
                  worker_id: int, requests: int | None) -> None:  # fmt: skip
         self.pool, self.payloads, self.clock = pool, payloads, clock
         self.timeout_s = timeout_s
+        self.deadlines = Deadlines(timeout_s, clock)
         self.worker_id = worker_id
         self.requests = requests
         self.sched: list[int] = []
@@ -298,23 +300,31 @@ class _StepRun:
         self.stopping = True
         self.finished.set()
 
-    async def exchange(self, conn: Connection, i: int) -> None:
-        """Send request ``i`` on ``conn`` now and record the answer (timeout closes the connection)."""
+    async def exchange(self, conn: Connection, i: int, task: asyncio.Task) -> None:
+        """Send request ``i`` on ``conn`` now from ``task`` (the running one) and record the answer; past the
+        deadline (:class:`.deadlines.Deadlines`) the connection is closed and the request is a ``timeout``."""
         self.outstanding += 1
-        self.sent[i] = self.clock.now_ns()
+        self.sent[i] = sent = self.clock.now_ns()
+        deadlines = self.deadlines
+        deadlines.begin(task, sent)
         try:
             try:
-                async with asyncio.timeout(self.timeout_s):
-                    r = await conn.send(self.payloads[i % len(self.payloads)] if self.payloads else None)
-            except TimeoutError:
+                r = await conn.send(self.payloads[i % len(self.payloads)] if self.payloads else None)
+            except asyncio.CancelledError:
+                if not deadlines.expired(task):
+                    raise
                 conn.close()
                 r = Response(0, 0, TIMEOUT)
+            finally:
+                deadlines.end(task)
             self.finish(i, r)
         finally:
             self.outstanding -= 1
 
     async def closed_stream(self) -> None:
         conn: Connection | None = None
+        task = asyncio.current_task()
+        assert task is not None
         try:
             while self.may_send():
                 if conn is None or not conn.open:
@@ -330,7 +340,7 @@ class _StepRun:
                         self.finish(i, Response(0, 0, CONNECT))
                         await asyncio.sleep(RECONNECT_BACKOFF_S)
                         continue
-                await self.exchange(conn, self.new(self.clock.now_ns()))
+                await self.exchange(conn, self.new(self.clock.now_ns()), task)
         finally:
             if conn is not None:
                 self.pool.release(conn)
@@ -347,7 +357,7 @@ class _StepRun:
         finally:
             self.outstanding -= 1
         try:
-            await self.exchange(conn, i)
+            await self.exchange(conn, i, asyncio.current_task())  # type: ignore[arg-type]
         finally:
             self.pool.release(conn)
             self._maybe_finished()
@@ -460,7 +470,8 @@ async def run_step(
         duration_s: measured seconds (None: ``requests`` or windows until stable).
         requests: stop after this many measured sends and wait for their answers.
         windows: the window rule.
-        timeout_s: per-request deadline (an expired request is a ``timeout`` error).
+        timeout_s: per-request deadline (an expired request is a ``timeout`` error, noticed within
+            :func:`.deadlines.tick_for` of it: one watchdog, not a timer per request).
         clock: time source; the running event loop must run on the same clock.
         pool: connections kept open across steps (default: a new pool, closed at the end); with one given, the
             step's in-flight requests are answered (at most ``timeout_s``) rather than cancelled at its end,
@@ -490,11 +501,15 @@ async def run_step(
     t0 = clock.now_ns()
     run.last_answer_ns = t0
     tasks: set[asyncio.Task[None]] = set()
-    main, senders = _start_sending(run, mode, t0, tasks)
-    start = t0 + round(warmup_s * 1e9)
-    run.measure_start_ns = start
-    span, cpu_s = await _measure(run, windows, start, duration_s, on_window, cpu)
-    await _wind_down(run, main, senders, tasks, keep_connections=not own_pool, timeout_s=timeout_s)
+    watchdog = asyncio.ensure_future(run.deadlines.run())
+    try:
+        main, senders = _start_sending(run, mode, t0, tasks)
+        start = t0 + round(warmup_s * 1e9)
+        run.measure_start_ns = start
+        span, cpu_s = await _measure(run, windows, start, duration_s, on_window, cpu)
+        await _wind_down(run, main, senders, tasks, keep_connections=not own_pool, timeout_s=timeout_s)
+    finally:
+        watchdog.cancel()
     if own_pool:
         pool.close()
     n = len(run.sched)
@@ -564,7 +579,7 @@ async def _wind_down(run: _StepRun, main: asyncio.Future[Any], senders: list[asy
     if keep_connections and not run.interrupted:
         waiting = [t for t in (*senders, *tasks) if not t.done()]
         if waiting:
-            await asyncio.wait(waiting, timeout=timeout_s)
+            await asyncio.wait(waiting, timeout=timeout_s + 2 * tick_for(timeout_s))  # the watchdog's lag
     for t in [main, *tasks, *senders]:
         t.cancel()
     await asyncio.gather(main, *tasks, *senders, return_exceptions=True)
