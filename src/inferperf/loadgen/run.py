@@ -28,6 +28,7 @@ from ..measure.arrivals import from_arrival, strided
 from ..results.model import Result
 from .drain import DRAIN_MAX_WAIT_S, DRAIN_QUIET_S, BusyProbe, drain
 from .energy import StepEnergy
+from .event_loop import loop_factory
 from .event_loop import run as run_loop
 from .driver import Closed, Open, StepSamples, WindowRule, is_stable, run_step, window_figures
 from .options import LoadConfig
@@ -200,7 +201,7 @@ class KeptConnections:
 
     def __init__(self, url: str | None = None, *, transport: Any = None, loop: asyncio.AbstractEventLoop | None = None,
                  clock: Any = SYSTEM_CLOCK, busy: BusyProbe | None = None, quiet_s: float = DRAIN_QUIET_S) -> None:  # fmt: skip
-        self.loop = loop or asyncio.new_event_loop()
+        self.loop = loop or loop_factory(closed=False)()  # steps with schedules: microsecond waits
         self.pool = ConnectionPool(transport or HttpTransport(str(url)), 1)
         self.clock, self.busy, self.quiet_s = clock, busy, quiet_s
         self.steps = 0
