@@ -5,6 +5,10 @@ Run: ``python benchmarks/serve_peers/profile.py [--arm on] [--encoding binary] [
 0), wrk (pinned to CPU 1) drives it, and ``py-spy record --format raw --native`` (which pauses the process per sample) samples the server for
 the same window (the collapsed stacks are kept next to ``--out`` as ``*.stacks.txt``). Printed: the top functions by self samples and by inclusive samples (share of all
 on-CPU samples), and the collapsed stacks file for a flame graph.
+
+Before the sampled window, a counters window of the same length with no sampler attached (py-spy pauses the
+process per sample, which inflates its own share): the server's user and system CPU ms, minor page faults and
+context switches per request, from ``/proc/PID/stat`` and ``/proc/PID/status`` (Linux) read at both edges.
 """
 
 from __future__ import annotations
@@ -33,6 +37,30 @@ def _frame(f: str) -> str:
     if f.startswith("0x") and "(" in f:
         return "[" + f[f.index("(") + 1 : f.rindex(")")].rsplit("/", 1)[-1] + "]"
     return f
+
+
+def proc_counters(pid: int) -> dict[str, float]:
+    """User and system CPU seconds, minor faults and context switches of process ``pid`` (all threads), from
+    ``/proc`` (Linux; field numbers from proc(5))."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    switches = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+            switches += int(line.split()[1])
+    # after the ")": state is field 3 of proc(5), so minflt (10) is [7], utime (14) [11], stime (15) [12]
+    return {"user_s": int(fields[11]) / tick, "sys_s": int(fields[12]) / tick, "minflt": int(fields[7]),
+            "switches": switches}
+
+
+def counters_line(a: dict[str, float], b: dict[str, float], requests: int) -> str:
+    """Per-request server figures between two :func:`proc_counters` reads."""
+    n = max(requests, 1)
+    return (f"server per request (no sampler, {requests} requests): user {1e3 * (b['user_s'] - a['user_s']) / n:.3f} ms,"
+            f" system {1e3 * (b['sys_s'] - a['sys_s']) / n:.3f} ms, minor faults {(b['minflt'] - a['minflt']) / n:.1f},"
+            f" context switches {(b['switches'] - a['switches']) / n:.2f}")
 
 
 def summarize(collapsed: Path, top: int) -> str:
@@ -79,22 +107,26 @@ def main() -> None:
         arm.start(model, work, _probes(model.input, xs[0]))
         try:
             assert arm.proc is not None
+            url, path = f"http://127.0.0.1:{arm.port}", f"/v2/models/{model.name}/infer"
+            c0 = proc_counters(arm.proc.pid)
+            quiet = run_wrk(url, bodies, path, args.concurrency, args.seconds, 1)
+            counters = counters_line(c0, proc_counters(arm.proc.pid), quiet["requests"])
+            counters += f"; {quiet['rps']:.1f} req/s"
             raw = work / "stacks.txt"
             spy = subprocess.Popen([str(MLSERVER_VENV / "bin" / "py-spy"), "record", "--pid", str(arm.proc.pid),
                                     "--duration", str(int(args.seconds)), "--rate", "200", "--format", "raw",
                                     "--native", "--output", str(raw)],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             res: dict = {}
-            t = threading.Thread(target=lambda: res.update(run_wrk(
-                f"http://127.0.0.1:{arm.port}", bodies, f"/v2/models/{model.name}/infer", args.concurrency,
-                args.seconds, 1)))
+            t = threading.Thread(target=lambda: res.update(run_wrk(url, bodies, path, args.concurrency, args.seconds,
+                                                                   1)))  # fmt: skip
             t.start()
             spy_out = spy.communicate(timeout=args.seconds + 120)[0]
             t.join()
         finally:
             arm.stop()
         text = (f"{model.label} {arm.label} {args.encoding} conc. {args.concurrency}: {res.get('rps', 0):.1f} req/s,"
-                f" p50 {res.get('p50_ms', 0):.2f} ms\n" + (summarize(raw, args.top) if raw.exists() else spy_out))
+                f" p50 {res.get('p50_ms', 0):.2f} ms (sampled)\n{counters}\n" + (summarize(raw, args.top) if raw.exists() else spy_out))
         if raw.exists():
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.with_suffix(".stacks.txt").write_text(raw.read_text())
