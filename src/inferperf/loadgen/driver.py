@@ -43,20 +43,18 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import math
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..interrupt import STOP
 from ..measure.arrivals import Schedule
 from .deadlines import Deadlines, tick_for
+from .samples import Closed, Open, StepSamples, cpu_seconds, window_figures
+from .span import measure_span
 from .event_loop import loop_name
-from .windows import WindowRule, _equal, _window, is_stable
+from .windows import WindowRule, _window, is_stable
 from .transport import CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
 
 RECONNECT_BACKOFF_S = 0.010
@@ -70,134 +68,6 @@ LOST_AFTER_NS = 1_000_000_000
 LOST_MIN_FAILURES = 3
 #: a send this much after its scheduled time is "late" (ns).
 LATE_SEND_NS = 1_000_000
-
-
-@dataclass(frozen=True)
-class Closed:
-    """Closed loop: ``concurrency`` streams, one outstanding request each."""
-
-    concurrency: int
-
-
-@dataclass(frozen=True)
-class Open:
-    """Open loop: send at ``schedule``'s times over at most ``max_connections`` connections.
-
-    ``initial_connections`` are opened before time zero (default: enough for 50 ms of latency at the
-    schedule's rate, at least 1, at most ``max_connections``).
-    """
-
-    schedule: Schedule
-    max_connections: int = 256
-    initial_connections: int | None = None
-
-    def first_connections(self) -> int:
-        """How many connections to open before time zero."""
-        if self.initial_connections is not None:
-            return max(1, min(self.max_connections, self.initial_connections))
-        rate = self.schedule.describe().get("rate_per_s") or 20.0
-        return max(1, min(self.max_connections, math.ceil(rate * 0.05)))
-
-
-@dataclass
-class StepSamples:
-    """Raw per-request samples of one step and how the step ran.
-
-    Arrays (one entry per request, numpy): ``scheduled_ns``, ``sent_ns`` (-1 = never sent),
-    ``done_ns`` (-1 = not answered: incomplete), all absolute clock ns (int64); ``status`` (HTTP,
-    0 = none, int16); ``error`` (int8 index into ``error_kinds``, 0 = success); ``worker`` (int16).
-    In closed loop ``scheduled_ns == sent_ns``. Corrected latency = done - scheduled; uncorrected =
-    done - sent.
-
-    ``t0_ns``: time zero (connections open); ``measure_start_ns``/``measure_end_ns``: the measured
-    span; ``windows_ns``: ``[(start, end), ...]`` of the windows run; ``stable``: the window rule's
-    verdict (None when fewer windows than it needs); ``client_cpu_s``: this process's CPU seconds
-    over the measured span; ``connections_peak``, ``connections_ran_out`` (requests that waited for a
-    connection at the cap), ``max_connections``; ``lost``: why the step ended early because the target
-    stopped answering (None: it did not).
-    """
-
-    mode: str
-    concurrency: int | None
-    schedule: dict[str, Any] | None
-    scheduled_ns: np.ndarray
-    sent_ns: np.ndarray
-    done_ns: np.ndarray
-    status: np.ndarray
-    error: np.ndarray
-    worker: np.ndarray
-    error_kinds: list[str]
-    t0_ns: int
-    measure_start_ns: int
-    measure_end_ns: int
-    windows_ns: list[tuple[int, int]] = field(default_factory=list)
-    stable: bool | None = None
-    client_cpu_s: float = 0.0
-    connections_peak: int = 0
-    connections_ran_out: int = 0
-    max_connections: int = 0
-    workers: int = 1
-    transport: dict[str, Any] = field(default_factory=dict)
-    by_send: bool = False
-    counted: np.ndarray | None = None  # pooled workers with ``requests``: each worker's own measured mask
-    rejection: dict[str, Any] | None = None  # {status, body, in_a_row}: the step stopped on MAX_CONSECUTIVE_4XX
-    client_span_s: float | None = None  # pooled: the sum of each worker's own measured span (its CPU's divisor)
-    drain: dict[str, Any] | None = None  # the drain before this step (loadgen.drain), None when none ran
-    interrupted: bool = False  # Ctrl-C / SIGTERM ended the step early (inferperf.interrupt): partial figures
-    streams: list[Any] | None = None  # token streams: per request its loadgen.generation.GenRecord (None: none)
-
-    def cpu_percent(self) -> float | None:
-        """Generator CPU as % of one core per process: CPU seconds over the span(s) they were read over
-        (pooled workers: summed CPU over summed own spans, so their mean); None when no time was measured."""
-        span = self.duration_s if self.client_span_s is None else self.client_span_s
-        return 100.0 * self.client_cpu_s / span if span > 0 else None
-    lost: str | None = None
-
-    def measured(self) -> np.ndarray:
-        """Boolean mask of requests that completed (with or without error) in the measured span (start, end];
-        with ``by_send`` (``requests`` N) those *sent* in it that were answered, exactly the N asked."""
-        d = self.done_ns
-        if self.counted is not None:
-            return self.counted
-        if self.by_send:
-            return (self.sent_ns >= self.measure_start_ns) & (d >= 0) & (d <= self.measure_end_ns)
-        return (d > self.measure_start_ns) & (d <= self.measure_end_ns)
-
-    def due_mask(self) -> np.ndarray:
-        """Requests due in the measured span: scheduled in ``(start, end]`` (the convention completions use);
-        with ``by_send`` (``requests`` N) the measured sends."""
-        if self.by_send:
-            return self.sent_ns >= self.measure_start_ns
-        return (self.scheduled_ns > self.measure_start_ns) & (self.scheduled_ns <= self.measure_end_ns)
-
-    def incomplete_mask(self) -> np.ndarray:
-        """Requests due in the measured span (:meth:`due_mask`) with no answer by its end."""
-        d = self.done_ns
-        return self.due_mask() & ((d < 0) | (d > self.measure_end_ns))
-
-    def in_system(self, t_ns: int) -> int:
-        """Requests scheduled by ``t_ns`` and not answered by it (the backlog at ``t_ns``)."""
-        d = self.done_ns
-        return int(((self.scheduled_ns <= t_ns) & ((d < 0) | (d > t_ns))).sum())
-
-    @property
-    def duration_s(self) -> float:
-        """Measured wall time, s."""
-        return max(0, self.measure_end_ns - self.measure_start_ns) / 1e9
-
-
-def window_figures(s: StepSamples, a_ns: int, b_ns: int) -> dict[str, float]:
-    """Completions (successes) in ``(a_ns, b_ns]`` of ``s``: ``count``, ``queries_per_s``, ``p50_ms``,
-    ``p99_ms`` of corrected latency (0 when empty)."""
-    return _window(s.scheduled_ns, s.done_ns, s.error, a_ns, b_ns)
-
-
-def cpu_seconds() -> float:
-    """This process's user + system CPU time, s."""
-    t = os.times()
-    return t.user + t.system
-
-
 
 
 class _StepRun:
@@ -400,49 +270,6 @@ class _StepRun:
             return False
 
 
-async def _control(run: _StepRun, rule: WindowRule, start_ns: int, duration_ns: int | None,
-                   on_window: Callable[[int, int, dict[str, float]], Any] | None = None) -> tuple:  # fmt: skip
-    """Decide the measured span: fixed duration, ``requests``, or windows until stable. An interrupted step
-    ends at the interrupt. ``on_window(a, b, figures)``: after each whole window of a fixed duration."""
-    interval = rule.interval_ms * 1_000_000
-    if run.requests is not None:
-        await run.finished.wait()
-        end = run.clock.now_ns() if run.interrupted else max([d for d in run.done if d >= 0] or [start_ns])
-        n = max(1, (end - start_ns) // interval)
-        return start_ns, end, _equal(start_ns, end, n), None
-    if duration_ns is not None:
-        a, ended = start_ns, False
-        while on_window is not None and not ended and a + interval < start_ns + duration_ns:
-            ended = await run.until(a + interval)
-            if not ended:
-                on_window(a, a + interval, run.figures(a, a + interval))
-            a += interval
-        ended = ended or await run.until(start_ns + duration_ns)
-        end = max(start_ns, run.clock.now_ns()) if ended else start_ns + duration_ns
-        n = max(1, (end - start_ns) // interval)
-        wins = _equal(start_ns, end, n)
-        return start_ns, end, wins, _stability(run, wins, rule)
-    wins: list[tuple[int, int]] = []
-    for k in range(rule.max_trials):
-        a, b = start_ns + k * interval, start_ns + (k + 1) * interval
-        ended = await run.until(b)
-        if ended:
-            b = max(a, min(b, run.clock.now_ns()))
-        wins.append((a, b))
-        stable = _stability(run, wins, rule)
-        if stable or ended:
-            break
-    last = wins[-rule.consecutive:]
-    return last[0][0], last[-1][1], wins, _stability(run, wins, rule)
-
-
-def _stability(run: _StepRun, wins: list[tuple[int, int]], rule: WindowRule) -> bool | None:
-    sched, done = np.asarray(run.sched, np.int64), np.asarray(run.done, np.int64)
-    err = np.asarray(run.err, np.int8)
-    figs = [_window(sched, done, err, a, b) for a, b in wins]
-    return is_stable(figs, rule.stability_percentage, rule.consecutive)
-
-
 async def run_step(
     transport: Transport,
     mode: Closed | Open,
@@ -506,7 +333,7 @@ async def run_step(
         main, senders = _start_sending(run, mode, t0, tasks)
         start = t0 + round(warmup_s * 1e9)
         run.measure_start_ns = start
-        span, cpu_s = await _measure(run, windows, start, duration_s, on_window, cpu)
+        span, cpu_s = await measure_span(run, windows, start, duration_s, on_window, cpu)
         await _wind_down(run, main, senders, tasks, keep_connections=not own_pool, timeout_s=timeout_s)
     finally:
         watchdog.cancel()
@@ -547,27 +374,6 @@ def _start_sending(run: _StepRun, mode: Closed | Open, t0: int,
         run.finished.set()
 
     return asyncio.ensure_future(watch()), senders
-
-
-async def _measure(run: _StepRun, windows: WindowRule, start: int, duration_s: float | None,
-                   on_window: Callable[[int, int, dict[str, float]], Any] | None,
-                   cpu: Callable[[], float]) -> tuple[tuple, float]:  # fmt: skip
-    """Wait out the warm-up, then run the window control until the step ends (a stop request ends it at once).
-
-    Returns:
-        ``(span, cpu_s)``: :func:`_control`'s ``(start_ns, end_ns, windows_ns, stable)`` and the client's CPU
-        seconds over the measured span.
-    """
-    loop = asyncio.get_running_loop()
-    unsubscribe = STOP.subscribe(lambda: loop.call_soon_threadsafe(run.interrupt))
-    try:
-        await run.until(start)
-        cpu0 = cpu()
-        span = await _control(run, windows, start, None if duration_s is None else round(duration_s * 1e9),
-                              on_window)  # fmt: skip
-        return span, cpu() - cpu0
-    finally:
-        unsubscribe()
 
 
 async def _wind_down(run: _StepRun, main: asyncio.Future[Any], senders: list[asyncio.Future[Any]],
