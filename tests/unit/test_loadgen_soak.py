@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -165,3 +166,38 @@ def test_bench_soak_reads_troughs_not_bin_means() -> None:
     assert leaking["verdict"] == "leak", leaking["rss"]["reason"]
     plateau = 200 * 2**20 + 120 * 2**20 * np.minimum(t, 1200) / 1200 + rng.normal(0, 100e3, t.size)
     assert bench_soak_block(res(plateau))["verdict"] == "no leak"
+
+
+@pytest.mark.parametrize("rate", [True, False])
+def test_a_soak_runs_on_the_loop_a_step_of_its_mode_gets(monkeypatch: pytest.MonkeyPatch, rate: bool) -> None:
+    """Open loop: asyncio's loop on PreciseEpollSelector (microsecond waits, as every other open-loop step);
+    closed loop: the loop ``event_loop.loop_factory(closed=True)`` picks (uvloop when installed)."""
+    import asyncio
+
+    from inferperf.loadgen import event_loop
+    from inferperf.loadgen import soak as soak_mod
+    from inferperf.loadgen.target import TargetInfo
+
+    seen: list[str] = []
+
+    class Spy(SimulatedServer):
+        async def connect(self):  # noqa: ANN202
+            loop = asyncio.get_running_loop()
+            seen.append(type(getattr(loop, "_selector", loop)).__name__ if event_loop.loop_name(loop) == "asyncio"
+                        else "uvloop")  # fmt: skip
+            return await super().connect()
+
+    monkeypatch.setattr(soak_mod, "transport_for", lambda cfg: Spy(service_s=0.001, slots=2))
+    target = TargetInfo(kind="kserve", url="http://127.0.0.1:1", model="m", metadata={"name": "m", "inputs": []},
+                        shapes=[{}], dtypes={}, payloads=[b""])  # fmt: skip
+    step = {"request_rate": [50]} if rate else {"concurrency": [1]}
+    cfg = LoadConfig(url="http://127.0.0.1:1", soak_s=0.4, soak_interval_s=0.1, warmup_s=0.0, **step)
+    soak(cfg, target=target, rss=lambda: 1e8)
+    loop = event_loop.loop_factory(closed=not rate)()
+    try:
+        want = type(loop._selector).__name__ if event_loop.loop_name(loop) == "asyncio" else "uvloop"  # type: ignore[attr-defined]
+    finally:
+        loop.close()
+    assert seen and set(seen) == {want}
+    if rate and sys.platform.startswith("linux"):
+        assert want == "PreciseEpollSelector"

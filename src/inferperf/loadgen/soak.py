@@ -27,7 +27,8 @@ from ..clock import SYSTEM_CLOCK
 from ..errors import GateFailed, UsageError
 from ..results.model import Result
 from ..stats import drift_verdict, leak_verdict
-from .driver import StepSamples, WindowRule, run_step, window_figures
+from .driver import Closed, StepSamples, WindowRule, run_step, window_figures
+from .event_loop import run as run_loop
 from .options import LoadConfig
 from .result import step_result
 from .gen_target import read_load_target, transport_for
@@ -222,10 +223,11 @@ def soak(cfg: LoadConfig, command: list[str] | None = None, on_step: Callable[[R
         source = "metrics" if rss() is not None else None
         rss = rss if source else None
     before = fetch_stats(target)
-    s, taken = asyncio.run(soak_samples(transport_for(cfg), mode, soak_s=cfg.soak_s,
-                                        interval_s=cfg.soak_interval_s, warmup_s=cfg.warmup_s, rss=rss,
-                                        payloads=target.payloads, timeout_s=cfg.timeout_ms / 1000,
-                                        on_interval=on_interval))  # fmt: skip
+    # the loop of any step of this mode (event_loop): an open-loop soak's sends keep microsecond waits
+    s, taken = run_loop(soak_samples(transport_for(cfg), mode, soak_s=cfg.soak_s,
+                                     interval_s=cfg.soak_interval_s, warmup_s=cfg.warmup_s, rss=rss,
+                                     payloads=target.payloads, timeout_s=cfg.timeout_ms / 1000,
+                                     on_interval=on_interval), isinstance(mode, Closed))  # fmt: skip
     after = fetch_stats(target)
     r = step_result(s, target, cfg, command, stats_before=before, stats_after=after)
     if s.interrupted:
