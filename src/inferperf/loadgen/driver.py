@@ -68,6 +68,10 @@ LOST_AFTER_NS = 1_000_000_000
 LOST_MIN_FAILURES = 3
 #: a send this much after its scheduled time is "late" (ns).
 LATE_SEND_NS = 1_000_000
+#: the open loop's dispatcher, behind its schedule, yields to the loop after this many sends in a row without a
+#: wait: the requests it created run meanwhile, and the span's end and a stop request are heard (a rate past what
+#: one process creates, or a burst in a trace, would otherwise keep it creating tasks that never run).
+CATCH_UP_SENDS = 64
 
 
 class _StepRun:
@@ -237,7 +241,9 @@ class _StepRun:
             self.finished.set()
 
     async def dispatch(self, schedule: Schedule, t0: int, tasks: set[asyncio.Task[None]]) -> None:
-        """Open loop: start each request at its scheduled time until the step stops or the schedule ends."""
+        """Open loop: start each request at its scheduled time until the step stops or the schedule ends
+        (behind the schedule, it yields every ``CATCH_UP_SENDS`` sends)."""
+        behind = 0
         while True:
             off = schedule.next_offset_ns()
             if off is None or not self.may_send():
@@ -245,7 +251,11 @@ class _StepRun:
             t = t0 + off
             wait_ns = t - self.clock.now_ns()
             if wait_ns > 0:
+                behind = 0
                 await asyncio.sleep(wait_ns / 1e9)
+            elif (behind := behind + 1) >= CATCH_UP_SENDS:
+                behind = 0
+                await asyncio.sleep(0)
             if self.stopping:
                 break
             task = asyncio.ensure_future(self.open_request(t))
@@ -391,5 +401,5 @@ async def _wind_down(run: _StepRun, main: asyncio.Future[Any], senders: list[asy
     await asyncio.gather(main, *tasks, *senders, return_exceptions=True)
 
 
-__all__ = ["Closed", "LATE_SEND_NS", "LOST_AFTER_NS", "MAX_CONSECUTIVE_4XX", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",
+__all__ = ["CATCH_UP_SENDS", "Closed", "LATE_SEND_NS", "LOST_AFTER_NS", "MAX_CONSECUTIVE_4XX", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",
            "window_figures", "cpu_seconds"]
