@@ -88,3 +88,30 @@ def test_asyncio_sleep_on_it_is_not_early() -> None:
         assert min(loop.run_until_complete(main())) >= 0.0004
     finally:
         loop.close()
+
+
+def test_an_epoll_descriptor_past_fd_setsize_keeps_epolls_waits_and_no_wait_is_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """select(2) refuses a descriptor >= FD_SETSIZE (ValueError): such a loop (opened after a thousand others)
+    keeps epoll's millisecond waits; an untimed wait is plain epoll and ends on the first event."""
+    import threading
+
+    calls: list[float | None] = []
+    monkeypatch.setattr(select, "select", lambda *a: calls.append(a[-1]))  # type: ignore[func-returns-value]
+    monkeypatch.setattr(event_loop, "FD_SETSIZE", 0)  # every descriptor is "too high"
+    loop = event_loop.loop_factory(closed=False)()
+
+    async def main() -> tuple[float, float]:
+        t = time.perf_counter()
+        await asyncio.sleep(0.0004)
+        slept = time.perf_counter() - t
+        woken = asyncio.Event()  # no timer at all: the loop waits untimed until another thread wakes it
+        threading.Timer(0.05, lambda: loop.call_soon_threadsafe(woken.set)).start()
+        t = time.perf_counter()
+        await woken.wait()
+        return slept, time.perf_counter() - t
+
+    try:
+        slept, waited = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert calls == [] and slept >= 0.0004 and waited >= 0.05
