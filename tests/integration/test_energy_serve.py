@@ -13,7 +13,7 @@ from inferperf.measure import energy
 from inferperf.serve.result import serve_result
 from inferperf.serve.server import serving
 from tests.models import seeded_mlp_onnx
-from tests.powercap import package_tree
+from tests.powercap import package_tree, set_counter
 
 CFG = BenchConfig.model_validate({"session": {"intra_op_num_threads": 1}, "warmup": {"iterations": 1}})
 BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 32], "data": [0.5] * 32}]}
@@ -26,7 +26,7 @@ def test_the_serving_window_is_metered(tmp_path: Path, monkeypatch: pytest.Monke
     with serving(str(mlp), CFG, name="mlp") as handle:
         for _ in range(3):
             assert httpx.post(f"{handle.url}/v2/models/mlp/infer", json=BODY, timeout=10).status_code == 200
-        (tree / "intel-rapl:0" / "energy_uj").write_text("2001000\n")
+        set_counter(tree, "intel-rapl:0", 2_001_000)  # atomic: the window samples meanwhile
         block = serve_result(handle.app, str(mlp), CFG).metrics.energy
     pkg = [d for d in block["domains"] if d["domain"] == "intel-rapl:0"][0]
     assert pkg["status"] == "measured" and pkg["energy_j"] == pytest.approx(2.0)
