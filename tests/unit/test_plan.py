@@ -9,7 +9,7 @@ import pytest
 
 from inferperf.errors import UsageError
 from inferperf.plan.deploy import serve_settings, triton_config
-from inferperf.plan.search import PlanOptions, capacity_per_s, options_for, search
+from inferperf.plan.search import Option, PlanOptions, Simulator, capacity_per_s, options_for, search, size_fleet
 from inferperf.plan.service import candidates, ladder_configs, overhead
 from inferperf.results.model import Result
 from inferperf.serve.options import ServeOptions
@@ -134,10 +134,56 @@ def test_server_overhead_enters_the_prediction_as_one_worker_per_replica(base: R
     assert slow.at_plan.latency_ms["p50"] >= plain.at_plan.latency_ms["p50"] + 2.0
 
 
-def test_a_fleet_capped_before_it_meets_the_slo_names_the_largest_tried(base: Result) -> None:
+def test_a_fleet_capped_before_it_meets_the_slo_names_max_replicas(base: Result) -> None:
     rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0))]
+    assert PlanOptions(1.0, 1.0).max_replicas == 100_000  # visible (--max-replicas) and large
     (o,), _ = search(candidates(rs), PlanOptions(1900.0, 20.0, requests=4000, rounds=2, max_replicas=2), None)
     assert o.replicas is None and o.why_not is not None
-    assert o.why_not.startswith("no fleet up to 2 replicas meets the SLO (p99 ")  # 2 at 95 %: 3 never simulated
+    assert o.why_not.startswith("no fleet up to --max-replicas 2 meets the SLO (p99 ")  # 2 at 95 %
     (o,), _ = search(candidates(rs), PlanOptions(2500.0, 20.0, requests=2000, rounds=2, max_replicas=2), None)
-    assert o.why_not == "the mean service time alone needs 3 replicas, over the cap of 2"
+    assert o.why_not == "the mean service time alone needs 3 replicas, over --max-replicas 2"
+    with pytest.raises(UsageError, match="--max-replicas"):
+        PlanOptions(1.0, 1.0, max_replicas=0).check()
+
+
+def _exhaustive(opt: Option, sim: Simulator) -> int:
+    """The smallest fleet meeting the SLO, every size tried from 1."""
+    r = 1
+    while not sim.meets(sim.predict(opt, sim.opts.planned_rate_per_s, r)):
+        r += 1
+    return r
+
+
+@pytest.mark.parametrize("batching", [False, True])
+def test_the_fleet_search_finds_the_smallest_fleet_an_exhaustive_scan_finds(base: Result, batching: bool) -> None:
+    """Issue 36 item 1: the search added one replica at a time only below 8, then grew by 15 %, so it chose 14 /
+    20 / 43 where 13 / 19 / 40 met the SLO. At each listed size the answer is the exhaustive scan's. With random
+    routing a fleet of R at rate x is one replica at x / R, so the rate one replica carries under the SLO
+    (``per``, bisected) sets the fleet: (W - 0.5) x per needs exactly W (batching off: p99 monotone in the
+    rate; batching on: not strictly, so only the exhaustive scan is the judge)."""
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0, seed=1)), (Path("b4.json"), measured(base, 4, 1, 1, 1.6, seed=4))]
+    opt = options_for(candidates(rs), PlanOptions(1.0, 3.0))[1 if batching else 0]
+    assert opt.policy.dynamic is batching
+    one = Simulator(PlanOptions(1.0, 3.0, requests=2000), None)
+    lo, hi = 1.0, capacity_per_s(opt)
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if one.meets(one.predict(opt, mid, 1)) else (lo, mid)
+    for want in (9, 11, 13, 19, 40, 100, 170):
+        sim = Simulator(PlanOptions((want - 0.5) * lo, 3.0, requests=2000), None)
+        size_fleet(opt, sim)
+        exact = _exhaustive(opt, sim)
+        assert opt.replicas == exact, (want, opt.replicas, exact)
+        assert opt.at_plan is not None and sim.meets(opt.at_plan)
+        if not batching:
+            assert exact == want
+        else:
+            assert abs(exact - want) <= 1
+
+
+def test_a_fleet_of_over_a_thousand_replicas_is_found(base: Result) -> None:
+    """The docs' own example (``--target-rate 100000``) once hit a hidden cap of 1,000 replicas (exit 3)."""
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 10.0))]
+    (o,), sim = search(candidates(rs), PlanOptions(100_000.0, 50.0, requests=2000, rounds=2), None, detail=0)
+    assert o.replicas is not None and o.replicas > 1000, o.why_not
+    assert not sim.meets(sim.predict(o, 100_000.0, o.replicas - 1))

@@ -281,3 +281,18 @@ def test_mmpp_arrivals_have_the_spell_weighted_rate_and_are_bursty() -> None:
     assert counts.var() / counts.mean() > 5  # Poisson would be 1
     with pytest.raises(UsageError, match="mmpp"):
         mmpp(10.0, 0.0, 1.0, 1.0)
+
+
+def test_mmpp_schedules_of_one_seed_share_their_spells_at_any_rate() -> None:
+    """Common random numbers (issue 36): the planner compares fleet sizes, i.e. one replica at rate / R for each R;
+    the spells come from their own stream of the seed, so every R sees the same bursts (they had been drawn
+    interleaved with the arrivals: other spells at every rate, and a p99 that jumped between neighbouring R)."""
+    from inferperf.measure.arrivals import mmpp
+
+    def per_100ms(rate: float) -> np.ndarray:
+        s = mmpp(0.0, rate, 1.0, 1.0, seed=5)
+        arr = np.asarray([s.next_offset_ns() for _ in range(int(rate * 30))])
+        return np.bincount((arr // 100_000_000).astype(np.int64), minlength=300)[:300]
+
+    a, b = per_100ms(300.0), per_100ms(3000.0)
+    assert np.corrcoef(a, b)[0, 1] > 0.9

@@ -107,6 +107,7 @@ def plan_command(
     sim_duration_s: Annotated[Optional[float], Opt(help="virtual seconds per point instead of --sim-requests "
                                                        "(arrivals = rate x duration)")] = None,
     rounds: Annotated[int, Opt(help="resampling rounds of the chosen option's interval")] = 10,
+    max_replicas: Annotated[int, Opt(help="the largest fleet the search simulates")] = 100_000,
     seed: Annotated[int, Opt(help="seed of every simulation")] = 0,
     json_out: Annotated[bool, Opt("--json", help="print the plan block as JSON")] = False,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="folder (default ./inferperf-plan-MODEL)")] = None,
@@ -126,7 +127,7 @@ def plan_command(
         raise UsageError("plan needs --target-rate R (req/s) and --slo-p99-ms S, e.g. --target-rate 500 --slo-p99-ms 50")
     measure = measure or not from_dir  # nothing measured given: measure what the plan needs
     opts = PlanOptions(target_rate, slo_p99_ms, burst, price_per_core_hour, balancer, arrival, sim_requests, rounds,
-                       seed, duration_s=sim_duration_s)
+                       seed, duration_s=sim_duration_s, max_replicas=max_replicas)
     opts.check()
     if validate and (validate_rounds < 1 or not validate_step_s > 0):
         raise UsageError("--validate-rounds must be >= 1 and --validate-step-s > 0 (e.g. --validate-rounds 3 "

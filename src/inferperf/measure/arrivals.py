@@ -11,7 +11,9 @@ LoadGen's Server scenario). Shared by ``loadgen`` (open loop) and ``pipeline``.
   generator (the first after one gap), as MLPerf LoadGen's Server scenario.
 - :func:`mmpp`: bursty arrivals, a two-state Markov-modulated Poisson process (Fischer and Meier-Hellstern
   1993): Poisson at ``rate_high`` for exponential spells of mean ``mean_high_s``, then at ``rate_low`` for
-  spells of mean ``mean_low_s``, and so on (seeded; starts in the low state).
+  spells of mean ``mean_low_s``, and so on (seeded; starts in the low state). The spells and the arrivals within
+  them draw from two streams of the seed, so schedules of one seed at different rates share their spells (common
+  random numbers: a planner comparing fleet sizes compares the same bursts).
 - :func:`trace`: recorded offsets replayed exactly, ``speed`` times faster.
 - :func:`strided`: worker ``k`` of ``n`` takes offsets ``k, k+n, k+2n, ...`` of one
   schedule, so ``n`` processes together send exactly the global schedule.
@@ -92,7 +94,9 @@ class _MMPP:
         self.rates = (float(rate_low), float(rate_high))
         self.means_s = (float(mean_low_s), float(mean_high_s))
         self.seed = int(seed)
-        self._rng = np.random.default_rng(self.seed)
+        spells, points = np.random.SeedSequence(self.seed).spawn(2)
+        self._spells = np.random.default_rng(spells)
+        self._rng = np.random.default_rng(points)
         self._t_s = 0.0
         self._state = 0
         self._buf: list[int] = []
@@ -105,7 +109,7 @@ class _MMPP:
 
     def next_offset_ns(self) -> int:
         while not self._buf:  # one spell at a time: Poisson count, uniform positions (order statistics)
-            dur = self._rng.exponential(self.means_s[self._state])
+            dur = self._spells.exponential(self.means_s[self._state])
             k = self._rng.poisson(self.rates[self._state] * dur)
             pts = self._t_s + np.sort(self._rng.uniform(0.0, dur, k))
             self._buf = np.round(pts * 1e9).astype(np.int64).tolist()[::-1]

@@ -173,6 +173,7 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
               "planned_rate_per_s": opts.planned_rate_per_s, "slo_p99_ms": opts.slo_p99_ms,
               "price_per_core_hour": opts.price_per_core_hour, "balancer": opts.balancer, "arrival": opts.arrival,
               "sim_requests": opts.requests, "sim_duration_s": opts.duration_s, "rounds": opts.rounds, "seed": opts.seed, "method": sim.method,
+              "max_replicas": opts.max_replicas,
               "ranked_by": "cost" if opts.price_per_core_hour is not None else "cores"}
     doc = {"inputs": inputs, "chosen": 0 if chosen is not None else None, "validation": head,
            "options": [{**option_doc(o, over, opts.price_per_core_hour), "validation": said[id(o)]} for o in ranked]}
