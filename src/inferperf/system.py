@@ -302,18 +302,20 @@ def _build() -> SystemInfo:
     )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=1)
-def _cached() -> SystemInfo:
+@functools.lru_cache(maxsize=8)
+def _cached(affinity: tuple[int, ...]) -> SystemInfo:
     return _build()
 
 
 def collect_system(refresh: bool = False) -> SystemInfo:
-    """Inventory of this machine, as seen by this process.
+    """Inventory of this machine, as seen by this process under its current CPU affinity.
 
-    Cached per process; the caller gets its own copy.
+    Cached per process and affinity (a process pinned for a while, as ``plan --validate`` pins itself to the
+    load's CPUs, gets the pinned inventory only while pinned: the inventory read while pinned had been kept
+    for the rest of the process, and the machine's fingerprint with it); the caller gets its own copy.
 
     Args:
-        refresh: re-read everything (e.g. after changing affinity or cgroup limits).
+        refresh: re-read everything (e.g. after changing cgroup limits).
 
     Returns:
         A :class:`~inferperf.results.model.SystemInfo`; ``effective_cpus`` (>= 1) is the
@@ -321,7 +323,7 @@ def collect_system(refresh: bool = False) -> SystemInfo:
     """
     if refresh:
         _cached.cache_clear()
-    return _cached().model_copy(deep=True)
+    return _cached(tuple(_affinity())).model_copy(deep=True)
 
 
 def default_intra_op_threads(info: SystemInfo | None = None) -> int:

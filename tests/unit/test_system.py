@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -271,3 +272,24 @@ def test_collect_system_is_cached_but_returns_copies() -> None:
     a = collect_system()
     a.isa_flags.append("mutated")
     assert "mutated" not in collect_system().isa_flags
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs 2 CPUs in this process's affinity")
+def test_an_inventory_read_while_pinned_is_not_kept_after_the_pinning_ends() -> None:
+    """Issue 36 item 5: plan --validate pins itself to the load's CPUs; the inventory first read there was kept for
+    the process, so the validation was filed under a 1-CPU machine's fingerprint that no later plan matched."""
+    from inferperf.system import machine_fingerprint
+
+    full = sorted(os.sched_getaffinity(0))
+    collect_system(refresh=True)
+    unpinned = machine_fingerprint()
+    os.sched_setaffinity(0, full[-1:])
+    try:
+        pinned = collect_system()
+        assert pinned.cpu_affinity == full[-1:] and pinned.effective_cpus == 1
+        assert machine_fingerprint() != unpinned
+    finally:
+        os.sched_setaffinity(0, full)
+    again = collect_system()
+    assert again.cpu_affinity == full and machine_fingerprint(again) == unpinned

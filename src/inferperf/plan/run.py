@@ -134,6 +134,8 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
         the measuring worker's error (``--measure``).
     """
     opts.check()
+    system = collect_system()  # the unpinned machine: the validation pins this process to the load's CPUs
+    fp = machine_fingerprint(system)
     results = read_results(from_paths) if from_paths else []
     if measure_ladder:
         cfgs = ladder_configs(measure_ladder["batch_sizes"], measure_ladder["instances"], measure_ladder["cpus"],
@@ -150,8 +152,6 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
         over = _measure_overhead(model, cands, opts, out_dir, command, progress)
     ranked, sim = search(cands, opts, over, progress=progress)
     chosen = ranked[0] if ranked and ranked[0].replicas is not None else None
-    system = collect_system()
-    fp = machine_fingerprint(system)
     checked = None
     if validate and chosen is not None:
         from datetime import datetime, timezone
