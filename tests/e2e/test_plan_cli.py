@@ -42,7 +42,9 @@ def test_plan_from_results_prints_the_plan_and_writes_result_and_deployable_file
     assert lines[0].startswith("plan for mlp: 1800 req/s (target 1500 x burst 1.2), p99 <= 20 ms")
     assert "[predicted, not validated]" in lines[0] and "ranked by cost" in lines[0]
     chosen = next(ln for ln in lines if ln.startswith("chosen:"))
-    assert "replica(s)" in chosen and "/h" in chosen
+    assert "replica(s)" in chosen and "cost " in chosen and "per hour (cores x 0.05 per core-hour)" in chosen
+    runner_ups = [i for i, ln in enumerate(lines) if ln.startswith("runner-up:")]
+    assert runner_ups and sum(ln.lstrip().startswith("from batch") for ln in lines) == 1  # the chosen one's sources
     assert any("p99 dominated by" in ln for ln in lines) and any("stops meeting the SLO at" in ln for ln in lines)
     assert any("server overhead (HTTP, decode, encode) not measured" in ln for ln in lines)
     r = load(out / "plan.json")
@@ -85,8 +87,13 @@ def test_no_option_meeting_the_slo_exits_3_and_bad_flags_exit_2(measured_dir: Pa
                        (["--target-rate", "10", "--slo-p99-ms", "20", "--batch-sizes", "1,x"], "--batch-sizes"),
                        (["--target-rate", "10", "--slo-p99-ms", "20", "--from", str(measured_dir), "--burst", "0.5"],
                         "--burst"),
-                       (["--target-rate", "10", "--slo-p99-ms", "20", "--from", str(tmp_path / "none")], "not found")):
-        p = _plan("mlp", *args, "-o", str(tmp_path / "y"))
+                       (["--target-rate", "10", "--slo-p99-ms", "20", "--from", str(tmp_path / "none")], "not found"),
+                       (["--target-rate", "10", "--slo-p99-ms", "20", "--from", str(measured_dir),
+                         "--price-per-core-hour", "-1"], "--price-per-core-hour"),
+                       (["--target-rate", "10", "--slo-p99-ms", "20", "--max-replicas", "0"], "--max-replicas"),
+                       (["--target-rate", "10", "--slo-p99-ms", "20", "-o", str(measured_dir / "b1.json")],
+                        "a file of that name exists")):
+        p = _plan("mlp", *args, *([] if "-o" in args else ["-o", str(tmp_path / "y")]))
         assert p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1
 

@@ -23,7 +23,12 @@ def test_a_plan_is_drawn_as_predicted_p99_vs_rate_with_the_slo_line(folder: Path
     rep = build([folder])
     (chart,) = [c for c in rep.charts if c.group == "plan"]
     fig = chart.figure
-    assert "predicted" in fig["layout"]["title"]["text"] and "not validated" in fig["layout"]["title"]["text"]
+    assert fig["layout"]["title"]["text"] == "Plan for mlp: predicted p99 vs offered rate"  # short: never clipped
+    assert "not validated" in chart.caption
+    x, y = fig["layout"]["xaxis"], fig["layout"]["yaxis"]
+    assert x["title"]["text"].startswith("offered rate") and y["title"]["text"].startswith("p99 latency (ms")
+    assert y["type"] == "log" and y["ticktext"] and all(float(t.replace(",", "")) == v
+                                                        for t, v in zip(y["ticktext"], y["tickvals"]))
     slo = [s for s in fig["layout"]["shapes"] if s.get("xref") == "paper"]
     assert slo and slo[0]["y0"] == 20.0
     planned = [s for s in fig["layout"]["shapes"] if s.get("yref") == "paper"]

@@ -58,7 +58,8 @@ def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) ->
         head = "chosen:    " if k == 0 and meeting else "runner-up: " if meeting else "closest:   "
         p = o["at_planned_rate"] or {}
         lat = p.get("latency_ms", {})
-        cost = f", {o['cost_per_hour']:.4g}/h" if o["cost_per_hour"] is not None else ""
+        cost = (f", cost {o['cost_per_hour']:.4g} per hour (cores x {i['price_per_core_hour']:g} per core-hour)"
+                if o["cost_per_hour"] is not None else "")
         fleet = f"{o['replicas']} replica(s) x {o['cores_per_replica']} core(s) = {o['cores']} cores{cost}" \
             if o["meets_slo"] else (o["why_not"] or "does not meet the SLO")
         print(f"{head}{o['label']}: {fleet}")
@@ -74,8 +75,9 @@ def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) ->
                   f"({sim['virtual_s']:.3g} s of virtual time) per point")
         if o["limit_rate_per_s"] is not None:
             print(f"           stops meeting the SLO at about {o['limit_rate_per_s']:.4g} req/s")
-        print("           from " + "; ".join(f"batch {b}: {', '.join(v)}" for b, v in o["measured_from"].items())
-              + f"  [{o['validation']}]")
+        if k == 0:  # the Results behind the answer; a runner-up's are in plan.json
+            print("           from " + "; ".join(f"batch {b}: {', '.join(v)}" for b, v in o["measured_from"].items()))
+        print(f"           [{o['validation']}]")
     if doc.get("validation_points"):
         print_validation(doc["validation_points"])
     for n in notes:
@@ -132,6 +134,9 @@ def plan_command(
     if validate and (validate_rounds < 1 or not validate_step_s > 0):
         raise UsageError("--validate-rounds must be >= 1 and --validate-step-s > 0 (e.g. --validate-rounds 3 "
                          "--validate-step-s 5)")
+    out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--output {out}: a file of that name exists; plan writes a folder: pass a new folder name")
     ladder = None
     if measure:
         base = build_config({"backend": backend, "workload.shapes": shape, "workload.dims": dim})
@@ -145,7 +150,6 @@ def plan_command(
             cpus = len(pin)
         ladder = {"batch_sizes": _ints(batch_sizes, "--batch-sizes"), "instances": _ints(instances, "--instances"),
                   "cpus": cpus, "duration_s": measure_duration_s, "base": base, "pin": pin if validate else None}
-    out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

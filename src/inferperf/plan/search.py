@@ -65,6 +65,10 @@ class PlanOptions:
                 raise UsageError(f"{name} {v!r}: must be a positive number")
         if not self.burst >= 1:
             raise UsageError(f"--burst {self.burst!r}: must be >= 1 (1.3 plans for 30 % over the target)")
+        if self.price_per_core_hour is not None and not (self.price_per_core_hour >= 0
+                                                         and math.isfinite(self.price_per_core_hour)):
+            raise UsageError(f"--price-per-core-hour {self.price_per_core_hour!r}: must be a price >= 0 per core and "
+                             "hour (e.g. 0.05)")
         if self.balancer not in BALANCERS:
             raise UsageError(f"--balancer {self.balancer!r}: use one of {', '.join(BALANCERS)}")
         if self.arrival not in ARRIVALS:

@@ -8,10 +8,9 @@ at or past saturation are drawn apart (their percentiles depend on the simulated
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from .charts import Chart, _layout
+from .charts import Chart, _layout, log_axis
 
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
 
@@ -83,12 +82,10 @@ def plan_charts(entries: list[Any]) -> list[Chart]:
         if planned is not None:
             shapes.append({"type": "line", "yref": "paper", "y0": 0, "y1": 1, "x0": planned, "x1": planned,
                            "line": {"color": "#7f7f7f", "dash": "dot"}})
-        layout = _layout(f"Plan for {inputs.get('model')}: predicted p99 vs rate ({doc.get('validation')})",
-                         {"title": "offered rate (req/s)"},
-                         {"title": "p99 ms (predicted)", "type": "log",
-                          **({"range": [math.log10(min(steady + [slo or steady[0]]) / 1.5), math.log10(top * 1.4)]}
-                             if steady and top else {})},
-                         shapes=shapes)
+        ys = [*steady, *([slo] if slo else [])] or [1.0]
+        yaxis = log_axis(min(ys) / 1.2, (top or max(ys)) * 1.2, "p99 latency (ms, predicted, log)")
+        layout = _layout(f"Plan for {inputs.get('model')}: predicted p99 vs offered rate",
+                         {"title": {"text": "offered rate to the fleet (req/s)"}}, yaxis, shapes=shapes)
         out.append(Chart(id=f"plan-p99-{i}", group="plan", title=f"Plan: p99 vs rate, {inputs.get('model')}",
                          figure={"data": data, "layout": layout},
                          caption=(f"simulated ({inputs.get('method')}); red dashed: SLO p99 <= {slo:g} ms; dotted: "
