@@ -116,8 +116,9 @@ def _cell(v: dict, digits: int = 3) -> str:
 def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
     """Every (batching, instances) point of one model (see the module docstring)."""
     from inferperf.config import BenchConfig
-    from inferperf.plan.search import Option, PlanOptions, Simulator, options_for
-    from inferperf.plan.service import candidates, ladder_configs, measure, overhead
+    from inferperf.analysis.candidates import candidates, overhead
+    from inferperf.analysis.fleet import Option, PlanOptions, Simulator, options_for
+    from inferperf.plan.ladder import ladder_configs, measure
     from inferperf.plan.validate import measure_overhead, validate as run_validation
     from inferperf.policy.batching import BatchPolicy
     from inferperf.results.io import save

@@ -31,7 +31,8 @@ def measured(base: Result, batch: int, threads: int, instances: int, mean_ms: fl
     """``base`` as a run at ``batch`` rows with ``instances`` per-stream sessions of ``threads`` threads, its
     latency samples uniform in ``mean_ms`` +- 10 %."""
     c = base.config
-    upd = {"workload": c.workload.model_copy(update={"batch_size": batch}), "concurrency": instances,
+    shapes = {k: [batch, *v[1:]] for k, v in c.workload.shapes.items()}  # as bench records them: the batch leads
+    upd = {"workload": c.workload.model_copy(update={"batch_size": batch, "shapes": shapes}), "concurrency": instances,
            "scenario": "concurrent" if instances > 1 else "single-stream",
            "session_mode": "per-stream" if instances > 1 else "shared",
            "session": c.session.model_copy(update={"requested": {**c.session.requested, "intra_op_num_threads": threads},

@@ -100,7 +100,8 @@ def test_no_option_meeting_the_slo_exits_3_and_bad_flags_exit_2(measured_dir: Pa
 
 def test_measure_runs_the_ladder_in_fresh_workers_and_plans_from_it(tmp_path: Path) -> None:
     from inferperf.config import BenchConfig
-    from inferperf.plan.service import candidates, ladder_configs, measure
+    from inferperf.analysis.candidates import candidates
+    from inferperf.plan.ladder import ladder_configs, measure
     from tests.models import seeded_mlp_onnx
 
     model = seeded_mlp_onnx(tmp_path / "mlp.onnx")

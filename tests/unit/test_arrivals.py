@@ -1,4 +1,5 @@
-"""Arrival schedules (measure/arrivals.py): exact offsets, seeded Poisson, traces, worker split."""
+"""Arrival schedules (policy/arrivals.py; files and flags: measure/arrivals.py): exact offsets, seeded Poisson, traces,
+worker split."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 
 from inferperf.errors import UsageError
-from inferperf.measure import arrivals
+from inferperf.measure.arrivals import from_arrival, load_trace
+from inferperf.policy import arrivals
 
 
 def take(schedule: arrivals.Schedule, n: int) -> list[int | None]:
@@ -49,15 +51,15 @@ def test_bad_traces_are_usage_errors(offsets: list[int], match: str) -> None:
 def test_load_trace_reads_units_comments_and_refuses_bad_files(tmp_path) -> None:  # noqa: ANN001
     f = tmp_path / "t.txt"
     f.write_text("# recorded\n0\n250ms\n\n500000us  # a comment\n1.5\n2000000000ns\n")
-    assert arrivals.load_trace(f).tolist() == [0, 250_000_000, 500_000_000, 1_500_000_000, 2_000_000_000]
+    assert load_trace(f).tolist() == [0, 250_000_000, 500_000_000, 1_500_000_000, 2_000_000_000]
     f.write_text("0\n1\n0.5\n")
     with pytest.raises(UsageError, match="line|offset 3 goes back"):
-        arrivals.load_trace(f)
+        load_trace(f)
     f.write_text("0\nsoon\n")
     with pytest.raises(UsageError, match=":2:"):
-        arrivals.load_trace(f)
+        load_trace(f)
     with pytest.raises(UsageError, match="not found"):
-        arrivals.load_trace(tmp_path / "missing.txt")
+        load_trace(tmp_path / "missing.txt")
 
 
 def test_strided_workers_together_send_the_global_schedule_exactly() -> None:
@@ -70,10 +72,13 @@ def test_strided_workers_together_send_the_global_schedule_exactly() -> None:
 
 
 def test_from_arrival_builds_each_kind(tmp_path) -> None:  # noqa: ANN001
-    assert arrivals.from_arrival("constant", 10).describe()["rate_per_s"] == 10
-    assert arrivals.from_arrival("poisson", 10, seed=4).describe()["seed"] == 4
+    assert from_arrival("constant", 10).describe()["rate_per_s"] == 10
+    assert from_arrival("poisson", 10, seed=4).describe()["seed"] == 4
     (tmp_path / "t").write_text("0\n1\n")
-    tr = arrivals.from_arrival(f"trace:{tmp_path / 't'}", None, trace_speed=2)
+    tr = from_arrival(f"trace:{tmp_path / 't'}", None, trace_speed=2)
     assert take(tr, 3) == [0, 500_000_000, None]
     with pytest.raises(UsageError, match="needs --request-rate"):
-        arrivals.from_arrival("poisson", None)
+        from_arrival("poisson", None)
+    mm = from_arrival("mmpp", 30, seed=2).describe()  # the planner's bursty arrivals (issue 36 item 6)
+    assert mm == arrivals.bursty(30, seed=2).describe() and mm["rate_per_s"] == pytest.approx(30)
+    assert (mm["rate_low_per_s"], mm["rate_high_per_s"], mm["mean_low_s"]) == pytest.approx((20, 40, 1.0))

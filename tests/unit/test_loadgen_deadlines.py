@@ -12,7 +12,7 @@ from inferperf.clock import FakeClock
 from inferperf.loadgen.deadlines import Deadlines, tick_for
 from inferperf.loadgen.driver import Closed, Open, run_step
 from inferperf.loadgen.transport import SimulatedServer
-from inferperf.measure import arrivals
+from inferperf.policy import arrivals
 from tests.fake_loop import run_fake
 
 MS = 1_000_000

@@ -10,7 +10,7 @@ import pytest
 from inferperf.clock import FakeClock
 from inferperf.loadgen.driver import Closed, Open, StepSamples, WindowRule, run_step, window_figures
 from inferperf.loadgen.transport import SimulatedServer
-from inferperf.measure import arrivals
+from inferperf.policy import arrivals
 from tests.fake_loop import run_fake
 
 MS = 1_000_000

@@ -15,7 +15,7 @@ from inferperf.loadgen.options import LoadConfig
 from inferperf.loadgen.result import step_result
 from inferperf.loadgen.target import TargetInfo, build_payloads
 from inferperf.loadgen.transport import Endpoint, SimulatedServer
-from inferperf.measure import arrivals
+from inferperf.policy import arrivals
 from tests.fake_loop import run_fake
 
 

@@ -102,7 +102,7 @@ def test_rate_search_on_fake_clock_finds_a_200_per_s_server_within_resolution():
     from inferperf.clock import FakeClock
     from inferperf.loadgen.driver import Open, WindowRule, run_step
     from inferperf.loadgen.transport import SimulatedServer
-    from inferperf.measure import arrivals
+    from inferperf.policy import arrivals
     from tests.fake_loop import run_fake
 
     search = RateSearch(slo_p99_ms=50, start=25.0, resolution_percent=5.0)

@@ -14,7 +14,7 @@ from inferperf.loadgen.options import LoadConfig
 from inferperf.loadgen.result import error_adjusted, step_result
 from inferperf.loadgen.target import TargetInfo
 from inferperf.loadgen.transport import ConnectionPool, SimulatedServer
-from inferperf.measure import arrivals
+from inferperf.policy import arrivals
 from inferperf.results.model import Validity
 from tests.fake_loop import run_fake
 

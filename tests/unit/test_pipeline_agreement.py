@@ -14,7 +14,7 @@ import random
 import pytest
 
 from inferperf.clock import FakeClock
-from inferperf.measure import arrivals
+from inferperf.policy import arrivals
 from inferperf.pipeline.engine import StageRuntime, run
 from inferperf.pipeline.simulate import simulate
 from inferperf.pipeline.workers import Call

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferperf.measure import arrivals
+from inferperf.policy import arrivals
 from inferperf.pipeline import analysis as an
 from inferperf.pipeline.simulate import fixed, replay, simulate
 

@@ -9,8 +9,9 @@ import pytest
 
 from inferperf.errors import UsageError
 from inferperf.plan.deploy import serve_settings, triton_config
-from inferperf.plan.search import Option, PlanOptions, Simulator, capacity_per_s, options_for, search, size_fleet
-from inferperf.plan.service import candidates, ladder_configs, overhead
+from inferperf.analysis.fleet import Option, PlanOptions, Simulator, capacity_per_s, options_for, search, size_fleet
+from inferperf.analysis.candidates import candidates, overhead
+from inferperf.plan.ladder import ladder_configs
 from inferperf.results.model import Result
 from inferperf.serve.options import ServeOptions
 from inferperf.serve.triton_config import parse
@@ -36,6 +37,61 @@ def test_candidates_pool_samples_per_batch_size_and_keep_instances_apart(base: R
     assert one.example.config.workload.batch_size == 4  # the largest batch's model file and config
     assert cands[1].service.mean_ns(1) == pytest.approx(1.3e6, rel=0.01)  # measured side by side, not assumed
     assert candidates(rs, "zoo:other") == []
+
+
+def _variant(r: Result, *, shapes: dict | None = None, session: dict | None = None, cpus: list | None = None,
+             sha256: str | None = None, path: str | None = None) -> Result:
+    """``r`` measured with other per-row shapes (the batch dim kept), session settings, pinning or model file."""
+    c = r.config
+    upd: dict = {}
+    if shapes is not None:
+        upd["workload"] = c.workload.model_copy(update={"shapes": {k: [c.workload.batch_size, *v] for k, v in shapes.items()}})
+    if session is not None:
+        upd["session"] = c.session.model_copy(update={"requested": {**c.session.requested, **session}})
+    if cpus is not None:
+        upd["placement"] = c.placement.model_copy(update={"cpus": cpus})
+    out = r.model_copy(update={"config": c.model_copy(update=upd)}, deep=True)
+    if sha256 is not None or path is not None:
+        out.model = out.model.model_copy(update={"sha256": sha256 or out.model.sha256, "path": path or out.model.path})
+    return out
+
+
+def test_results_of_two_input_sizes_are_never_pooled_into_one_service_model(base: Result) -> None:
+    """Issue 36 item 2: a sweep over two input sizes became one service model (1 ms and 10 ms averaged to 5.49)."""
+    small = [(Path(f"s{b}.json"), _variant(measured(base, b, 1, 1, 1.0 * b, seed=b), shapes={"x": [32]}))
+             for b in (1, 4)]
+    large = [(Path(f"l{b}.json"), _variant(measured(base, b, 1, 1, 10.0 * b, seed=b), shapes={"x": [320]}))
+             for b in (1, 4)]
+    with pytest.raises(UsageError, match=r"^--from mixes workloads: per-row input shapes differ \(s1.json: x: 32; "
+                                         r"l1.json: x: 320\): pass --shape"):
+        candidates(small + large)
+    (one,) = candidates(small + large, shapes={"x": [1, 320]})  # --shape x:1x320 picks one workload
+    assert one.service.sizes == (1, 4) and one.service.mean_ns(1) == pytest.approx(10e6, rel=0.02)
+    assert one.sources == {1: ["l1.json"], 4: ["l4.json"]}
+    (only,) = candidates(small + large, shapes={"": [8, 32]})  # a one-input model's --shape 8x32: rows ignored
+    assert only.service.mean_ns(1) == pytest.approx(1e6, rel=0.02)
+    with pytest.raises(UsageError, match=r"--shape x: 64 \(per row\): no Result in --from has it; they have x: 32; x: 320"):
+        candidates(small + large, shapes={"x": [1, 64]})
+    other_model = _variant(measured(base, 1, 1, 1, 2.0), sha256="f" * 64)
+    with pytest.raises(UsageError, match="model differs"):
+        candidates(small + [(Path("o.json"), other_model)])
+
+
+def test_a_made_batchable_copy_is_the_same_model_and_settings_split_candidates(base: Result) -> None:
+    sha = base.model.sha256
+    copy = _variant(measured(base, 4, 1, 1, 1.6, seed=4), sha256="e" * 64, path=f"/cache/derived/{sha[:16]}-dynbatch.onnx")
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0)), (Path("b4.json"), copy)]
+    (c,) = candidates(rs)  # bench --batch-size 4 of a fixed-batch model measures a copy: still one workload
+    assert c.service.sizes == (1, 4)
+    basic = [(Path(f"g{b}.json"), _variant(measured(base, b, 1, 1, 2.0 * b, seed=b),
+                                           session={"graph_optimization_level": "basic"})) for b in (1, 4)]
+    pinned = [(Path("p1.json"), _variant(measured(base, 1, 1, 2, 1.4), cpus=[0]))]
+    cands = candidates(rs + basic + pinned)
+    assert [(c.label, c.cores) for c in cands] == [
+        ("onnxruntime 1 thread x 1 instance, graph_optimization_level all", 1),
+        ("onnxruntime 1 thread x 1 instance, graph_optimization_level basic", 1),
+        ("onnxruntime 1 thread x 2 instances, pinned to 1 CPU", 1)]  # costed by the CPUs it was measured on
+    assert cands[1].service.mean_ns(1) == pytest.approx(2e6, rel=0.02) and cands[1].session["graph_optimization_level"] == "basic"
 
 
 def test_server_overhead_is_request_minus_queue_minus_model_time(base: Result) -> None:
@@ -122,7 +178,7 @@ def test_deployable_settings_parse_as_serve_and_triton_configs(base: Result) -> 
 
 def test_server_overhead_enters_the_prediction_as_one_worker_per_replica(base: Result) -> None:
     from inferperf.analysis.service_model import Deterministic
-    from inferperf.plan.service import Overhead
+    from inferperf.analysis.candidates import Overhead
 
     rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0))]
     opts = PlanOptions(200.0, 50.0, requests=3000, rounds=2)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from inferperf.plan.run import option_key, plan
-from inferperf.plan.search import PlanOptions, Simulator, capacity_per_s, options_for, search
-from inferperf.plan.service import candidates
+from inferperf.analysis.fleet import PlanOptions, Simulator, capacity_per_s, options_for, search
+from inferperf.analysis.candidates import candidates
 from inferperf.plan.validate import LOADS, judge, tolerance, validate, verdict
 from inferperf.plan.validations import NOT_VALIDATED, describe, last
 from inferperf.results.io import save

@@ -11,7 +11,7 @@ from inferperf.loadgen.driver import Closed, Open
 from inferperf.loadgen.options import LoadConfig
 from inferperf.loadgen.result import step_result
 from inferperf.loadgen.transport import SimulatedServer
-from inferperf.measure import arrivals
+from inferperf.policy import arrivals
 from inferperf.report.build import ReportOptions, build
 from inferperf.report.render import render_html, render_markdown
 from inferperf.results.io import save

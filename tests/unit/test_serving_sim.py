@@ -270,7 +270,7 @@ def test_overload_is_flagged() -> None:
 
 
 def test_mmpp_arrivals_have_the_spell_weighted_rate_and_are_bursty() -> None:
-    from inferperf.measure.arrivals import mmpp
+    from inferperf.policy.arrivals import mmpp
 
     s = mmpp(200.0, 2000.0, 0.5, 0.1, seed=3)
     arr = np.asarray([s.next_offset_ns() for _ in range(60_000)])
@@ -287,7 +287,7 @@ def test_mmpp_schedules_of_one_seed_share_their_spells_at_any_rate() -> None:
     """Common random numbers (issue 36): the planner compares fleet sizes, i.e. one replica at rate / R for each R;
     the spells come from their own stream of the seed, so every R sees the same bursts (they had been drawn
     interleaved with the arrivals: other spells at every rate, and a p99 that jumped between neighbouring R)."""
-    from inferperf.measure.arrivals import mmpp
+    from inferperf.policy.arrivals import mmpp
 
     def per_100ms(rate: float) -> np.ndarray:
         s = mmpp(0.0, rate, 1.0, 1.0, seed=5)

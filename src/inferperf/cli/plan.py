@@ -137,9 +137,9 @@ def plan_command(
     out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--output {out}: a file of that name exists; plan writes a folder: pass a new folder name")
+    base = build_config({"backend": backend, "workload.shapes": shape, "workload.dims": dim})
     ladder = None
     if measure:
-        base = build_config({"backend": backend, "workload.shapes": shape, "workload.dims": dim})
         cpus = collect_system().effective_cpus
         if validate:  # measure on the server's share: the validation serves on it, the load runs on the rest
             import os
@@ -156,7 +156,8 @@ def plan_command(
 
     outcome = plan(model, opts, out, [str(p) for p in from_dir or []], ladder, command=["inferperf", *sys.argv[1:]],
                    progress=progress,
-                   validate={"rounds": validate_rounds, "step_s": validate_step_s} if validate else None)
+                   validate={"rounds": validate_rounds, "step_s": validate_step_s} if validate else None,
+                   shapes=dict(base.workload.shapes) or None)
     doc = outcome.result.metrics.plan or {}
     if json_out:
         print(json.dumps(doc, indent=1, allow_nan=False, default=str))

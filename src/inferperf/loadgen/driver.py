@@ -4,7 +4,7 @@
   streams, each with its own connection, send the next request as soon as the
   previous one is answered (perf_analyzer's concurrency mode).
 - **Open loop** (:class:`Open`, scenario Server): one schedule
-  (:mod:`inferperf.measure.arrivals`) hands out send times; each request is
+  (:mod:`inferperf.policy.arrivals`) hands out send times; each request is
   sent at its time on an idle connection, a new one while fewer than
   ``max_connections`` are open, or waits for one (counted in
   ``connections_ran_out``). Latency is taken from the *scheduled* time
@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..measure.arrivals import Schedule
+from ..policy.arrivals import Schedule
 from .deadlines import Deadlines, tick_for
 from .samples import Closed, Open, StepSamples, cpu_seconds, window_figures
 from .span import measure_span

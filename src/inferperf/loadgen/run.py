@@ -24,7 +24,8 @@ import numpy as np
 from ..clock import SYSTEM_CLOCK
 from ..errors import MeasurementError
 from ..interrupt import STOP, cooperative, handle_signals
-from ..measure.arrivals import from_arrival, strided
+from ..measure.arrivals import from_arrival
+from ..policy.arrivals import strided
 from ..results.model import Result
 from .drain import DRAIN_MAX_WAIT_S, DRAIN_QUIET_S, BusyProbe, drain
 from .energy import StepEnergy

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.arrivals import Schedule
+from ..policy.arrivals import Schedule
 from .windows import _window
 
 

@@ -181,6 +181,7 @@ def assemble(*, cfg: BenchConfig, plan: Any, sessions: Any, eff: dict[str, Any],
             inputs=sessions.inputs,
             outputs=sessions.outputs,
             zoo_name=plan.zoo_name,
+            source_sha256=plan.source_sha256,
         ),
         config=case,
         metrics=Metrics(

@@ -40,6 +40,7 @@ class ModelPlan:
         facts: file facts of the model loaded (the batchable copy when one was made).
         zoo_name: ``NAME`` of ``zoo:NAME``, else None.
         batching: how a fixed-batch model was made batchable (recorded in the workload), else None.
+        source_sha256: the sha256 of the file the batchable copy was made from, else None.
         phases: cold-start phases so far (``runtime_import_ms``), ms.
         notes: warnings for the Result.
     """
@@ -47,6 +48,7 @@ class ModelPlan:
     facts: ModelFacts
     zoo_name: str | None
     batching: Any = None
+    source_sha256: str | None = None
     phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -119,6 +121,7 @@ def resolve_model(model: str | Path, cfg: BenchConfig, clock: Clock) -> ModelPla
             batched_path, plan.batching = make_batchable(facts.path, facts.sha256, w.batch_size, cfg.backend,
                                                          cfg.session)
             plan.facts = inspect_model(batched_path)
+            plan.source_sha256 = source.sha256
             plan.notes.append(
                 f"{source.path.name} has a fixed batch of 1; measured a verified batchable copy ({plan.batching})"
             )

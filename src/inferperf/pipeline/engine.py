@@ -8,7 +8,7 @@ next item then follows at once), and the calling thread handles the source's tim
 hand-off is timestamped on the clock into a :class:`Trace`.
 
 - Closed loop (``concurrency`` N): N items in flight; a new one is sent when one finishes or fails.
-- Open loop (a :mod:`~inferperf.measure.arrivals` schedule): items sent at their intended times; latency
+- Open loop (a :mod:`~inferperf.policy.arrivals` schedule): items sent at their intended times; latency
   is measured from the intended time (no coordinated omission), the lateness of each send is recorded.
 - A full queue follows its policy: ``block`` holds the producer (back-pressure: a worker's blocked time),
   ``reject`` fails the item at once (counted). In a closed loop the first queue always blocks. The run has a

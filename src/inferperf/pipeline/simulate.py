@@ -93,7 +93,7 @@ def simulate(names: list[str], workers: list[int], service: ServiceFn, *, sizes:
         sizes / policies: each stage's input queue (None: unbounded; ``block`` | ``reject``).
         items: items to send (the source's stop rule: ``min_items``, no duration).
         concurrency: closed loop with this many in flight; or ``schedule`` (open loop,
-            :mod:`~inferperf.measure.arrivals`).
+            :mod:`~inferperf.policy.arrivals`).
         kinds: per stage ``function`` | ``model`` (recorded only).
 
     CPU time is recorded equal to the service time (a CPU-bound stage); each item's payload is its index.

@@ -7,6 +7,6 @@ At tune's level: it may compose serve and load (validation), and imports neither
 """
 
 from .run import NOT_VALIDATED, PlanOutcome, plan
-from .search import Option, PlanOptions
+from ..analysis.fleet import Option, PlanOptions
 
 __all__ = ["NOT_VALIDATED", "Option", "PlanOptions", "PlanOutcome", "plan"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_text
-from .search import Option
+from ..analysis.fleet import Option
 
 #: models bigger than this are not copied into the Triton repository (a note says where to put them)
 MAX_COPY_BYTES = 512 * 1024 * 1024
@@ -30,7 +30,15 @@ def serve_settings(opt: Option) -> dict[str, Any]:
                              "instance_count": c.instances}
     if p.dynamic:
         serve["max_queue_delay_us"] = p.max_queue_delay_ns // 1000
-    return {"backend": c.backend, "session": {"intra_op_num_threads": c.threads}, "serve": serve}
+    return {"backend": c.backend, "session": {"intra_op_num_threads": c.threads, **session_changes(opt)}, "serve": serve}
+
+
+def session_changes(opt: Option) -> dict[str, Any]:
+    """The session settings ``opt`` was measured with that differ from the defaults (ONNX Runtime's names)."""
+    from ..config import SessionOptions
+
+    defaults = SessionOptions().model_dump()
+    return {k: v for k, v in opt.candidate.session.items() if k in defaults and v != defaults[k]}
 
 
 def triton_config(opt: Option, name: str) -> str:
@@ -78,7 +86,11 @@ def write(opt: Option, out_dir: Path, name: str, header: str) -> tuple[dict[str,
         files["triton_model"] = dst
     else:
         notes.append(f"the model file is not copied into {mdir / '1'}: put model.onnx there to serve the repository")
+    other = {k: v for k, v in session_changes(opt).items()}
+    if other:
+        notes.append(f"{pb}: the session settings {other} are in serve-config.yaml only: set the Triton ONNX Runtime "
+                     "backend's equivalents by hand")
     return files, notes
 
 
-__all__ = ["serve_settings", "triton_config", "write"]
+__all__ = ["serve_settings", "session_changes", "triton_config", "write"]

@@ -24,8 +24,9 @@ from ..results.model import LatencySummary, Metrics, Result, Samples, Throughput
 from ..system import collect_system, machine_fingerprint
 from .validations import NOT_VALIDATED, describe, key, last, remember
 from .deploy import serve_settings, write
-from .search import MAX_JOINT_ARRIVALS, Option, PlanOptions, Simulator, search
-from .service import Candidate, Overhead, candidates, ladder_configs, measure, overhead, read_results
+from ..analysis.candidates import Candidate, Overhead, candidates, overhead
+from ..analysis.fleet import MAX_JOINT_ARRIVALS, Option, PlanOptions, Simulator, search
+from .ladder import ladder_configs, measure, read_results
 
 
 @dataclass
@@ -101,7 +102,7 @@ def _measure_overhead(model: str, cands: list[Candidate], opts: PlanOptions, out
                       command: list[str] | None, progress: Callable[[str], None] | None) -> Overhead | None:
     """``--validate`` without a serve Result: measure the server's own time on the first candidate served for real
     (saved as ``measured/serve-overhead.json``, which a later ``--from`` reads), so the prediction includes it."""
-    from .search import options_for
+    from ..analysis.fleet import options_for
     from .validate import measure_overhead
 
     if progress:
@@ -115,7 +116,8 @@ def _measure_overhead(model: str, cands: list[Candidate], opts: PlanOptions, out
 
 def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | None = None,
          measure_ladder: dict[str, Any] | None = None, command: list[str] | None = None,
-         progress: Callable[[str], None] | None = None, validate: dict[str, Any] | None = None) -> PlanOutcome:
+         progress: Callable[[str], None] | None = None, validate: dict[str, Any] | None = None,
+         shapes: dict[str, list[int]] | None = None) -> PlanOutcome:
     """Plan ``model``'s fleet for ``opts`` and write ``out_dir/plan.json`` plus the chosen configuration.
 
     Args:
@@ -128,6 +130,8 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
             ``base``: backend, shapes, dims every run starts from; ``pin``: CPU ids every run is pinned to).
         validate: ``{"rounds": n, "step_s": s}`` to run the chosen configuration for real at 50/70/85 % of one
             replica's predicted capacity (:func:`.validate.validate`) and store the points.
+        shapes: plan only Results of these input shapes (``--shape``; the leading dim is the rows), when
+            ``--from`` holds several workloads.
 
     Raises:
         UsageError: bad options, nothing to plan from, no candidate for the model.
@@ -146,7 +150,7 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
         from ..errors import UsageError
 
         raise UsageError("nothing to plan from: pass --from DIR (bench/sweep Results) or --measure")
-    cands = candidates(results, model)
+    cands = candidates(results, model, shapes)
     over = overhead(results, model)
     if validate and over is None and cands:
         over = _measure_overhead(model, cands, opts, out_dir, command, progress)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..config import BenchConfig
-from .search import Option, Simulator, capacity_per_s
+from ..analysis.fleet import Option, Simulator, capacity_per_s
 
 #: fractions of one replica's predicted capacity validated
 LOADS = (0.5, 0.7, 0.85)
@@ -98,7 +98,7 @@ def replica_capacity_per_s(opt: Option, overhead_ms: float | None) -> float:
 
 def _load_shapes(opt: Option) -> list[str]:
     """The measured input shapes as ``load --shape`` values, one row each (inputs with free dims need them)."""
-    from .service import rows
+    from .ladder import rows
 
     shapes = rows(dict(getattr(opt.candidate.example.config.workload, "shapes", None) or {}), 1)
     return [f"{k}:{'x'.join(map(str, v))}" if k else "x".join(map(str, v)) for k, v in shapes.items()]
@@ -124,7 +124,7 @@ def served(model: str, opt: Option) -> Iterator[tuple[str, str, Callable[[], Any
     """
     from ..serve.child import own_server, split_cpus
     from .deploy import serve_settings
-    from .service import rows
+    from .ladder import rows
 
     doc = serve_settings(opt)
     ex = opt.candidate.example.config.workload  # the measured shapes and dims; one row per request

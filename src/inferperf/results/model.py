@@ -93,6 +93,7 @@ class ModelInfo(_Model):
     outputs: list[TensorInfo]
     variant: str = "fp32"
     zoo_name: str | None = None
+    source_sha256: str | None = None  # the file this one was derived from (a made-batchable copy), else None
 
 
 class SessionConfig(_Model):

@@ -1,6 +1,9 @@
 """The cheapest fleet that meets a p99 SLO at a rate: simulate each option at growing replica counts.
 
-An *option* is a measured candidate (backend, threads, instances; :mod:`.service`) with a batching policy:
+The one capacity model: ``inferperf plan`` (which measures, validates and writes) and ``inferperf report``
+(which plans from the Results it has when no plan Result is there) both size fleets here.
+
+An *option* is a measured candidate (backend, threads, instances; :mod:`.candidates`) with a batching policy:
 off, or on up to each measured batch size above 1 with a queue delay of 0 or a tenth of the SLO (at most
 5 ms). For each, the fewest replicas whose simulated p99 at ``target x burst`` meets the SLO with no
 rejection and no growing backlog, starting from the replicas the mean service time needs; then, for the
@@ -20,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.serving_sim import BALANCERS, Setup, simulate
-from ..analysis.serving_stats import Prediction, intervals, summarize
 from ..errors import UsageError
-from ..measure.arrivals import constant, mmpp, poisson
+from ..policy.arrivals import bursty, constant, poisson
 from ..policy.batching import BatchPolicy
-from .service import Candidate, Overhead
+from .candidates import Candidate, Overhead
+from .serving_sim import BALANCERS, Setup, simulate
+from .serving_stats import Prediction, intervals, summarize
 
 ARRIVALS = ("poisson", "constant", "mmpp")
 #: simulated arrivals at most in a joint simulation of several replicas
@@ -166,7 +169,7 @@ class Simulator:
             gaps = np.random.default_rng(seed).geometric(1 / replicas, n)  # every R-th send of a lattice, at random
             return np.round(np.cumsum(gaps) * (1e9 / rate_per_s)).astype(np.int64)
         sched = {"poisson": lambda: poisson(rate, seed), "constant": lambda: constant(rate),
-                 "mmpp": lambda: mmpp(rate * 2 / 3, rate * 4 / 3, 1.0, 1.0, seed)}[o.arrival]()
+                 "mmpp": lambda: bursty(rate, seed)}[o.arrival]()
         return np.fromiter((sched.next_offset_ns() for _ in range(n)), dtype=np.int64, count=n)
 
     def run(self, opt: Option, rate_per_s: float, replicas: int, seed_offset: int = 0, service: Any = None) -> Any:
@@ -323,4 +326,5 @@ def search(cands: list[Candidate], opts: PlanOptions, overhead: Overhead | None,
     return allopts, sim
 
 
-__all__ = ["ARRIVALS", "MAX_JOINT_ARRIVALS", "Option", "PlanOptions", "Simulator", "capacity_per_s", "options_for", "search"]
+__all__ = ["ARRIVALS", "MAX_JOINT_ARRIVALS", "NON_MONOTONE_MARGIN", "Option", "PlanOptions", "Simulator", "capacity_per_s",
+           "curve", "limit_rate", "options_for", "resampled_intervals", "search", "size_fleet"]
