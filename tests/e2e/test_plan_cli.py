@@ -107,13 +107,18 @@ def test_measure_runs_the_ladder_in_fresh_workers_and_plans_from_it(tmp_path: Pa
     model = seeded_mlp_onnx(tmp_path / "mlp.onnx")
     base = BenchConfig.model_validate({"backend": "null", "null_latency_ms": [1.0], "warmup": {"iterations": 1},
                                        "stop": {"min_iterations": 20}})
-    cfgs = ladder_configs([1, 2], [1], cpus=1, duration_s=0.2, base=base)
-    got = measure(str(model), cfgs, tmp_path / "measured")
-    assert [p.name for p, _ in got] == ["b1-i1-t1.json", "b2-i1-t1.json"]
-    assert all(p.is_file() and r.kind == "bench" for p, r in got)
+    cfgs = ladder_configs([1, 2], [1], cpus=1, duration_s=0.2, base=base, rounds=2)
+    seen: list[str] = []
+    got = measure(str(model), cfgs, tmp_path / "measured", rounds=2, progress=seen.append)
+    names = [p.name for p, _ in got]  # interleaved rounds: every config once a round, the order shuffled per round
+    assert sorted(names[:2]) == ["b1-i1-t1-r1.json", "b2-i1-t1-r1.json"]
+    assert sorted(names[2:]) == ["b1-i1-t1-r2.json", "b2-i1-t1-r2.json"]
+    assert seen[0].startswith("measure 1/4 (round 1/2): batch ") and seen[3].startswith("measure 4/4 (round 2/2)")
+    assert all(p.is_file() and r.kind == "bench" and r.samples.latency_ns for p, r in got)
     (c,) = candidates(got, str(model))
     assert c.service.sizes == (1, 2) and c.threads == 1 and c.instances == 1
     assert c.service.mean_ns(1) >= 1e6  # the null backend's scripted 1 ms per call
+    assert {b: v["runs"] for b, v in c.spread().items()} == {1: 2, 2: 2}
 
 
 def test_without_from_the_cli_measures_what_it_needs_with_the_base_settings_given(tmp_path: Path) -> None:
@@ -122,13 +127,13 @@ def test_without_from_the_cli_measures_what_it_needs_with_the_base_settings_give
     model = seeded_mlp_onnx(tmp_path / "mlp.onnx")
     out = tmp_path / "plan"
     p = _plan(str(model), "--target-rate", "100", "--slo-p99-ms", "50", "--backend", "null", "--batch-sizes", "1,2",
-              "--instances", "1", "--measure-duration-s", "0.2", "--sim-requests", "2000", "--rounds", "2",
-              "-o", str(out))
+              "--instances", "1", "--measure-duration-s", "0.2", "--measure-rounds", "1", "--sim-requests", "2000",
+              "--rounds", "2", "-o", str(out))
     assert p.returncode == 0, p.stderr
-    assert "measure 1/2: batch 1" in p.stderr and "measure 2/2: batch 2" in p.stderr
+    assert "measure 1/2 (round 1/1): batch " in p.stderr and "measure 2/2 (round 1/1): batch " in p.stderr
     t = _cpus()  # one instance: threads = the effective CPUs
-    assert sorted(f.name for f in (out / "measured").glob("*.json")) == [f"b1-i1-t{t}.json", f"b2-i1-t{t}.json"]
-    assert load(out / "measured" / f"b1-i1-t{t}.json").config.backend == "null"
+    assert sorted(f.name for f in (out / "measured").glob("*.json")) == [f"b1-i1-t{t}-r1.json", f"b2-i1-t{t}-r1.json"]
+    assert load(out / "measured" / f"b1-i1-t{t}-r1.json").config.backend == "null"
     assert "chosen:" in p.stdout and load(out / "plan.json").kind == "plan"
 
 
@@ -136,3 +141,27 @@ def _cpus() -> int:
     from inferperf.system import collect_system
 
     return collect_system().effective_cpus
+
+
+def test_runs_that_disagree_make_the_plan_invalid_first_and_fail_on_invalid_exits_3(tmp_path: Path) -> None:
+    """Issue 36 item 3: a ladder measured while the machine's load changed (batch 1 at 1.0 and 1.4 ms in two
+    rounds) was planned as if it were true; the disagreement now leads the headline, and --fail-on-invalid exits 3.
+    Runs within the limit (1.0 and 1.05 ms) plan VALID."""
+    base = base_result(tmp_path)
+    for name, ms in (("noisy", 1.4), ("quiet", 1.05)):
+        d = tmp_path / name
+        d.mkdir()
+        save(measured(base, 1, 1, 1, 1.0, seed=1), d / "b1-r1.json")
+        save(measured(base, 1, 1, 1, ms, seed=2), d / "b1-r2.json")
+        save(measured(base, 4, 1, 1, 1.6, seed=4), d / "b4-r1.json")
+    args = ["--target-rate", "500", "--slo-p99-ms", "20", "--sim-requests", "2000", "--rounds", "2"]
+    p = _plan("mlp", *args, "--from", str(tmp_path / "noisy"), "-o", str(tmp_path / "p1"))
+    assert p.returncode == 0, p.stderr  # INVALID still exits 0 unless asked
+    first = p.stdout.splitlines()[0]
+    assert first.startswith("INVALID: the measured runs disagree beyond 10 %: batch 1 p50 ") and "40 %" in first
+    assert not load(tmp_path / "p1" / "plan.json").validity.valid
+    p = _plan("mlp", *args, "--from", str(tmp_path / "noisy"), "-o", str(tmp_path / "p2"), "--fail-on-invalid")
+    assert p.returncode == 3 and "the plan is INVALID (--fail-on-invalid): the measured runs disagree" in p.stderr
+    q = _plan("mlp", *args, "--from", str(tmp_path / "quiet"), "-o", str(tmp_path / "p3"), "--fail-on-invalid")
+    assert q.returncode == 0, q.stderr
+    assert q.stdout.startswith("plan for mlp") and load(tmp_path / "p3" / "plan.json").validity.valid

@@ -87,9 +87,9 @@ def test_open_loop_with_a_rejecting_queue_agrees_item_for_item() -> None:
     names, workers, sizes, policies = ["a", "b"], [1, 2], [3, 2], ["block", "reject"]
     service = _service(2, 2)
     engine = _engine(names, workers, service, 300, sizes=sizes, policies=policies,
-                     schedule=arrivals.from_arrival("poisson", 400.0, seed=7))
+                     schedule=arrivals.poisson(400.0, seed=7))
     sim = simulate(names, workers, service, sizes=sizes, policies=policies, items=300,
-                   schedule=arrivals.from_arrival("poisson", 400.0, seed=7))
+                   schedule=arrivals.poisson(400.0, seed=7))
     _same(engine, sim)
     rejected = sum(1 for r in engine.items if r.rejected == "b")
     assert rejected > 0 and len(engine.completed()) + rejected == 300

@@ -152,6 +152,11 @@ def test_measure_ladder_runs_instances_side_by_side() -> None:
     assert got == [(1, 1, "shared", 2, "single-stream"), (4, 1, "shared", 2, "single-stream"),
                    (1, 2, "per-stream", 1, "concurrent"), (4, 2, "per-stream", 1, "concurrent")]
     assert all(c.stop.min_duration_s == 2.0 for c in cfgs)
+    # a run gets the time its calls need (the cap only guards a hung worker), and 3 rounds pool >= 100 samples
+    assert all(c.stop.min_iterations == 100 and c.stop.max_duration_s >= 600 for c in cfgs)
+    assert {c.stop.min_iterations for c in ladder_configs([1], [1], cpus=2, duration_s=1.0, rounds=3)} == {34}
+    with pytest.raises(UsageError, match="--measure-rounds"):
+        ladder_configs([1], [1], 2, 1.0, rounds=0)
     assert all(c.placement.cpus is None for c in cfgs)  # unpinned unless asked
     # pinned to the replica's CPUs (plan --validate: the server's share), a --shape follows each batch size
     from inferperf.config import BenchConfig

@@ -63,8 +63,9 @@ def _cands(base: Result) -> list:
 def scripted(factor: float):  # noqa: ANN201
     """A runner that 'measures' the simulator's own figures x factor (3 rounds, +-2 %)."""
 
-    def runner(model, opt, rates, rounds, step_s, command=None, progress=None):  # noqa: ANN001, ANN202
-        sim = Simulator(PlanOptions(10.0, 50.0, requests=4000, seed=99), None)
+    def runner(model, opt, rates, rounds, step_s, command=None, progress=None, arrival="poisson"):  # noqa: ANN001, ANN202
+        sim = Simulator(PlanOptions(10.0, 50.0, requests=4000, seed=99, arrival=arrival,
+                                    duration_s=None if arrival == "poisson" else 60.0), None)
         out = []
         for k in range(rounds):
             row = []
@@ -97,35 +98,117 @@ def test_validate_measures_at_50_70_85_percent_of_one_replicas_capacity_and_judg
     assert validate("mlp", opt, sim, 10.0, rounds=1, step_s=1.0, runner=scripted(1.0))["capacity_per_s"] == 100.0
 
 
-def test_a_later_plan_of_the_same_configuration_shows_the_error_last_measured(base: Result, tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def _pinning(runner):  # noqa: ANN001, ANN202
+    """``runner`` that, as the real one, pins this process to one CPU while it measures and reads the machine there;
+    it records the arrivals it was asked to drive."""
+    import os
+
+    from inferperf.system import collect_system
+
+    seen: list[str] = []
+
+    def run(model, opt, rates, rounds, step_s, command=None, progress=None, arrival="poisson"):  # noqa: ANN001, ANN202
+        seen.append(arrival)
+        full = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {max(full)})
+        try:
+            collect_system()  # what load() does under the pinning
+            return runner(model, opt, rates, rounds, step_s, command, progress, arrival)
+        finally:
+            os.sched_setaffinity(0, full)
+
+    run.seen = seen  # type: ignore[attr-defined]
+    return run
+
+
+def test_a_wrong_validation_leads_the_plan_and_every_later_plan_and_an_empty_one_replaces_nothing(
+        base: Result, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36 items 5-7: a validation finding the prediction wrong makes the plan INVALID with the figures and by
+    how much, first; a later plan of the configuration on this machine shows it first too (it is filed under the
+    unpinned machine, not the 1-CPU one the validation pins itself to); a validation that measured nothing is not
+    stored and replaces nothing; the load drives the plan's own arrivals."""
     import inferperf.plan.validate as pv
+    from inferperf.system import machine_fingerprint
 
     d = tmp_path / "results"
     d.mkdir()
     for b, ms in ((1, 1.0), (4, 1.6)):
         save(measured(base, b, 1, 1, ms, seed=b), d / f"b{b}.json")
-    opts = PlanOptions(500.0, 20.0, requests=2000, rounds=2)
+    opts = PlanOptions(500.0, 20.0, requests=2000, rounds=2, arrival="mmpp", duration_s=20.0)
     first = plan("mlp", opts, tmp_path / "p0", [str(d)])
-    assert first.result.metrics.plan["validation"] == NOT_VALIDATED
+    assert first.result.metrics.plan["validation"] == NOT_VALIDATED and first.result.validity.valid
     assert "validation_points" not in first.result.metrics.plan
-    monkeypatch.setattr(pv, "run_rounds", scripted(1.6))
+    off = _pinning(scripted(1.6))  # reality 60 % slower than predicted
+    monkeypatch.setattr(pv, "run_rounds", off)
     served_runs = []
     monkeypatch.setattr(pv, "measure_overhead", lambda *a, **k: served_runs.append(a) or None)
     checked = plan("mlp", opts, tmp_path / "p1", [str(d)], validate={"rounds": 3, "step_s": 1.0})
+    assert off.seen == ["mmpp"]  # the arrivals predicted are the arrivals driven
     doc = checked.result.metrics.plan
     assert len(doc["validation_points"]["points"]) == 3 and doc["validation_points"]["summary"]["right"] == 0
     assert len(served_runs) == 1  # no serve Result in --from: the server's own time is measured first
-    assert doc["validation"].startswith("validation error last measured ") and "0 of 3 points right" in doc["validation"]
+    assert checked.validation_wrong and not checked.result.validity.valid
+    assert doc["validation"].startswith("PREDICTION WRONG on this machine (validated ")
+    assert "0 of 3 points right): p50 -" in doc["validation"] and "% of capacity (predicted " in doc["validation"]
+    assert checked.result.validity.reasons[0].startswith("the prediction was found wrong by validation (0 of 3 points")
+    assert checked.result.system.cpu_affinity == sorted(__import__("os").sched_getaffinity(0))  # not the pinned one
     later = plan("mlp", opts, tmp_path / "p2", [str(d)])
     ldoc = later.result.metrics.plan
-    assert "validation_points" not in ldoc
+    assert "validation_points" not in ldoc and not later.validation_wrong  # nothing judged in this run
     assert ldoc["validation"] == doc["validation"] and ldoc["options"][0]["validation"] == doc["validation"]
-    assert any(n.startswith("chosen configuration: validation error last measured") for n in later.notes)
+    assert not later.result.validity.valid and later.result.validity.reasons == checked.result.validity.reasons
+    assert any(n.startswith("chosen configuration: PREDICTION WRONG") for n in later.notes)
     other = next(o for o in ldoc["options"][1:] if o["label"] != ldoc["options"][0]["label"])
     assert other["validation"] == NOT_VALIDATED  # another configuration was never validated
-    entry = last(option_key(later.chosen, __import__("inferperf.system", fromlist=["x"]).machine_fingerprint()))
+    entry = last(option_key(later.chosen, machine_fingerprint()))
     assert entry is not None and describe(entry) == doc["validation"]
+    # a validation that measured nothing (the target lost before any step) is not stored and replaces nothing
+    monkeypatch.setattr(pv, "run_rounds", lambda *a, **k: ([], {"generator_cpus": [1], "server_cpus": [0],
+                                                                 "disjoint": True}))
+    empty = plan("mlp", opts, tmp_path / "p3", [str(d)], validate={"rounds": 1, "step_s": 1.0})
+    assert empty.result.metrics.plan["validation_points"]["store"] is None
+    assert last(option_key(later.chosen, machine_fingerprint())) == entry
+    # a right validation replaces the wrong one: the plan is VALID again
+    monkeypatch.setattr(pv, "run_rounds", _pinning(scripted(1.0)))
+    good = plan("mlp", opts, tmp_path / "p4", [str(d)], validate={"rounds": 3, "step_s": 1.0})
+    assert not good.validation_wrong and good.result.validity.valid
+    assert good.result.metrics.plan["validation"].startswith("validation error last measured ")
+
+
+def test_the_replica_is_served_on_the_cpus_it_is_costed_with_or_refused_before_measuring(base: Result) -> None:
+    """Issue 36 item 4: the chosen "1 thread x 2 instances, 2 cores" had been served on 1 CPU (split_cpus gives the
+    server a fixed share) and its 0 of 3 stored as the configuration's error."""
+    from inferperf.errors import UsageError
+    from inferperf.plan.validate import replica_cpus
+
+    two = options_for(candidates([(Path("a.json"), measured(base, 1, 1, 2, 1.3))]), PlanOptions(10.0, 50.0))[0]
+    assert two.candidate.cores == 2
+    assert replica_cpus(two, [0, 1, 2, 3]) == ([2, 3], [0, 1])
+    with pytest.raises(UsageError, match=r"costed at 2 CPU\(s\) per replica; .* needs 3, this process has 2"):
+        replica_cpus(two, [0, 1])
+    pinned = measured(base, 1, 1, 2, 1.3)
+    pinned.config.placement.cpus = [2]
+    one = options_for(candidates([(Path("p.json"), pinned)]), PlanOptions(10.0, 50.0))[0]
+    assert one.candidate.cores == 1 and replica_cpus(one, [0, 1, 2, 3]) == ([0, 1, 3], [2])  # where it was measured
+
+
+def test_throughput_is_judged_against_the_rate_the_schedule_offered() -> None:
+    """Issue 36 item 7: a Poisson step of 2 s offers the nominal rate +- 7 % at 100/s; completions are scaled by
+    target / offered, so a server that carried all it was offered is not a throughput miss."""
+    from types import SimpleNamespace
+
+    from inferperf.plan.validate import _measured
+
+    lat = SimpleNamespace(p50=2.0, p99=5.0)
+    r = SimpleNamespace(metrics=SimpleNamespace(latency_ms=lat, throughput=SimpleNamespace(queries_per_s=93.0),
+                                                client={"target_rate": 100.0, "scheduled_rate": 93.0}),
+                        validity=SimpleNamespace(valid=True, reasons=[]))
+    got = _measured(r)
+    assert got["throughput_per_s"] == pytest.approx(100.0) and got["completions_per_s"] == 93.0
+    assert got["offered_per_s"] == 93.0
+    assert verdict(100.0, [got["throughput_per_s"]], 0.10)["right"]
+    r.metrics.throughput.queries_per_s = 60.0  # carried 60 of 93 offered: still a miss
+    assert not verdict(100.0, [_measured(r)["throughput_per_s"]], 0.10)["right"]
 
 
 def test_fleet_points_run_for_a_virtual_duration_and_name_their_method(base: Result) -> None:

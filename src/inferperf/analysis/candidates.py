@@ -33,6 +33,9 @@ from .service_model import Deterministic, Empirical
 
 #: Result kinds whose samples are model calls measured in-process
 IN_PROCESS = ("bench", "sweep")
+#: the most the medians of one case's runs (rounds, repeats) may differ, as max / min - 1, before a plan on their
+#: pooled samples is INVALID: the validation's own target for p50 and throughput (10 %) is the noise a plan can stand
+ROUND_SPREAD_LIMIT = 0.10
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Candidate:
         session: the session settings asked for besides the threads (ONNX Runtime's names). workload: the
         workload's fields (:func:`workload_of`). distinct: what tells it apart from a candidate with the same
         backend, threads and instances (set by :func:`candidates`; "" when nothing needs saying).
+        run_medians_ns: batch size -> the median of each run pooled into it (one per Result), for the spread.
     """
 
     model: str
@@ -64,6 +68,18 @@ class Candidate:
     session: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
     distinct: str = ""
+    run_medians_ns: dict[int, list[float]] = field(default_factory=dict)
+
+    def spread(self) -> dict[int, dict[str, Any]]:
+        """Per batch size with 2 or more runs: ``{"runs", "p50_ms": [per run], "spread": max / min - 1,
+        "agree": spread <= ROUND_SPREAD_LIMIT}``."""
+        out = {}
+        for b, med in sorted(self.run_medians_ns.items()):
+            if len(med) >= 2:
+                sp = max(med) / min(med) - 1
+                out[b] = {"runs": len(med), "p50_ms": [m / 1e6 for m in med], "spread": sp,
+                          "agree": sp <= ROUND_SPREAD_LIMIT}
+        return out
 
     @property
     def cores(self) -> int:
@@ -217,11 +233,14 @@ def candidates(results: list[tuple[Path, Result]], model: str | None = None,
     groups: dict[str, dict[str, Any]] = {}
     for path, r in kept:
         s = setting_of(r)
-        g = groups.setdefault(_key(s), {"setting": s, "samples": {}, "sources": {}, "invalid": [], "example": (0, r)})
+        g = groups.setdefault(_key(s), {"setting": s, "samples": {}, "sources": {}, "invalid": [], "example": (0, r),
+                                           "medians": {}})
         b = int(r.config.workload.batch_size or 1)
         if b > g["example"][0]:
             g["example"] = (b, r)
-        g["samples"].setdefault(b, []).append(np.asarray(r.samples.latency_ns, dtype=np.float64))
+        arr = np.asarray(r.samples.latency_ns, dtype=np.float64)
+        g["samples"].setdefault(b, []).append(arr)
+        g["medians"].setdefault(b, []).append(float(np.median(arr)))
         g["sources"].setdefault(b, []).append(str(path))
         if r.validity.verdict != "VALID":
             g["invalid"].append(str(path))
@@ -232,7 +251,7 @@ def candidates(results: list[tuple[Path, Result]], model: str | None = None,
         srcs = {b: ", ".join(v) for b, v in g["sources"].items()}
         out.append(Candidate(model_name(ex), s["backend"], s["threads"], s["instances"], Empirical(samples, srcs),
                              g["sources"], g["invalid"], ex, cpus=s["cpus"], available_cpus=ex.system.effective_cpus,
-                             session=s["session"], workload=workload_of(ex)))
+                             session=s["session"], workload=workload_of(ex), run_medians_ns=g["medians"]))
     _distinguish(out, {id(c): setting_of(c.example) for c in out})
     return sorted(out, key=lambda c: (c.cores, c.threads, c.instances, c.backend, c.distinct))
 
@@ -280,5 +299,5 @@ def overhead(results: list[tuple[Path, Result]], model: str | None = None) -> Ov
     return Overhead(Deterministic(max(1, round(mean_ms * 1e6))), mean_ms, srcs)
 
 
-__all__ = ["IN_PROCESS", "Candidate", "Overhead", "candidates", "model_name", "overhead", "per_row", "setting_of",
+__all__ = ["IN_PROCESS", "ROUND_SPREAD_LIMIT", "Candidate", "Overhead", "candidates", "model_name", "overhead", "per_row", "setting_of",
            "source_model", "threads_of", "workload_of"]

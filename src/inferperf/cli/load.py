@@ -139,7 +139,7 @@ def load_command(
     model: Annotated[Optional[str], Opt(help="model name on the server")] = None,
     concurrency: Annotated[Optional[str], Opt(help="closed loop: streams per step, e.g. 1,4,16 (default 1)")] = None,
     request_rate: Annotated[Optional[str], Opt(help="open loop: requests/s per step, e.g. 50,100,200")] = None,
-    arrival: Annotated[str, Opt(help="open loop: constant | poisson | trace:FILE (one offset per line)")] = "constant",
+    arrival: Annotated[str, Opt(help="open loop: constant | poisson | mmpp (bursty: 1 s spells at 2/3 and 4/3 of the rate) | trace:FILE (one offset per line)")] = "constant",
     trace_speed: Annotated[Optional[float], Opt(help="replay a trace this many times faster (default 1)")] = None,
     protocol: Annotated[str, Opt(help="json | binary (Triton's binary tensors)")] = "json",
     shape: Annotated[Optional[list[str]], Opt(help="input shape NAME:1x3x224x224; several make a mix; repeatable")] = None,

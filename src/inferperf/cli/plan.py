@@ -32,21 +32,24 @@ def print_validation(v: dict[str, Any]) -> None:
     """The ``--validate`` table: per load, predicted / measured range over the rounds, error and verdict."""
     pl = v["placement"]
     print(f"validation: one replica served for real (server CPUs {pl['server_cpus']}, load CPUs "
-          f"{pl['generator_cpus']}{'' if pl['disjoint'] else ', shared'}), open-loop Poisson, {v['rounds']} round(s) "
-          f"of {v['step_s']:g} s per load; predicted capacity {v['capacity_per_s']:.4g} req/s")
+          f"{pl['generator_cpus']}{'' if pl['disjoint'] else ', shared'}), open-loop {v.get('arrival', 'poisson')} "
+          f"arrivals, {v['rounds']} round(s) of {v['step_s']:g} s per load; predicted capacity "
+          f"{v['capacity_per_s']:.4g} req/s")
     print("  predicted / measured range over the rounds (error vs their median, target, verdict)")
     for p in v["points"]:
         m = p["metrics"]
         print(f"  {p['load'] * 100:.0f} % ({p['rate_per_s']:.4g} req/s): throughput {_pm(m['throughput_per_s'])}/s; "
               f"p50 {_pm(m['p50_ms'])} ms; p99 {_pm(m['p99_ms'])} ms")
     s = v["summary"]
-    print(f"  {s['right']} of {s['points']} loads right (every figure within its widened interval); stored in "
-          f"{v.get('store')}")
+    where = f"stored in {v['store']}" if v.get("store") else "nothing measured: not stored, the last validation kept"
+    print(f"  {s['right']} of {s['points']} loads right (every figure within its widened interval); {where}")
 
 
 def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) -> None:
     """The plan as text: inputs, the chosen option and why, the runner-ups, the notes, the files written."""
     i = doc["inputs"]
+    if doc.get("valid") is False:  # the reasons first: a plan the user must not act on as it stands
+        print("INVALID: " + "; ".join(doc.get("invalid_reasons") or []))
     print(f"plan for {i['model']}: {i['planned_rate_per_s']:g} req/s (target {i['target_rate_per_s']:g} x burst "
           f"{i['burst']:g}), p99 <= {i['slo_p99_ms']:g} ms, {i['arrival']} arrivals, {i['balancer']} routing; "
           f"ranked by {i['ranked_by']}  [predicted, {doc['validation']}]")
@@ -100,6 +103,8 @@ def plan_command(
     batch_sizes: Annotated[str, Opt(help="--measure: batch sizes")] = "1,2,4,8",
     instances: Annotated[str, Opt(help="--measure: instances side by side (threads = CPUs / instances)")] = "1,2",
     measure_duration_s: Annotated[float, Opt(help="--measure: seconds per run")] = 3.0,
+    measure_rounds: Annotated[int, Opt(help="--measure: interleaved rounds of the ladder (their spread decides "
+                                            "validity)")] = 3,
     backend: Backend = None,
     shape: Shape = None,
     dim: Dim = None,
@@ -118,11 +123,15 @@ def plan_command(
                                                      "vs measured")] = False,
     validate_rounds: Annotated[int, Opt(help="--validate: rounds (each runs every load)")] = 3,
     validate_step_s: Annotated[float, Opt(help="--validate: measured seconds per load and round")] = 5.0,
+    fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the plan is INVALID (its measured "
+                                                                   "runs disagree, or validation found it wrong)")] = False,
 ) -> int:
     """Predict the cheapest configuration (replicas x threads x instances x batching) whose p99 meets the SLO at
     target x burst, by simulating the server's own batching over measured service times. Writes the plan Result,
-    a serve --config file and a Triton config.pbtxt. Exit 3 when no option meets the SLO."""
+    a serve --config file and a Triton config.pbtxt. Exit 3 when no option meets the SLO, when --validate finds the
+    prediction wrong, or (--fail-on-invalid) when the plan is INVALID."""
     from ..plan import PlanOptions, plan
+    from ..plan.validations import misses_text
     from ..system import collect_system
 
     if target_rate <= 0 or slo_p99_ms <= 0:
@@ -131,12 +140,12 @@ def plan_command(
     opts = PlanOptions(target_rate, slo_p99_ms, burst, price_per_core_hour, balancer, arrival, sim_requests, rounds,
                        seed, duration_s=sim_duration_s, max_replicas=max_replicas)
     opts.check()
+    if measure_rounds < 1:
+        raise UsageError(f"--measure-rounds {measure_rounds}: must be >= 1 (3 shows the spread of a noisy machine)")
     if validate and (validate_rounds < 1 or not validate_step_s > 0):
         raise UsageError("--validate-rounds must be >= 1 and --validate-step-s > 0 (e.g. --validate-rounds 3 "
                          "--validate-step-s 5)")
     out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--output {out}: a file of that name exists; plan writes a folder: pass a new folder name")
     base = build_config({"backend": backend, "workload.shapes": shape, "workload.dims": dim})
     ladder = None
     if measure:
@@ -149,7 +158,8 @@ def plan_command(
             pin = split_cpus(sorted(os.sched_getaffinity(0)))[1]
             cpus = len(pin)
         ladder = {"batch_sizes": _ints(batch_sizes, "--batch-sizes"), "instances": _ints(instances, "--instances"),
-                  "cpus": cpus, "duration_s": measure_duration_s, "base": base, "pin": pin if validate else None}
+                  "cpus": cpus, "duration_s": measure_duration_s, "base": base, "pin": pin if validate else None,
+                  "rounds": measure_rounds}
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -163,7 +173,12 @@ def plan_command(
         print(json.dumps(doc, indent=1, allow_nan=False, default=str))
     else:
         print_plan(doc, outcome.notes, outcome.files)
+    where = f"(the plan is in {outcome.files['result']})"
     if outcome.chosen is None:
-        raise GateFailed(f"no option meets p99 <= {slo_p99_ms:g} ms at {opts.planned_rate_per_s:g} req/s "
-                         f"(the plan is in {outcome.files['result']})")
+        raise GateFailed(f"no option meets p99 <= {slo_p99_ms:g} ms at {opts.planned_rate_per_s:g} req/s {where}")
+    if outcome.validation_wrong:
+        raise GateFailed(f"validation found the prediction wrong: {misses_text(doc['validation_points']['summary'])} "
+                         f"{where}")
+    if fail_on_invalid and not outcome.result.validity.valid:
+        raise GateFailed(f"the plan is INVALID (--fail-on-invalid): {'; '.join(outcome.result.validity.reasons)} {where}")
     return 0

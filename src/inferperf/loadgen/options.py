@@ -44,7 +44,8 @@ class LoadConfig(BaseModel):
 
     Steps: exactly one of ``concurrency`` (closed loop, scenario Concurrent) or
     ``request_rate`` (open loop, scenario Server, req/s) is a non-empty list.
-    ``arrival`` is ``constant``, ``poisson`` or ``trace:FILE``; ``trace_speed``
+    ``arrival`` is ``constant``, ``poisson``, ``mmpp`` (bursty: 1 s spells at 2/3 and 4/3 of the rate,
+    :func:`inferperf.policy.arrivals.bursty`, the planner's ``--arrival mmpp``) or ``trace:FILE``; ``trace_speed``
     scales a trace (2 = twice as fast).
 
     Time: ``warmup_s`` (never counted), ``duration_s`` (measured time of one
@@ -154,9 +155,9 @@ class LoadConfig(BaseModel):
     @field_validator("arrival")
     @classmethod
     def _arrival_kind(cls, v: str) -> str:
-        if v in ("constant", "poisson") or (v.startswith("trace:") and len(v) > len("trace:")):
+        if v in ("constant", "poisson", "mmpp") or (v.startswith("trace:") and len(v) > len("trace:")):
             return v
-        raise ValueError(f"--arrival {v!r}: use constant, poisson or trace:FILE")
+        raise ValueError(f"--arrival {v!r}: use constant, poisson, mmpp or trace:FILE")
 
     @model_validator(mode="after")
     def _rules(self) -> LoadConfig:

@@ -6,6 +6,7 @@ The candidates and the server's own time are built from them by :mod:`inferperf.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -40,54 +41,77 @@ def rows(shapes: dict[str, list[int]], batch: int) -> dict[str, list[int]]:
     return {k: [batch, *v[1:]] if v else v for k, v in shapes.items()}
 
 
+#: samples the rounds of one ladder case pool at least (a p99 needs 100): each run takes its share
+MIN_POOLED_SAMPLES = 100
+#: a ladder run stops by its rule (iterations and duration both met); this cap only guards a hung worker (s)
+LADDER_CAP_S = 600.0
+
+
 def ladder_configs(batch_sizes: list[int], instances: list[int], cpus: int, duration_s: float,
-                   base: BenchConfig | None = None, pin: list[int] | None = None) -> list[BenchConfig]:
+                   base: BenchConfig | None = None, pin: list[int] | None = None, rounds: int = 1) -> list[BenchConfig]:
     """The ``--measure`` ladder: for each instance count ``I`` (threads ``cpus // I``, at least 1) and batch
     size, one in-process run with ``I`` instances side by side (per-stream sessions), ``duration_s`` long.
     ``pin``: the CPU ids every run is pinned to (the replica's own CPUs: instances measured side by side on more
     CPUs than the replica will have would predict capacity it does not have); None leaves the runs unpinned.
 
+    Each run needs ``ceil(MIN_POOLED_SAMPLES / rounds)`` calls and ``duration_s``, whichever takes longer (the
+    ``rounds`` runs of a case pool at least :data:`MIN_POOLED_SAMPLES`), and gets the time that takes: the cap
+    (:data:`LADDER_CAP_S`) only guards a hung worker. A 9 s cap had stopped slow batches short of their count
+    (INVALID, a truncated sample).
+
     Raises:
-        UsageError: an empty ladder or a size / count < 1.
+        UsageError: an empty ladder, a size / count < 1, or rounds < 1.
     """
     if not batch_sizes or not instances or min(batch_sizes) < 1 or min(instances) < 1:
         raise UsageError("--measure needs batch sizes >= 1 and instance counts >= 1 (e.g. --batch-sizes 1,2,4,8)")
+    if rounds < 1:
+        raise UsageError(f"--measure-rounds {rounds}: must be >= 1 (3 shows the spread of a noisy machine)")
     base = base or BenchConfig()
+    calls = max(1, math.ceil(MIN_POOLED_SAMPLES / rounds))
     out = []
     for inst in instances:
         threads = max(1, cpus // inst)
         for b in batch_sizes:
             upd = {"placement": base.placement.model_copy(update={"cpus": list(pin)}) if pin else base.placement,
-                   "concurrency": inst, "scenario": "concurrent" if inst > 1 else "single-stream", "session_mode": "per-stream" if inst > 1 else "shared", "repeat": 1,
+                   "concurrency": inst, "scenario": "concurrent" if inst > 1 else "single-stream",
+                   "session_mode": "per-stream" if inst > 1 else "shared", "repeat": 1,
                    "session": base.session.model_copy(update={"intra_op_num_threads": threads}),
                    "workload": base.workload.model_copy(update={"batch_size": b, "shapes": rows(base.workload.shapes, b)}),
-                   "stop": base.stop.model_copy(update={"min_duration_s": duration_s,
-                                                        "max_duration_s": max(duration_s * 3, duration_s + 5)})}
+                   "stop": base.stop.model_copy(update={"min_iterations": calls, "min_duration_s": duration_s,
+                                                        "max_duration_s": max(LADDER_CAP_S, duration_s * 3)})}
             out.append(base.model_copy(update=upd))
     return out
 
 
 def measure(model: str, configs: list[BenchConfig], out_dir: Path, command: list[str] | None = None,
-            progress: Any = None) -> list[tuple[Path, Result]]:
-    """Run each ladder config once, each in a fresh worker process (as ``sweep`` does), and save its Result in
-    ``out_dir`` (``b{batch}-i{instances}-t{threads}.json``), so a later ``plan --from`` reuses them.
+            progress: Any = None, rounds: int = 1, seed: int = 0) -> list[tuple[Path, Result]]:
+    """Run the ladder in ``rounds`` interleaved rounds (every config once a round, in an order shuffled per round:
+    :func:`inferperf.measure.rounds.shuffled_rounds`, so a machine whose load drifts spreads it over every config
+    instead of biasing the last), each run in a fresh worker process (as ``sweep`` does), and save each Result in
+    ``out_dir`` as it comes (``b{batch}-i{instances}-t{threads}-r{round}.json``), so an interrupted ladder keeps
+    its runs and a later ``plan --from`` reuses them.
 
     Raises:
         the worker's error (UsageError, ModelError, MeasurementError) for the first run that fails.
     """
+    from ..measure.rounds import shuffled_rounds
     from ..measure.runner import run_in_worker
     from ..results.io import save
 
     out_dir.mkdir(parents=True, exist_ok=True)
     out = []
-    for i, cfg in enumerate(configs):
-        name = f"b{cfg.workload.batch_size}-i{cfg.concurrency}-t{cfg.session.intra_op_num_threads}.json"
+    total = len(configs) * rounds
+    for i, slot in enumerate(shuffled_rounds(len(configs), rounds, seed)):
+        cfg = configs[slot.case]
+        name = (f"b{cfg.workload.batch_size}-i{cfg.concurrency}-t{cfg.session.intra_op_num_threads}"
+                f"-r{slot.round + 1}.json")
         if progress:
-            progress(f"measure {i + 1}/{len(configs)}: batch {cfg.workload.batch_size}, {cfg.concurrency} "
-                     f"instance(s) x {cfg.session.intra_op_num_threads} thread(s), {cfg.stop.min_duration_s:g} s")
+            progress(f"measure {i + 1}/{total} (round {slot.round + 1}/{rounds}): batch {cfg.workload.batch_size}, "
+                     f"{cfg.concurrency} instance(s) x {cfg.session.intra_op_num_threads} thread(s), "
+                     f"{cfg.stop.min_duration_s:g} s")
         r = run_in_worker(model, cfg, command=command)
         out.append((save(r, out_dir / name), r))
     return out
 
 
-__all__ = ["ladder_configs", "measure", "read_results", "rows"]
+__all__ = ["LADDER_CAP_S", "MIN_POOLED_SAMPLES", "ladder_configs", "measure", "read_results", "rows"]

@@ -1,53 +1,102 @@
 """``inferperf plan``: from measured service times to the cheapest fleet meeting a p99 SLO, as a Result.
 
-:func:`plan` reads Results (``--from``) and/or measures a ladder (``--measure``), builds the candidates
-(:mod:`.service`), searches the options (:mod:`.search`), writes the plan Result (kind ``plan``:
-``metrics.plan`` holds inputs, options, curves, the chosen one; nothing in ``latency_ms`` or
-``throughput``, which hold measurements) and the chosen per-replica configuration (:mod:`.deploy`).
+:func:`plan` runs five steps, each handing the next a typed record:
+
+1. read and measure (:func:`gather` -> :class:`Inputs`): Results from ``--from`` and/or a ladder measured now in
+   interleaved rounds (:mod:`.ladder`), the candidates of one workload and the server's own time
+   (:mod:`inferperf.analysis.candidates`), and the spread of the runs pooled per batch size;
+2. search (:func:`inferperf.analysis.fleet.search` -> :class:`Found`): the options ranked, the chosen one;
+3. validate (``--validate``, :func:`check` -> :class:`Checked`): the chosen configuration run for real on the CPUs
+   it is costed with (:mod:`.validate`), its points stored unless empty (:mod:`.validations`);
+4. judge (:func:`judge`): the plan is INVALID when the runs it pools disagree beyond
+   :data:`~inferperf.analysis.candidates.ROUND_SPREAD_LIMIT`, or when the chosen configuration's last validation on
+   this machine found the prediction wrong; the reasons lead the headline;
+5. write (:func:`write_plan`): the plan Result (kind ``plan``: ``metrics.plan`` holds inputs, options, curves, the
+   chosen one; nothing in ``latency_ms`` or ``throughput``, which hold measurements) and the chosen per-replica
+   configuration (:mod:`.deploy`).
 
 Every predicted figure names the Results it came from and carries the validation error last measured for its
-model and configuration on this machine (:mod:`.validations`), or says ``not validated``. ``validate``
-(``plan --validate``) runs the chosen configuration for real first (:mod:`.validate`) and stores its points.
+model and configuration on this machine (:mod:`.validations`), or says ``not validated``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..analysis.candidates import ROUND_SPREAD_LIMIT, Candidate, Overhead, candidates, overhead
+from ..analysis.fleet import MAX_JOINT_ARRIVALS, Option, PlanOptions, Simulator, options_for, search
+from ..errors import UsageError
 from ..fsutil import json_safe
 from ..results.build import new_result
 from ..results.io import save
-from ..results.model import LatencySummary, Metrics, Result, Samples, Throughput, Validity
+from ..results.model import LatencySummary, Metrics, Result, Samples, SystemInfo, Throughput, Validity
 from ..system import collect_system, machine_fingerprint
-from .validations import NOT_VALIDATED, describe, key, last, remember
 from .deploy import serve_settings, write
-from ..analysis.candidates import Candidate, Overhead, candidates, overhead
-from ..analysis.fleet import MAX_JOINT_ARRIVALS, Option, PlanOptions, Simulator, search
 from .ladder import ladder_configs, measure, read_results
+from .validations import NOT_VALIDATED, describe, key, last, misses_text, remember, wrong
+
+Progress = Callable[[str], None] | None
 
 
 @dataclass
 class PlanOutcome:
-    """What :func:`plan` made: the Result, where it and the deployable files are, the ranked options."""
+    """What :func:`plan` made: the Result, where it and the deployable files are, the ranked options, and
+    ``validation_wrong``: this run's ``--validate`` found the prediction wrong (the CLI exits 3)."""
 
     result: Result
     options: list[Option]
     chosen: Option | None
     files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    validation_wrong: bool = False
+
+
+@dataclass
+class Inputs:
+    """Step 1: the Results read and measured, the candidates of one workload, the server's own time."""
+
+    results: list[tuple[Path, Result]]
+    candidates: list[Candidate]
+    overhead: Overhead | None
+
+
+@dataclass
+class Found:
+    """Step 2: every option ranked (meeting the SLO first, by cost), the chosen one, the simulator used."""
+
+    ranked: list[Option]
+    chosen: Option | None
+    sim: Simulator
+
+
+@dataclass
+class Checked:
+    """Step 3: ``--validate``'s points (:func:`.validate.validate`'s document) and where they were stored (None:
+    no point was measured, nothing stored or replaced)."""
+
+    doc: dict[str, Any]
+    store: Path | None
+
+    @property
+    def wrong(self) -> bool:
+        """Some figure was outside its widened interval."""
+        s = self.doc["summary"]
+        return bool(s["points"]) and s["right"] < s["points"]
 
 
 def option_doc(o: Option, overhead_src: Overhead | None, price: float | None) -> dict[str, Any]:
     """One option as plain data (times ms, rates per s, shares 0..1)."""
     c, p = o.candidate, o.policy
     cores = o.cores()
-    doc: dict[str, Any] = {
+    return {
         "label": o.label, "backend": c.backend, "threads_per_instance": c.threads, "instances": c.instances,
-        "cores_per_replica": c.cores, "replicas": o.replicas, "cores": cores,
-        "cost_per_hour": cores * price if (cores is not None and price is not None) else None,
+        "cores_per_replica": c.cores, "pinned_cpus": c.cpus, "session": c.session, "replicas": o.replicas,
+        "cores": cores, "cost_per_hour": cores * price if (cores is not None and price is not None) else None,
         "batching": {"dynamic": p.dynamic, "max_batch_size": p.max_batch_size,
                      "max_queue_delay_us": p.max_queue_delay_ns // 1000},
         "meets_slo": o.replicas is not None, "why_not": o.why_not,
@@ -55,10 +104,10 @@ def option_doc(o: Option, overhead_src: Overhead | None, price: float | None) ->
         "intervals_95": o.intervals, "limit_rate_per_s": o.limit_rate_per_s, "curve": o.curve,
         "dominant": o.at_plan.dominant if o.at_plan is not None else None,
         "measured_from": {str(b): v for b, v in c.sources.items()},
+        "runs_spread": {str(b): v for b, v in c.spread().items()},
         "server_overhead_from": overhead_src.sources if overhead_src is not None else None,
         "invalid_sources": c.invalid, "validation": NOT_VALIDATED, "simulation": o.simulation,
-    }
-    return doc
+    }  # fmt: skip
 
 
 def option_key(o: Option, fingerprint: str) -> str:
@@ -85,6 +134,10 @@ def _notes(options: list[Option], cands: list[Candidate], over: Overhead | None,
             notes.append(f"{c.label}: batches of {between} rows are outside the measured sizes {list(sizes)}: scaled "
                          "from the nearest measured size")
         notes.append(f"{c.label}: measured batch sizes {list(sizes)}; sizes between them interpolated by quantile")
+        spread = c.spread()
+        if spread:
+            notes.append(f"{c.label}: p50 spread over the runs pooled per batch size: "
+                         + ", ".join(f"batch {b} {v['spread'] * 100:.0f} % ({v['runs']} runs)" for b, v in spread.items()))
         if c.invalid:
             notes.append(f"{c.label}: {len(c.invalid)} source Result(s) not VALID (noisy runs), used as measured")
     for o in options:
@@ -98,91 +151,104 @@ def _notes(options: list[Option], cands: list[Candidate], over: Overhead | None,
     return notes
 
 
-def _measure_overhead(model: str, cands: list[Candidate], opts: PlanOptions, out_dir: Path,
-                      command: list[str] | None, progress: Callable[[str], None] | None) -> Overhead | None:
-    """``--validate`` without a serve Result: measure the server's own time on the first candidate served for real
-    (saved as ``measured/serve-overhead.json``, which a later ``--from`` reads), so the prediction includes it."""
-    from ..analysis.fleet import options_for
+def gather(model: str, out_dir: Path, from_paths: list[str] | None, measure_ladder: dict[str, Any] | None,
+           shapes: dict[str, list[int]] | None, command: list[str] | None, progress: Progress) -> Inputs:
+    """Step 1: read ``--from``, measure the ladder in its rounds, build the candidates and the server's own time.
+
+    Raises:
+        UsageError: nothing to plan from, a mix of workloads, ``shapes`` matching nothing.
+    """
+    results = read_results(from_paths) if from_paths else []
+    if measure_ladder:
+        rounds = int(measure_ladder.get("rounds", 1))
+        cfgs = ladder_configs(measure_ladder["batch_sizes"], measure_ladder["instances"], measure_ladder["cpus"],
+                              measure_ladder["duration_s"], base=measure_ladder.get("base"),
+                              pin=measure_ladder.get("pin"), rounds=rounds)
+        results += measure(model, cfgs, out_dir / "measured", command=command, progress=progress, rounds=rounds)
+    if not results:
+        raise UsageError("nothing to plan from: pass --from DIR (bench/sweep Results) or --measure")
+    return Inputs(results, candidates(results, model, shapes), overhead(results, model))
+
+
+def _measure_overhead(model: str, first: Option, out_dir: Path, command: list[str] | None,
+                      progress: Progress) -> Overhead | None:
+    """``--validate`` without a serve Result: measure the server's own time on ``first`` served for real (saved as
+    ``measured/serve-overhead.json``, which a later ``--from`` reads), so the prediction includes it."""
     from .validate import measure_overhead
 
     if progress:
         progress("measure the server's own time per request (one served run, closed loop, one stream)")
-    r = measure_overhead(model, options_for(cands[:1], opts)[0], command=command)
+    r = measure_overhead(model, first, command=command)
     if r is None:
         return None
     path = save(r, out_dir / "measured" / "serve-overhead.json")
     return overhead([(path, r)], model)
 
 
-def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | None = None,
-         measure_ladder: dict[str, Any] | None = None, command: list[str] | None = None,
-         progress: Callable[[str], None] | None = None, validate: dict[str, Any] | None = None,
-         shapes: dict[str, list[int]] | None = None) -> PlanOutcome:
-    """Plan ``model``'s fleet for ``opts`` and write ``out_dir/plan.json`` plus the chosen configuration.
-
-    Args:
-        model: zoo:NAME or ONNX file (selects the Results and the measured model).
-        opts: rate, SLO, burst, price, balancer, arrivals, simulation size.
-        out_dir: where the plan Result, ``serve-config.yaml``, ``triton/`` (and ``measured/``) go.
-        from_paths: folders/files of Results to plan from.
-        measure_ladder: ``{"batch_sizes": [...], "instances": [...], "cpus": N, "duration_s": s, "base":
-            BenchConfig | None}`` to measure now (each run in a fresh process, saved under ``out_dir/measured``;
-            ``base``: backend, shapes, dims every run starts from; ``pin``: CPU ids every run is pinned to).
-        validate: ``{"rounds": n, "step_s": s}`` to run the chosen configuration for real at 50/70/85 % of one
-            replica's predicted capacity (:func:`.validate.validate`) and store the points.
-        shapes: plan only Results of these input shapes (``--shape``; the leading dim is the rows), when
-            ``--from`` holds several workloads.
+def check(model: str, found: Found, over: Overhead | None, fp: str, out_dir: Path, settings: dict[str, Any],
+          command: list[str] | None, progress: Progress) -> Checked:
+    """Step 3: run the chosen option for real (:func:`.validate.validate`) and store its points under this
+    machine's fingerprint (not when no point was measured).
 
     Raises:
-        UsageError: bad options, nothing to plan from, no candidate for the model.
-        the measuring worker's error (``--measure``).
+        UsageError: the machine cannot give the replica its CPUs and the load one more (before measuring).
     """
-    opts.check()
-    system = collect_system()  # the unpinned machine: the validation pins this process to the load's CPUs
-    fp = machine_fingerprint(system)
-    results = read_results(from_paths) if from_paths else []
-    if measure_ladder:
-        cfgs = ladder_configs(measure_ladder["batch_sizes"], measure_ladder["instances"], measure_ladder["cpus"],
-                              measure_ladder["duration_s"], base=measure_ladder.get("base"),
-                              pin=measure_ladder.get("pin"))
-        results += measure(model, cfgs, out_dir / "measured", command=command, progress=progress)
-    if not results:
-        from ..errors import UsageError
+    from .validate import replica_cpus, validate
 
-        raise UsageError("nothing to plan from: pass --from DIR (bench/sweep Results) or --measure")
-    cands = candidates(results, model, shapes)
-    over = overhead(results, model)
-    if validate and over is None and cands:
-        over = _measure_overhead(model, cands, opts, out_dir, command, progress)
-    ranked, sim = search(cands, opts, over, progress=progress)
-    chosen = ranked[0] if ranked and ranked[0].replicas is not None else None
-    checked = None
-    if validate and chosen is not None:
-        from datetime import datetime, timezone
+    assert found.chosen is not None
+    replica_cpus(found.chosen, sorted(os.sched_getaffinity(0)))
+    doc = validate(model, found.chosen, found.sim, over.mean_ms if over is not None else None,
+                   rounds=settings.get("rounds", 3), step_s=settings.get("step_s", 5.0), command=command,
+                   progress=progress)
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    store = remember(option_key(found.chosen, fp), {"measured_at": when, "summary": doc["summary"],
+                                                     "label": found.chosen.label, "plan": str(out_dir / "plan.json")})
+    doc["store"] = str(store) if store is not None else None
+    return Checked(doc, store)
 
-        from .validate import validate as run_validation
 
-        checked = run_validation(model, chosen, sim, over.mean_ms if over is not None else None,
-                                 rounds=validate.get("rounds", 3), step_s=validate.get("step_s", 5.0),
-                                 command=command, progress=progress)
-        when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        checked["store"] = str(remember(option_key(chosen, fp), {
-            "measured_at": when, "summary": checked["summary"], "label": chosen.label,
-            "plan": str(out_dir / "plan.json")}))
+def judge(inputs: Inputs, chosen: Option | None, stored: dict[str, Any] | None) -> Validity:
+    """Step 4: INVALID (reasons in the order the headline gives them) when the chosen candidate's pooled runs
+    disagree beyond :data:`~inferperf.analysis.candidates.ROUND_SPREAD_LIMIT` at some batch size, or when the
+    chosen configuration's last validation on this machine (``stored``) found the prediction wrong."""
+    reasons = []
+    if wrong(stored):
+        reasons.append(f"the prediction was found wrong by validation ({stored['summary']['right']} of "  # type: ignore[index]
+                       f"{stored['summary']['points']} points right): {misses_text(stored['summary'])}")  # type: ignore[index]
+    cand = chosen.candidate if chosen is not None else (inputs.candidates[0] if inputs.candidates else None)
+    if cand is not None:
+        bad = {b: v for b, v in cand.spread().items() if not v["agree"]}
+        if bad:
+            reasons.append(f"the measured runs disagree beyond {ROUND_SPREAD_LIMIT * 100:.0f} %: "
+                           + ", ".join(f"batch {b} p50 {min(v['p50_ms']):.3g}-{max(v['p50_ms']):.3g} ms over "
+                                       f"{v['runs']} runs ({v['spread'] * 100:.0f} %)" for b, v in bad.items())
+                           + ": the machine's load changed while measuring; quiet it and measure again")
+    return Validity(valid=not reasons, reasons=reasons)
+
+
+def write_plan(model: str, opts: PlanOptions, out_dir: Path, inputs: Inputs, found: Found,
+               checked: Checked | None, fp: str, system: SystemInfo, command: list[str] | None) -> PlanOutcome:
+    """Step 5: the plan Result (``out_dir/plan.json``) and the chosen configuration's deployable files."""
+    ranked, chosen, sim = found.ranked, found.chosen, found.sim
     said = {id(o): describe(last(option_key(o, fp))) for o in ranked}
+    stored = last(option_key(chosen, fp)) if chosen is not None else None
     head = said[id(chosen)] if chosen is not None else NOT_VALIDATED
-    notes = _notes(ranked, cands, over, sim, head)
-    name = cands[0].model if cands else model
-    inputs = {"model": model, "target_rate_per_s": opts.target_rate_per_s, "burst": opts.burst,
-              "planned_rate_per_s": opts.planned_rate_per_s, "slo_p99_ms": opts.slo_p99_ms,
-              "price_per_core_hour": opts.price_per_core_hour, "balancer": opts.balancer, "arrival": opts.arrival,
-              "sim_requests": opts.requests, "sim_duration_s": opts.duration_s, "rounds": opts.rounds, "seed": opts.seed, "method": sim.method,
-              "max_replicas": opts.max_replicas,
-              "ranked_by": "cost" if opts.price_per_core_hour is not None else "cores"}
-    doc = {"inputs": inputs, "chosen": 0 if chosen is not None else None, "validation": head,
-           "options": [{**option_doc(o, over, opts.price_per_core_hour), "validation": said[id(o)]} for o in ranked]}
+    validity = judge(inputs, chosen, stored)
+    notes = _notes(ranked, inputs.candidates, inputs.overhead, sim, head)
+    name = inputs.candidates[0].model if inputs.candidates else model
+    inputs_doc = {"model": model, "target_rate_per_s": opts.target_rate_per_s, "burst": opts.burst,
+                  "planned_rate_per_s": opts.planned_rate_per_s, "slo_p99_ms": opts.slo_p99_ms,
+                  "price_per_core_hour": opts.price_per_core_hour, "balancer": opts.balancer, "arrival": opts.arrival,
+                  "sim_requests": opts.requests, "sim_duration_s": opts.duration_s, "rounds": opts.rounds,
+                  "seed": opts.seed, "method": sim.method, "max_replicas": opts.max_replicas,
+                  "workload": inputs.candidates[0].workload if inputs.candidates else None,
+                  "ranked_by": "cost" if opts.price_per_core_hour is not None else "cores"}
+    doc = {"inputs": inputs_doc, "chosen": 0 if chosen is not None else None, "validation": head,
+           "valid": validity.valid, "invalid_reasons": validity.reasons,
+           "options": [{**option_doc(o, inputs.overhead, opts.price_per_core_hour), "validation": said[id(o)]}
+                       for o in ranked]}
     if checked is not None:
-        doc["validation_points"] = checked
+        doc["validation_points"] = checked.doc
     doc = json_safe(doc)
     files: dict[str, Path] = {}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -192,17 +258,65 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
         files, more = write(chosen, out_dir, name, header)
         notes += more
         doc["deploy"] = {k: str(v) for k, v in files.items()}
-    ex = (chosen.candidate if chosen is not None else cands[0]).example
+    ex = (chosen.candidate if chosen is not None else inputs.candidates[0]).example
     result = new_result(
-        kind="plan", model_sha256=ex.model.sha256, key_doc={"plan": inputs, "candidates": [c.label for c in cands]},
+        kind="plan", model_sha256=ex.model.sha256,
+        key_doc={"plan": inputs_doc, "candidates": [c.label for c in inputs.candidates]},
         command=command, system=system, model=ex.model, config=ex.config,
         metrics=Metrics(latency_ms=LatencySummary.empty(),
                         throughput=Throughput(queries_per_s=0.0, samples_per_s=0.0, duration_s=0.0), plan=doc),
-        samples=Samples(), validity=Validity(valid=True), notes=notes)
+        samples=Samples(), validity=validity, notes=notes)
     path = out_dir / "plan.json"
     save(result, path)
-    files = {"result": path, **files}
-    return PlanOutcome(result, ranked, chosen, files, notes)
+    return PlanOutcome(result, ranked, chosen, {"result": path, **files}, notes,
+                       validation_wrong=bool(checked is not None and checked.wrong))
 
 
-__all__ = ["NOT_VALIDATED", "PlanOutcome", "plan"]
+def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | None = None,
+         measure_ladder: dict[str, Any] | None = None, command: list[str] | None = None,
+         progress: Progress = None, validate: dict[str, Any] | None = None,
+         shapes: dict[str, list[int]] | None = None) -> PlanOutcome:
+    """Plan ``model``'s fleet for ``opts`` and write ``out_dir/plan.json`` plus the chosen configuration.
+
+    Args:
+        model: zoo:NAME or ONNX file (selects the Results and the measured model).
+        opts: rate, SLO, burst, price, balancer, arrivals, simulation size.
+        out_dir: where the plan Result, ``serve-config.yaml``, ``triton/`` (and ``measured/``) go.
+        from_paths: folders/files of Results to plan from.
+        measure_ladder: ``{"batch_sizes": [...], "instances": [...], "cpus": N, "duration_s": s, "rounds": R,
+            "base": BenchConfig | None, "pin": [cpu ids] | None}`` to measure now in R interleaved rounds (each run
+            in a fresh process, saved under ``out_dir/measured``; ``base``: backend, shapes, dims every run starts
+            from; ``pin``: CPU ids every run is pinned to).
+        validate: ``{"rounds": n, "step_s": s}`` to run the chosen configuration for real at 50/70/85 % of one
+            replica's predicted capacity (:func:`.validate.validate`) and store the points.
+        shapes: plan only Results of these input shapes (``--shape``; the leading dim is the rows), when
+            ``--from`` holds several workloads.
+
+    Raises:
+        UsageError: bad options, ``out_dir`` an existing file, nothing to plan from, a mix of workloads, no
+            candidate, or (``validate``) no CPU left for the load beside the replica's (before measuring it).
+        the measuring worker's error (``--measure``).
+    """
+    opts.check()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--output {out_dir}: a file of that name exists; plan writes a folder: pass a new folder name")
+    system = collect_system()  # the unpinned machine: the validation pins this process to the load's CPUs
+    fp = machine_fingerprint(system)
+    inputs = gather(model, out_dir, from_paths, measure_ladder, shapes, command, progress)
+    over = inputs.overhead
+    if validate and over is None and inputs.candidates:
+        from .validate import replica_cpus
+
+        first = options_for(inputs.candidates[:1], opts)[0]
+        replica_cpus(first, sorted(os.sched_getaffinity(0)))  # the fewest cores there are: refused before measuring
+        over = inputs.overhead = _measure_overhead(model, first, out_dir, command, progress)
+    ranked, sim = search(inputs.candidates, opts, over, progress=progress)
+    found = Found(ranked, ranked[0] if ranked and ranked[0].replicas is not None else None, sim)
+    checked = None
+    if validate and found.chosen is not None:
+        checked = check(model, found, over, fp, out_dir, validate, command, progress)
+    return write_plan(model, opts, out_dir, inputs, found, checked, fp, system, command)
+
+
+__all__ = ["NOT_VALIDATED", "Checked", "Found", "Inputs", "PlanOutcome", "check", "gather", "judge", "option_key",
+           "plan", "write_plan"]
