@@ -80,7 +80,7 @@ def test_summary_names_no_best_from_two_runs(full):
 
 def test_real_two_size_sweep_never_compares_workloads():
     # PP-OCRv4 det at 224x224 and 640x640 x 1-3 threads, 3 rounds (fixtures/report/sweep2, see the README)
-    rep = build([SWEEP2], ReportOptions(target_qps=5000))
+    rep = build([SWEEP2], ReportOptions(target_qps=5000, slo_p99_ms=500))
     said = [*rep.summary, *rep.recommendations, *rep.bottlenecks]
     for s in said:
         assert not ("224x224" in s["text"] and "640x640" in s["text"]), s["text"]
@@ -94,11 +94,13 @@ def test_real_two_size_sweep_never_compares_workloads():
                 if k != b["values"]["case_key"]:
                     assert intervals_separate(w.samples_per_s_ci95, results[k].metrics.throughput.samples_per_s_ci95)
     assert [c["workload"] for c in rep.capacity] == ["ppocr-det 1x3x224x224", "ppocr-det 1x3x640x640"]
-    for c in rep.capacity:
-        assert {str(results[o["case_key"]].config.workload.shapes) for o in c["options"]} == {
-            str(results[c["options"][0]["case_key"]].config.workload.shapes)}
+    by_path = {str(e.path): e.result for e in collect([SWEEP2]).entries}
+    for c in rep.capacity:  # each fleet sized from its own workload's runs only
+        shapes = {str(by_path[f].config.workload.shapes) for o in c["options"] for fs in o["measured_from"].values()
+                  for f in fs}
+        assert len(shapes) == 1 and c["workload"].split()[-1] in next(iter(shapes)).replace(", ", "x")
     md = render_markdown(rep)
-    assert "Capacity for workload ppocr-det 1x3x224x224" in md and "--target-qps 5000" in md
+    assert "Capacity for workload ppocr-det 1x3x224x224" in md and "--target-qps 5000 --slo-p99-ms 500" in md
     without = build([SWEEP2])
     assert without.capacity == [] and any("pass --target-qps" in r["text"].lower() or "--target-qps" in r["text"]
                                           for r in without.recommendations if r["kind"] == "capacity")

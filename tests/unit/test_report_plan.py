@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from inferperf.plan import PlanOptions, plan
-from inferperf.report.build import build
+from inferperf.report.build import ReportOptions, build
 from tests.plan_results import base_result, write_ladder
 
 
@@ -67,3 +67,25 @@ def test_validation_points_are_drawn_on_the_chosen_fleets_axis(folder: Path, tmp
     assert pred["y"] == [5.0]
     (plain,) = [c for c in build([folder / "plan" / "plan.json"]).charts if c.group == "plan"]
     assert not [d for d in plain.figure["data"] if d["name"].startswith("measured p99")]
+
+
+def test_one_capacity_answer_the_plans_and_the_same_model_without_a_plan(folder: Path) -> None:
+    """Issue 36 item 8: report --target-qps over a plan folder gave two answers for one rate (the fixed-headroom
+    rule's cores beside the plan's fleet). With a plan Result the plan answers alone; without one the report sizes
+    the fleet with the plan's own search and gets the plan's answer from the same Results."""
+    from inferperf.results.io import load
+
+    doc = load(folder / "plan" / "plan.json").metrics.plan
+    chosen = doc["options"][doc["chosen"]]
+    rep = build([folder], ReportOptions(target_qps=1500.0, slo_p99_ms=20.0))
+    assert rep.capacity == []
+    caps = [r["text"] for r in rep.recommendations if r["kind"] == "capacity"]
+    assert caps and all(t.startswith("Fleet (inferperf plan): ") for t in caps)
+    alone = build([folder / "measured"], ReportOptions(target_qps=1500.0, slo_p99_ms=20.0))
+    (table,) = alone.capacity
+    first = table["options"][0]
+    assert first["chosen"] and (first["label"], first["replicas"], first["cores"]) == (
+        chosen["label"], chosen["replicas"], chosen["cores"])
+    (rec,) = [r for r in alone.recommendations if r["kind"] == "capacity"]
+    assert f"deploy {chosen['replicas']} replica(s) of {chosen['label']}" in rec["text"]
+    assert rec["values"]["cores"] == chosen["cores"] and "not validated" in rec["text"]

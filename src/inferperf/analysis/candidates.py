@@ -31,8 +31,8 @@ from ..errors import UsageError
 from ..results.model import Result
 from .service_model import Deterministic, Empirical
 
-#: Result kinds whose samples are model calls measured in-process
-IN_PROCESS = ("bench", "sweep")
+#: Result kinds whose samples are model calls measured in-process (a sweep case, an optimize variant, a runtime)
+IN_PROCESS = ("bench", "sweep", "optimize", "runtimes")
 #: the most the medians of one case's runs (rounds, repeats) may differ, as max / min - 1, before a plan on their
 #: pooled samples is INVALID: the validation's own target for p50 and throughput (10 %) is the noise a plan can stand
 ROUND_SPREAD_LIMIT = 0.10
@@ -272,6 +272,33 @@ def _distinguish(cands: list[Candidate], settings: dict[int, dict[str, Any]]) ->
             c.distinct = ", ".join(f"{k.removeprefix('session.')} {d.get(k)}" for k in keys)
 
 
+def workload_text(r: Result) -> str:
+    """A workload in words: model name, variant when not fp32, the input shapes of one row (``ppocr-det
+    1x3x640x640``)."""
+    w = workload_of(r)
+    variant = getattr(r.model, "variant", "fp32")
+    shapes = "/".join("x".join(map(str, [1, *v])) for v in w["per-row input shapes"].values())
+    return " ".join(x for x in (model_name(r), variant if variant != "fp32" else "", shapes) if x)
+
+
+def by_workload(results: list[tuple[Path, Result]]) -> dict[str, list[tuple[Path, Result]]]:
+    """The plannable Results (see :func:`candidates`) grouped by model and workload, keyed by
+    :func:`workload_text` (made unique when two workloads read alike), in first-seen order."""
+    groups: dict[str, list[tuple[Path, Result]]] = {}
+    for p, r in results:
+        if _plannable(r):
+            groups.setdefault(_key({"name": model_name(r), **workload_of(r)}), []).append((p, r))
+    out: dict[str, list[tuple[Path, Result]]] = {}
+    for rs in groups.values():
+        text = workload_text(rs[0][1])
+        name, k = text, 1
+        while name in out:
+            k += 1
+            name = f"{text} ({k})"
+        out[name] = rs
+    return out
+
+
 def overhead(results: list[tuple[Path, Result]], model: str | None = None) -> Overhead | None:
     """The server's own time per request from ``serve`` Results (request - queue - model-call means; the
     request-weighted mean over them), or None when there is none.
@@ -299,5 +326,5 @@ def overhead(results: list[tuple[Path, Result]], model: str | None = None) -> Ov
     return Overhead(Deterministic(max(1, round(mean_ms * 1e6))), mean_ms, srcs)
 
 
-__all__ = ["IN_PROCESS", "ROUND_SPREAD_LIMIT", "Candidate", "Overhead", "candidates", "model_name", "overhead", "per_row", "setting_of",
-           "source_model", "threads_of", "workload_of"]
+__all__ = ["IN_PROCESS", "ROUND_SPREAD_LIMIT", "Candidate", "Overhead", "by_workload", "candidates", "model_name", "overhead", "per_row", "setting_of",
+           "source_model", "threads_of", "workload_of", "workload_text"]

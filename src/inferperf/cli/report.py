@@ -22,9 +22,8 @@ def report_command(
     output: Annotated[Optional[Path], Opt("--output", "-o", help="report file (default report.html / report.md)")] = None,
     fmt: Annotated[str, Opt("--format", help="html (one self-contained file) | markdown")] = "html",
     title: Annotated[str, Opt(help="page title")] = "inferperf report",
-    target_qps: Annotated[Optional[float], Opt(help="rate to plan capacity for, queries/s, per workload (none: no plan)")] = None,
+    target_qps: Annotated[Optional[float], Opt(help="rate to size a fleet for, queries/s, per workload (with --slo-p99-ms; inferperf plan's simulation)")] = None,
     slo_p99_ms: Annotated[Optional[float], Opt(help="p99 objective in ms for recommendations and capacity")] = None,
-    headroom: Annotated[float, Opt(help="share of each instance's measured throughput kept free in capacity plans")] = 0.25,
 ) -> int:
     """Turn Results into a report: summary, environment, method, raw data, charts, bottlenecks, recommendations."""
     from ..report import ReportOptions, report
@@ -36,10 +35,8 @@ def report_command(
         raise UsageError("--target-qps must be positive")
     if slo_p99_ms is not None and slo_p99_ms <= 0:
         raise UsageError("--slo-p99-ms must be positive")
-    if not 0.0 <= headroom < 1.0:
-        raise UsageError(f"--headroom {headroom}: give a share in [0, 1), e.g. 0.25")
     out = output or Path("report.html" if fmt == "html" else "report.md")
-    opts = ReportOptions(title=title, target_qps=target_qps, slo_p99_ms=slo_p99_ms, headroom=headroom)
+    opts = ReportOptions(title=title, target_qps=target_qps, slo_p99_ms=slo_p99_ms)
     path, rep = report(results, out, fmt, opts)
     for n in rep.notes:
         print(f"note: {n}", file=sys.stderr)

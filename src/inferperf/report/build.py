@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.capacity import CapacityPlan, capacity_inputs, plan
 from ..analysis.findings import Finding, batch_vs_one_findings, findings
 from ..analysis.points import as_points, by_workload, case_label, group_by_axis, point, workload_label
 from ..analysis.spikes import find_spikes
@@ -29,6 +28,7 @@ from .load import load_charts, load_findings
 from .tune import tune_charts, tune_findings
 from .pipeline import pipeline_charts, pipeline_findings, pipeline_tables
 from .plan import plan_charts, plan_findings
+from .capacity import fleet_tables
 from .history import history_charts, history_findings
 from .collect import Entry, collect
 from .http import HTTP_KINDS, http_label
@@ -47,15 +47,13 @@ class ReportOptions:
     Attributes:
         title: page title.
         target_qps: rate to plan capacity for (queries/s); None: no capacity plan (the report says how to ask).
-        slo_p99_ms: p99 objective (ms) for recommendations and capacity; None: no SLO.
-        headroom: share of each instance's measured throughput kept free in capacity plans (0..1).
+        slo_p99_ms: p99 objective (ms) for recommendations and capacity (a fleet is sized under it); None: no SLO.
         max_timelines: latency-over-time charts at most (spiky cases first, then the fastest).
     """
 
     title: str = "inferperf report"
     target_qps: float | None = None
     slo_p99_ms: float | None = None
-    headroom: float = 0.25
     max_timelines: int = 6
 
 
@@ -141,8 +139,6 @@ def rebuild_command(inputs: list[str], opts: ReportOptions, fmt: str = "html") -
         argv += ["--target-qps", f"{opts.target_qps:g}"]
     if opts.slo_p99_ms is not None:
         argv += ["--slo-p99-ms", f"{opts.slo_p99_ms:g}"]
-    if opts.headroom != ReportOptions.headroom:
-        argv += ["--headroom", f"{opts.headroom:g}"]
     if fmt != "html":
         argv += ["--format", fmt]
     return " ".join(shlex.quote(a) for a in argv)
@@ -179,30 +175,6 @@ def analyse_case(label: str, e: Entry) -> CaseAnalysis:
     if tl and tl.get("rss_bytes"):
         c.memory = memory_growth(tl["t_s"], tl["rss_bytes"])
     return c
-
-
-def _capacity(entries: list[Entry], labels: list[str], opts: ReportOptions) -> tuple[list[tuple[str, CapacityPlan]], list[str]]:
-    """One plan per workload (model, variant, backend, shapes) for ``opts.target_qps``; none without a target.
-
-    Plans rest only on :func:`~inferperf.analysis.capacity.capacity_inputs` (in-process bench Results, load
-    steps at saturation or goodput), and compare a configuration only with others of its workload (a runtime,
-    a precision variant or HTTP serving is a workload of its own). Returns the plans and notes on the load
-    runs left out.
-    """
-    if opts.target_qps is None:
-        return [], []
-    label_of = {id(e.result): lab for e, lab in zip(entries, labels)}
-    measured, notes = capacity_inputs(e.result for e in entries)
-    pts = {id(r): point(r) for r in measured}
-    out = []
-    for group in by_workload(pts[id(r)] for r in measured).values():
-        keys = {id(p) for p in group}
-        rs = [r for r in measured if id(pts[id(r)]) in keys]
-        if max(r.metrics.throughput.queries_per_s for r in rs) <= 0:
-            continue
-        p = plan(rs, opts.target_qps, opts.slo_p99_ms, opts.headroom, labels=[label_of[id(r)] for r in rs])
-        out.append((workload_label(group[0]), p))
-    return out, notes
 
 
 def _scaling(sources: dict[str, list[Entry]]) -> tuple[list[Finding], list[ch.Chart]]:
@@ -282,19 +254,19 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
     charts += plan_charts(coll.of_kind("plan"))  # issue 26: report/plan.py
     charts += history_charts(coll.history)  # issue 28: report/history.py
 
-    plans, plan_notes = _capacity(entries, labels, opts)
-    issues = bottlenecks(cases, found)
-    recs = recommendations(cases, plans, opts.slo_p99_ms, prec, rts, opts.target_qps)
     fleet = plan_findings(coll.of_kind("plan"))
+    tables, plan_notes = fleet_tables(coll.entries, opts.target_qps, opts.slo_p99_ms)  # none beside a plan Result
+    issues = bottlenecks(cases, found)
+    recs = recommendations(cases, tables, opts.slo_p99_ms, prec, rts, opts.target_qps)
     summ = summary(cases, recs, issues, prec, rts)
     summ += [{"kind": "load", "text": t, "values": {}} for t in load_findings(coll.of_kind("load"), opts.slo_p99_ms)]
     summ += [{"kind": "tune", "text": t, "values": {}} for t in tune_findings(coll.of_kind("tune"))]
     summ += [{"kind": "pipeline", "text": t, "values": {}} for t in pipeline_findings(coll.of_kind("pipeline"))]
     summ += [{"kind": "plan", "text": t, "values": {}} for t in fleet]
     summ += [{"kind": "history", "text": t, "values": {}} for t in history_findings(coll.history)]
-    capacity = [{"model": name, "workload": name, **p.as_dict()} for name, p in plans]
+    capacity = tables
     recs += [{"kind": "capacity", "text": n + ".", "values": {}} for n in plan_notes]
-    if fleet and opts.target_qps is None:  # a plan Result answers capacity: no "none was asked for"
+    if fleet:  # a plan Result answers capacity: its answer, and no second one (nor "none was asked for")
         recs = [r for r in recs if r["kind"] != "capacity"]
         recs += [{"kind": "capacity", "text": f"Fleet (inferperf plan): {t}.", "values": {}} for t in fleet]
     rep = Report(

@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis.capacity import CapacityPlan, Option
 from ..analysis.choose import MIN_RUNS, Choice, choose
 from ..analysis.findings import Finding
 from ..analysis.points import Point, case_label, point, workload_label
@@ -19,6 +18,7 @@ from ..analysis.spikes import Spikes
 from ..analysis.steady import MemoryGrowth, SteadyState
 from ..results.model import Result
 from ..stats import intervals_separate
+from .capacity import capacity_text
 
 
 @dataclass
@@ -234,11 +234,12 @@ def _choice_item(kind: str, head: str, ch: Choice[CaseAnalysis], fig: Any, **val
                 candidates=[c.result.case_key for c in ch.candidates], **values)
 
 
-def recommendations(cases: list[CaseAnalysis], plans: list[tuple[str, CapacityPlan]], slo: float | None,
+def recommendations(cases: list[CaseAnalysis], fleets: list[dict[str, Any]], slo: float | None,
                     precision: list[dict[str, Any]], runtimes: list[dict[str, Any]],
                     target_qps: float | None = None) -> list[dict[str, Any]]:
     """What to ship for latency and for throughput per workload (only on separated intervals from >= 3 runs),
-    precision and runtime choices, warm-up length, capacity per workload (only for a given target)."""
+    precision and runtime choices, warm-up length, capacity per workload (only for a given target: ``fleets``,
+    :func:`.capacity.fleet_tables`)."""
     out = []
     for group in by_workload(cases):
         wl = group[0].workload
@@ -273,42 +274,11 @@ def recommendations(cases: list[CaseAnalysis], plans: list[tuple[str, CapacityPl
                         " measurement.", warmup_s=s))
     if target_qps is None:
         out.append(item("capacity", "No capacity plan: none was asked for. Pass --target-qps RATE (queries/s to"
-                        " serve) and, if you have one, --slo-p99-ms MS to plan instances and cores per workload."))
-    for name, plan in plans:
-        out.append(capacity_item(name, plan))
+                        " serve) and --slo-p99-ms MS to size a fleet per workload (inferperf plan's simulation)."))
+    for t in fleets:
+        text, values = capacity_text(t)
+        out.append(item("capacity", text, **values))
     return out
-
-
-def _per_core_ci(o: Option) -> list[float]:
-    ci = o.queries_per_s_ci95
-    return [ci[0] / o.cores_per_instance, ci[1] / o.cores_per_instance] if ci else []
-
-
-def capacity_item(name: str, plan: CapacityPlan) -> dict[str, Any]:
-    """The capacity plan of one workload in words: the configuration, instances, cores, and which other
-    configurations are as good within noise: both per-core throughput intervals exist and overlap, and the
-    other needs no more cores at its point estimate than the chosen one at its conservative count (a 34-core
-    option is never "as good" as an 8-core one; a missing interval makes no claim)."""
-    c = plan.chosen
-    if c is None:
-        why = f"meets p99 <= {plan.slo_p99_ms:g} ms" if plan.slo_p99_ms else "has a positive throughput"
-        return item("capacity", f"Capacity for {name}: no measured configuration {why}; capacity cannot be"
-                    " planned from these Results.", workload=name)
-    slo_txt = f"p99 <= {plan.slo_p99_ms:g} ms" if plan.slo_p99_ms else "no p99 SLO given"
-    text = (f"Capacity for {name}: to serve {plan.target_qps:,.0f} queries/s of this workload ({slo_txt}) deploy"
-            f" {c.instances_low_ci} instance(s) of {c.label} = {c.cores_low_ci} core(s) ({c.cores} at the throughput's"
-            f" point estimate), each at {c.queries_per_s:.1f} queries/s on {c.cores_per_instance} core(s)"
-            f" ({c.cores_basis}) run at {100 * (1 - plan.headroom):.0f} % of its measured throughput")
-    if not c.low_bounded:
-        text += " (its throughput interval reaches 0: these counts are point estimates, not conservative ones)"
-    rivals = [o for o in plan.options if o is not c and o.meets_slo and o.cores <= c.cores_low_ci
-              and _per_core_ci(c) and _per_core_ci(o) and not intervals_separate(_per_core_ci(c), _per_core_ci(o))]
-    if rivals:
-        text += ("; as good within noise (per-core intervals overlap, and no more cores at its point estimate): "
-                 + ", ".join(f"{o.label} ({o.cores_low_ci} cores)" for o in rivals[:4])
-                 + (f" and {len(rivals) - 4} more" if len(rivals) > 4 else ""))
-    return item("capacity", text + ".", workload=name, cores=c.cores_low_ci, cores_point=c.cores,
-                instances=c.instances_low_ci)
 
 
 def summary(cases: list[CaseAnalysis], recs: list[dict[str, Any]], issues: list[dict[str, Any]],
