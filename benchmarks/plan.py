@@ -10,7 +10,8 @@ batch-2 ladder, then times ``inferperf plan --from`` in one process pinned to on
 
 ``validate``: issue 27's validation matrix, through the library ``plan --validate`` runs
 (:func:`inferperf.plan.validate.validate`): per model of ``--models`` (``NAME`` or ``NAME@x:1x3x640x640``), one
-ladder measured on the server's share of the CPUs (batch 1 and ``--batch``, 1 and 2 instances side by side), the
+ladder measured on the server's share of the CPUs in ``--measure-rounds`` interleaved rounds (batch 1 and ``--batch``,
+1 and 2 instances side by side; the spread of each batch size is printed with plan's verdict on it), the
 server's own time measured once (one served closed-loop stream), then each of batching off / on (up to
 ``--batch`` rows, ``--delay-us``; ``--batching`` picks the arms) x 1 / 2 instances in one server, served for real
 (server and load on disjoint CPUs) at 50/70/85 % of that replica's predicted capacity, ``--rounds`` x ``--step-s``. Prints a Markdown table:
@@ -132,9 +133,10 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cfgs = ladder_configs(sorted({1, a.batch}), [int(i) for i in a.instances.split(",")], srv_cpus, a.measure_s,
-                              base=base, pin=srv)
-        results = measure(model, cfgs, Path(tmp) / "measured", progress=log)
+                              base=base, pin=srv, rounds=a.measure_rounds)
+        results = measure(model, cfgs, Path(tmp) / "measured", progress=log, rounds=a.measure_rounds)
         cands = candidates(results, model)
+        spreads = {c.label: c.spread() for c in cands}  # what plan's verdict reads (INVALID beyond 10 %)
         opts = PlanOptions(target_rate_per_s=1.0, slo_p99_ms=1e6, requests=a.sim_requests)
         log("measure the server's own time (one served closed-loop stream)")
         r = measure_overhead(model, options_for(cands[:1], opts)[0])
@@ -153,7 +155,7 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
                                  if dyn else "off", "instances": c.instances, "threads": c.threads,
                                  "service_b1_ms": c.service.mean_ns(1) / 1e6,
                                  "overhead_ms": over.mean_ms if over else None, "capacity_per_s": v["capacity_per_s"],
-                                 **p})
+                                 "ladder_spread": spreads[c.label], **p})
     return rows
 
 
@@ -181,6 +183,18 @@ def validate(a: argparse.Namespace) -> None:
         print(f"| {r['model']} | {r['batching']} | {r['instances']}x{r['threads']}t | {r['service_b1_ms']:.3g} / {ov} "
               f"| {r['load'] * 100:.0f} % | {r['rate_per_s']:.4g} | {_cell(mt['throughput_per_s'], 4)} "
               f"| {_cell(mt['p50_ms'])} | {_cell(mt['p99_ms'])} | {err} | {ok} | {bad} of {len(ch)}, {lag:.3g} ms |")
+    seen = set()
+    for r in rows:  # the ladder's spread per candidate: plan's INVALID verdict (runs disagreeing beyond 10 %)
+        key = (r["model"], r["instances"])
+        if key in seen or not r["ladder_spread"]:
+            continue
+        seen.add(key)
+        sp = r["ladder_spread"]
+        bad = [b for b, v in sp.items() if not v["agree"]]
+        print(f"\nladder {r['model']} {r['instances']}x{r['threads']}t: "
+              + ", ".join(f"batch {b} p50 {min(v['p50_ms']):.3g}-{max(v['p50_ms']):.3g} ms over {v['runs']} rounds "
+                          f"({v['spread'] * 100:.0f} %)" for b, v in sp.items())
+              + (f": plan INVALID (batch {', '.join(map(str, bad))} beyond 10 %)" if bad else ": plan VALID"))
     n = len(rows)
     print(f"\n{sum(r['metrics']['p50_ms']['right'] for r in rows)} of {n} p50, "
           f"{sum(r['metrics']['p99_ms']['right'] for r in rows)} of {n} p99, "
@@ -204,6 +218,7 @@ def main() -> None:
     v.add_argument("--instances", default="1,2")
     v.add_argument("--batching", default="off,on", help="arms to run: off, on or off,on (split a long run)")
     v.add_argument("--measure-s", type=float, default=3.0, help="seconds per ladder run")
+    v.add_argument("--measure-rounds", type=int, default=3, help="interleaved ladder rounds (plan --measure-rounds)")
     v.add_argument("--sim-requests", type=int, default=20_000, help="simulated arrivals per predicted point")
     v.add_argument("--rounds", type=int, default=3)
     v.add_argument("--step-s", type=float, default=3.0)
