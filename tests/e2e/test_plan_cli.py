@@ -158,7 +158,7 @@ def test_runs_that_disagree_make_the_plan_invalid_first_and_fail_on_invalid_exit
     p = _plan("mlp", *args, "--from", str(tmp_path / "noisy"), "-o", str(tmp_path / "p1"))
     assert p.returncode == 0, p.stderr  # INVALID still exits 0 unless asked
     first = p.stdout.splitlines()[0]
-    assert first.startswith("INVALID: the measured runs disagree beyond 10 %: batch 1 p50 ") and "40 %" in first
+    assert first.startswith("INVALID: the measured runs disagree beyond 10 %: batch 1 p50 ") and "runs (40." in first
     assert not load(tmp_path / "p1" / "plan.json").validity.valid
     p = _plan("mlp", *args, "--from", str(tmp_path / "noisy"), "-o", str(tmp_path / "p2"), "--fail-on-invalid")
     assert p.returncode == 3 and "the plan is INVALID (--fail-on-invalid): the measured runs disagree" in p.stderr

@@ -248,3 +248,80 @@ def test_a_fleet_of_over_a_thousand_replicas_is_found(base: Result) -> None:
     (o,), sim = search(candidates(rs), PlanOptions(100_000.0, 50.0, requests=2000, rounds=2), None, detail=0)
     assert o.replicas is not None and o.replicas > 1000, o.why_not
     assert not sim.meets(sim.predict(o, 100_000.0, o.replicas - 1))
+
+
+def test_a_replica_near_saturation_is_judged_on_a_run_long_enough_for_its_queue(base: Result) -> None:
+    """A 1 ms service at 995 req/s runs at 99.5 %: 20,000 arrivals (20 s) left its queue still filling, p99 180 ms
+    met a 250 ms SLO and one replica was chosen, where 600 s of virtual time give p99 288 ms (two needed). A point
+    is now stretched to hold 5 relaxation times (Morse: rho / (1 - sqrt rho)^2 arrivals each) and gets the long
+    run's answer; a point that would need more than MAX_POINT_ARRIVALS is not steady and never meets."""
+    from inferperf.analysis.fleet import MAX_POINT_ARRIVALS, steady_arrivals
+
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 1.0, seed=1))]
+    (short,), sim = search(candidates(rs), PlanOptions(995.0, 250.0, rounds=2), None, detail=0)
+    (long_,), _ = search(candidates(rs), PlanOptions(995.0, 250.0, rounds=2, duration_s=600.0), None, detail=0)
+    assert short.replicas == long_.replicas == 2
+    one = sim.predict(short, 995.0, 1)
+    assert sim.last["arrivals"] >= steady_arrivals(0.99) and one.steady and not sim.meets(one)
+    assert steady_arrivals(0.5) == pytest.approx(5 * 0.5 / (1 - 0.5 ** 0.5) ** 2) and steady_arrivals(1.0) == float("inf")
+    n, steady = sim.count(999.9, 1, short)  # 99.99 %: would need 2e8 arrivals
+    assert not steady and n == 20_000 and steady_arrivals(sim.utilisation(short, 999.9, 1)) > MAX_POINT_ARRIVALS
+
+
+def test_mmpp_points_cover_enough_spells_to_size_the_fleet(base: Result) -> None:
+    """--arrival mmpp at a fast replica: 20,000 arrivals had been under 1 s, inside one spell (a fleet 25 % short
+    when the spell was a low one). Each point now covers >= 20 s of virtual time; the default answers as a 60 s
+    simulation does."""
+    rs = [(Path("b1.json"), measured(base, 1, 1, 1, 0.05, seed=1))]
+    (o,), sim = search(candidates(rs), PlanOptions(1_300_000.0, 5.0, rounds=2, arrival="mmpp"), None, detail=0)
+    (ref,), _ = search(candidates(rs), PlanOptions(1_300_000.0, 5.0, rounds=2, arrival="mmpp", duration_s=60.0), None,
+                       detail=0)
+    assert o.simulation is not None and o.simulation["virtual_s"] >= 20.0
+    assert o.replicas is not None and ref.replicas is not None and abs(o.replicas - ref.replicas) <= 1
+
+
+def test_results_of_another_file_with_the_models_name_are_refused(base: Result, tmp_path: Path) -> None:
+    """A file name says nothing of its content: Results of mb/model.onnx planned ma/model.onnx (and its Triton
+    repository got mb's file)."""
+    from inferperf.plan import plan
+    from inferperf.results.io import save
+
+    d = tmp_path / "results"
+    save(measured(base, 1, 1, 1, 1.0), d / "b1.json")
+    other = tmp_path / "elsewhere" / Path(base.model.path).name
+    other.parent.mkdir()
+    other.write_bytes(Path(base.model.path).read_bytes() + b"\0")  # same name, other content
+    with pytest.raises(UsageError, match=r"^--from: .*b1.json measured another file named mlp \(sha256 "):
+        plan(str(other), PlanOptions(100.0, 50.0, requests=2000, rounds=2), tmp_path / "p", [str(d)])
+    done = plan(base.model.path, PlanOptions(100.0, 50.0, requests=2000, rounds=2), tmp_path / "q", [str(d)])
+    assert done.chosen is not None
+
+
+def test_each_run_is_pooled_once(base: Result) -> None:
+    """A sweep folder holds cases/X.json (its runs pooled) and runs/X-r0.json, X-r1.json: pooling all three had
+    counted every sample twice and taken the pooled file for a third run; a copy of a Result in a second --from
+    folder was pooled twice too."""
+    a = measured(base, 1, 1, 1, 1.0, seed=1)
+    b = measured(base, 1, 1, 1, 1.05, seed=2)
+    a.case_key = b.case_key = "k" * 16
+    a.run, b.run = {"pid": 11, "repeat_index": 0}, {"pid": 12, "repeat_index": 1}
+    b.created_at = "2026-12-04T00:00:01+00:00"
+    pooled = a.model_copy(deep=True)
+    pooled.run = {"runs": [dict(a.run), dict(b.run)], "repeats": 2}
+    pooled.samples.latency_ns = a.samples.latency_ns + b.samples.latency_ns
+    pooled.samples.run_ids = [0] * len(a.samples.latency_ns) + [1] * len(b.samples.latency_ns)
+    rs = [(Path("cases/k.json"), pooled), (Path("runs/k-r0.json"), a), (Path("runs/k-r1.json"), b),
+          (Path("copy/k-r0.json"), a.model_copy(deep=True))]
+    (c,) = candidates(rs)
+    assert c.sources == {1: ["runs/k-r0.json", "runs/k-r1.json"]} and c.spread()[1]["runs"] == 2
+    (alone,) = candidates([(Path("cases/k.json"), pooled)])  # the pooled case alone: its runs told apart
+    assert alone.spread()[1]["runs"] == 2 and alone.spread()[1]["spread"] == pytest.approx(c.spread()[1]["spread"])
+    assert [x.workload.batch_size for x in ladder_configs([1, 1, 2], [1], 1, 1.0)] == [1, 2]
+
+
+def test_constant_inputs_are_another_workload(base: Result) -> None:
+    """``bench --value x=0`` measures other data than random inputs: never pooled with them."""
+    zero = measured(base, 1, 1, 1, 0.5, seed=3)
+    zero.config = zero.config.model_copy(update={"workload": zero.config.workload.model_copy(update={"values": {"x": 0.0}})})
+    with pytest.raises(UsageError, match=r"input values differ"):
+        candidates([(Path("r.json"), measured(base, 1, 1, 1, 1.0)), (Path("z.json"), zero)])

@@ -187,7 +187,7 @@ def test_the_replica_is_served_on_the_cpus_it_is_costed_with_or_refused_before_m
     with pytest.raises(UsageError, match=r"costed at 2 CPU\(s\) per replica; .* needs 3, this process has 2"):
         replica_cpus(two, [0, 1])
     pinned = measured(base, 1, 1, 2, 1.3)
-    pinned.config.placement.cpus = [2]
+    pinned.config = pinned.config.model_copy(update={"placement": pinned.config.placement.model_copy(update={"cpus": [2]})})
     one = options_for(candidates([(Path("p.json"), pinned)]), PlanOptions(10.0, 50.0))[0]
     assert one.candidate.cores == 1 and replica_cpus(one, [0, 1, 2, 3]) == ([0, 1, 3], [2])  # where it was measured
 
@@ -214,9 +214,9 @@ def test_throughput_is_judged_against_the_rate_the_schedule_offered() -> None:
 def test_fleet_points_run_for_a_virtual_duration_and_name_their_method(base: Result) -> None:
     cands = _cands(base)
     rnd = Simulator(PlanOptions(10_000.0, 20.0, duration_s=30.0), None)
-    assert rnd.count(10_000.0, 10) == 30_000  # one replica at rate / R for 30 s
+    assert rnd.count(10_000.0, 10) == (30_000, True)  # one replica at rate / R for 30 s
     joint = Simulator(PlanOptions(10_000.0, 20.0, duration_s=30.0, balancer="least-outstanding"), None)
-    assert joint.count(1000.0, 10) == 30_000 and joint.count(100_000.0, 10) == 200_000  # capped
+    assert joint.count(1000.0, 10) == (30_000, True) and joint.count(100_000.0, 10) == (200_000, True)  # capped
     ranked, _ = search(cands, PlanOptions(2000.0, 20.0, requests=2000, rounds=2, balancer="power-of-two"), None,
                        detail=0)
     off = next(o for o in ranked if not o.policy.dynamic)
@@ -229,3 +229,67 @@ def test_fleet_points_run_for_a_virtual_duration_and_name_their_method(base: Res
                for o in ranked if o.simulation)
     with pytest.raises(Exception, match="--sim-duration-s"):
         PlanOptions(10.0, 20.0, duration_s=0).check()
+
+
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) != 2, reason="sized for a 2-CPU process")
+def test_an_option_the_machine_cannot_validate_is_refused_before_anything_is_measured(
+        base: Result, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36 item 4: the chosen 2-core option on a 2-CPU machine was refused only after the server's own time had
+    been measured (and with --measure on 1 CPU, after the ladder)."""
+    import os
+
+    import inferperf.plan.validate as pv
+    from inferperf.errors import UsageError
+
+    d = tmp_path / "results"
+    for b in (1, 4):
+        save(measured(base, b, 2, 1, 1.0 * b ** 0.5, seed=b), d / f"b{b}.json")  # 2 threads: costed at 2 cores
+    served = []
+    monkeypatch.setattr(pv, "measure_overhead", lambda *a, **k: served.append(a))
+    with pytest.raises(UsageError, match=r"costed at 2 CPU\(s\) per replica; .* needs 3, this process has 2"):
+        plan("mlp", PlanOptions(500.0, 20.0, requests=2000, rounds=2), tmp_path / "p", [str(d)],
+             validate={"rounds": 1, "step_s": 1.0})
+    assert served == []
+    full = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(full)})
+    try:
+        with pytest.raises(UsageError, match="this process has 1 CPU"):
+            plan("mlp", PlanOptions(500.0, 20.0), tmp_path / "q", None, measure_ladder={"batch_sizes": [1],
+                 "instances": [1], "cpus": 1, "duration_s": 0.1}, validate={"rounds": 1, "step_s": 1.0})
+    finally:
+        os.sched_setaffinity(0, full)
+    assert not (tmp_path / "q" / "measured").exists()
+
+
+def test_a_stop_request_in_a_validation_step_ends_the_validation_at_once(base: Result, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during --validate had hung 30 s (the server was joined without being asked to stop) and, past the step,
+    the next rounds ran on; now the step in progress ends, no round follows, nothing is judged or stored."""
+    from contextlib import contextmanager
+
+    import inferperf.loadgen.run as lr
+    import inferperf.plan.validate as pv
+    from inferperf.errors import Interrupted
+    from inferperf.interrupt import STOP
+
+    stopped = []
+
+    @contextmanager
+    def fake_served(model, opt):  # noqa: ANN001, ANN202
+        yield "http://127.0.0.1:1", "mlp", lambda: stopped.append(1), {}
+
+    steps = []
+
+    def fake_load(cfg, command=None):  # noqa: ANN001, ANN202
+        steps.append(cfg.seed)
+        STOP.request()  # the signal arrives during the first round's steps
+        return []
+
+    monkeypatch.setattr(pv, "served", fake_served)
+    monkeypatch.setattr(lr, "load", fake_load)
+    opt = options_for(_cands(base), PlanOptions(500.0, 20.0))[0]
+    try:
+        with pytest.raises(Interrupted, match=r"validation interrupted \(SIGINT\) in round 1 of 3: nothing judged"):
+            pv.run_rounds("mlp", opt, [10.0, 20.0], rounds=3, step_s=1.0)
+    finally:
+        STOP.reset()
+    assert steps == [0]

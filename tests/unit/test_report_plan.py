@@ -89,3 +89,16 @@ def test_one_capacity_answer_the_plans_and_the_same_model_without_a_plan(folder:
     (rec,) = [r for r in alone.recommendations if r["kind"] == "capacity"]
     assert f"deploy {chosen['replicas']} replica(s) of {chosen['label']}" in rec["text"]
     assert rec["values"]["cores"] == chosen["cores"] and "not validated" in rec["text"]
+
+
+def test_an_invalid_plan_says_so_first_in_the_report(folder: Path, tmp_path: Path) -> None:
+    from inferperf.results.io import load, save
+
+    r = load(folder / "plan" / "plan.json")
+    r.metrics.plan["valid"] = False
+    r.metrics.plan["invalid_reasons"] = ["the measured runs disagree beyond 10 %: batch 1 p50 1-1.4 ms over 2 runs (40 %)"]
+    save(r, tmp_path / "plan.json")
+    rep = build([tmp_path / "plan.json"])
+    (line,) = [s["text"] for s in rep.summary if s["kind"] == "plan"]
+    assert line.startswith("INVALID (the measured runs disagree beyond 10 %: batch 1 p50 1-1.4 ms over 2 runs (40 %)): "
+                           "plan for mlp")

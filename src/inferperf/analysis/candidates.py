@@ -143,10 +143,13 @@ def per_row(shapes: dict[str, list[Any]]) -> dict[str, list[Any]]:
 
 def workload_of(r: Result) -> dict[str, Any]:
     """The workload a Result measured, batch left out: ``{"model", "per-row input shapes", "input dtypes",
-    "data source"}`` (the fields :func:`candidates` refuses to mix)."""
+    "data source", "input values"}`` (``--value`` constants and ``--int-range`` bounds: the fields :func:`candidates`
+    refuses to mix)."""
     w = r.config.workload
     return {"model": source_model(r), "per-row input shapes": per_row(dict(w.shapes or {})),
-            "input dtypes": dict(sorted((w.dtypes or {}).items())), "data source": w.data_source}
+            "input dtypes": dict(sorted((w.dtypes or {}).items())), "data source": w.data_source,
+            "input values": {"values": dict(sorted((w.values or {}).items())),
+                             "int_ranges": {k: list(v) for k, v in sorted((w.int_ranges or {}).items())}}}
 
 
 def setting_of(r: Result) -> dict[str, Any]:
@@ -185,7 +188,7 @@ def _refuse_mixed(groups: dict[str, list[tuple[Path, Result]]]) -> None:
     """One line naming the first workload field that differs, two Result files that differ in it, and the fix."""
     docs = [(workload_of(rs[0][1]), rs[0][0]) for rs in groups.values()]
     (a, pa), rest = docs[0], docs[1:]
-    for name in ("model", "per-row input shapes", "input dtypes", "data source"):
+    for name in ("model", "per-row input shapes", "input dtypes", "data source", "input values"):
         other = next(((b, pb) for b, pb in rest if b[name] != a[name]), None)
         if other is None:
             continue
@@ -199,7 +202,7 @@ def _refuse_mixed(groups: dict[str, list[tuple[Path, Result]]]) -> None:
 
 
 def candidates(results: list[tuple[Path, Result]], model: str | None = None,
-               shapes: dict[str, list[int]] | None = None) -> list[Candidate]:
+               shapes: dict[str, list[int]] | None = None, model_sha256: str | None = None) -> list[Candidate]:
     """The in-process Results (``bench``, ``sweep``; single-stream, or concurrent with one session per stream) of
     one workload, one candidate per setting (:func:`setting_of`), samples pooled per batch size.
 
@@ -207,16 +210,27 @@ def candidates(results: list[tuple[Path, Result]], model: str | None = None,
         results: ``(path, Result)`` pairs. model: keep only this model (zoo name, file stem or path).
         shapes: keep only Results of these input shapes (``--shape`` values; the leading dim is the rows and is
             ignored), to plan one workload out of several.
+        model_sha256: the sha256 of the model file planned for: keep only Results that measured it (or a
+            made-batchable copy of it); a file name says nothing of its content.
 
     Returns:
         Candidates sorted by cores, threads, instances; empty when no Result qualifies.
 
     Raises:
         UsageError: the Results left measure more than one workload (the line names the field that differs), or
-            ``shapes`` matches none of them (the line lists the shapes there are).
+            ``shapes`` matches none of them (the line lists the shapes there are), or none measured the file
+            ``model_sha256`` names.
     """
     want = None if model is None else Path(model.removeprefix("zoo:")).stem
     kept = [(p, r) for p, r in results if _plannable(r) and (want is None or model_name(r) == want)]
+    if model_sha256 and kept:
+        same = [(p, r) for p, r in kept if source_model(r) == model_sha256[:16]]
+        if not same:
+            p0, r0 = kept[0]
+            raise UsageError(f"--from: {p0} measured another file named {model_name(r0)} (sha256 "
+                             f"{source_model(r0)}..., this model is {model_sha256[:16]}...): plan from Results of this "
+                             "model file")
+        kept = same
     if shapes:
         wanted = per_row(shapes)
         match = [(p, r) for p, r in kept if _same_shapes(wanted, workload_of(r)["per-row input shapes"])]
@@ -225,6 +239,7 @@ def candidates(results: list[tuple[Path, Result]], model: str | None = None,
             raise UsageError(f"--shape {_shape_text(wanted)} (per row): no Result in --from has it; they have "
                              f"{'; '.join(there)}")
         kept = match
+    kept = distinct_runs(kept)
     by_workload: dict[str, list[tuple[Path, Result]]] = {}
     for p, r in kept:
         by_workload.setdefault(_key(workload_of(r)), []).append((p, r))
@@ -240,7 +255,9 @@ def candidates(results: list[tuple[Path, Result]], model: str | None = None,
             g["example"] = (b, r)
         arr = np.asarray(r.samples.latency_ns, dtype=np.float64)
         g["samples"].setdefault(b, []).append(arr)
-        g["medians"].setdefault(b, []).append(float(np.median(arr)))
+        ids = np.asarray(r.samples.run_ids or [], dtype=np.int64)
+        runs = [arr[ids == k] for k in np.unique(ids)] if ids.size == arr.size and ids.size else [arr]
+        g["medians"].setdefault(b, []).extend(float(np.median(x)) for x in runs if x.size)  # a pooled case: per run
         g["sources"].setdefault(b, []).append(str(path))
         if r.validity.verdict != "VALID":
             g["invalid"].append(str(path))
@@ -254,6 +271,30 @@ def candidates(results: list[tuple[Path, Result]], model: str | None = None,
                              session=s["session"], workload=workload_of(ex), run_medians_ns=g["medians"]))
     _distinguish(out, {id(c): setting_of(c.example) for c in out})
     return sorted(out, key=lambda c: (c.cores, c.threads, c.instances, c.backend, c.distinct))
+
+
+def _run_keys(r: Result) -> list[tuple[str, Any, Any]]:
+    """``(case_key, pid, repeat index)`` of each run a Result holds (a sweep's pooled case lists its runs)."""
+    runs = r.run.get("runs") if isinstance(r.run.get("runs"), list) else [r.run]
+    return [(r.case_key, x.get("pid"), x.get("repeat_index")) for x in runs if isinstance(x, dict)]
+
+
+def distinct_runs(results: list[tuple[Path, Result]]) -> list[tuple[Path, Result]]:
+    """Each measured run once: a copy of a Result (same runs, same time) is dropped, and a pooled case (a sweep's
+    ``cases/X.json``) whose runs are all there on their own (``runs/X-r0.json``, ...) is dropped for them (pooling
+    both had counted every sample twice and taken the pooled file for one more run)."""
+    singles = {k for _, r in results for k in _run_keys(r) if "runs" not in r.run}
+    out, seen = [], set()
+    for p, r in results:
+        keys = _run_keys(r)
+        lat = r.samples.latency_ns
+        ident = (tuple(keys), r.created_at, len(lat), tuple(lat[:8]))  # a copy has the same samples too
+        pooled = "runs" in r.run and len(keys) > 1
+        if ident in seen or (pooled and keys and all(k in singles for k in keys)):
+            continue
+        seen.add(ident)
+        out.append((p, r))
+    return out
 
 
 def _distinguish(cands: list[Candidate], settings: dict[int, dict[str, Any]]) -> None:
@@ -326,5 +367,5 @@ def overhead(results: list[tuple[Path, Result]], model: str | None = None) -> Ov
     return Overhead(Deterministic(max(1, round(mean_ms * 1e6))), mean_ms, srcs)
 
 
-__all__ = ["IN_PROCESS", "ROUND_SPREAD_LIMIT", "Candidate", "Overhead", "by_workload", "candidates", "model_name", "overhead", "per_row", "setting_of",
+__all__ = ["IN_PROCESS", "ROUND_SPREAD_LIMIT", "Candidate", "Overhead", "by_workload", "candidates", "distinct_runs", "model_name", "overhead", "per_row", "setting_of",
            "source_model", "threads_of", "workload_of", "workload_text"]

@@ -76,8 +76,9 @@ class PlanOptions:
             raise UsageError(f"--balancer {self.balancer!r}: use one of {', '.join(BALANCERS)}")
         if self.arrival not in ARRIVALS:
             raise UsageError(f"--arrival {self.arrival!r}: use one of {', '.join(ARRIVALS)}")
-        if self.requests < 1000 or self.rounds < 2:
-            raise UsageError("--sim-requests must be >= 1000 and --rounds >= 2")
+        if not 1000 <= self.requests <= MAX_POINT_ARRIVALS or self.rounds < 2:
+            raise UsageError(f"--sim-requests must be in [1000, {MAX_POINT_ARRIVALS:,}] and --rounds >= 2 (longer "
+                             "points: --sim-duration-s)")
         if self.max_replicas < 1:
             raise UsageError(f"--max-replicas {self.max_replicas!r}: must be >= 1")
         if self.duration_s is not None and not (self.duration_s > 0 and math.isfinite(self.duration_s)):
@@ -137,33 +138,75 @@ def capacity_per_s(opt: Option) -> float:
     return c.instances * best
 
 
+#: a simulated point holds at least this many relaxation times of its queue, so its percentiles are steady-state
+#: ones; the relaxation time of a queue at utilisation rho is about 1 / (mu (1 - sqrt(rho))^2) (Morse 1955, for
+#: M/M/1), i.e. rho / (1 - sqrt(rho))^2 arrivals: 20,000 arrivals hold 5 of them up to rho ~ 0.97
+RELAXATION_TIMES = 5
+#: a point is stretched to at most this many arrivals for that (and for MMPP spells); a point that needed more
+#: is not steady and never meets the SLO (a replica that close to saturation cannot be predicted)
+MAX_POINT_ARRIVALS = 2_000_000
+#: --arrival mmpp: virtual seconds a point covers at least (10 spell pairs of 1 s), so a short run does not sit
+#: inside one low spell
+MMPP_MIN_S = 20.0
+
+
+def steady_arrivals(rho: float) -> float:
+    """Arrivals a run at utilisation ``rho`` needs for :data:`RELAXATION_TIMES` relaxation times (inf at rho >= 1)."""
+    if rho >= 1:
+        return math.inf
+    return RELAXATION_TIMES * rho / (1 - math.sqrt(rho)) ** 2 if rho > 0 else 0.0
+
+
 class Simulator:
-    """Simulates an option at a rate with the plan's arrivals, balancer and seeds; counts its runs."""
+    """Simulates an option at a rate with the plan's arrivals, balancer and seeds; counts its runs and keeps the
+    range of arrivals and virtual seconds its runs held (``held``)."""
 
     def __init__(self, opts: PlanOptions, overhead: Overhead | None) -> None:
         self.opts = opts
         self.overhead = overhead.model if overhead is not None else None
+        self.overhead_ms = overhead.mean_ms if overhead is not None else None
         self.runs = 0
         self.last: dict[str, Any] = {}
-        self.method = ("one replica stands for all (random routing keeps a Poisson stream Poisson)"
+        self.held: dict[str, list[float]] = {}
+        self.method = ("one replica stands for all (random routing: each replica sees the same process at rate / R)"
                        if opts.balancer == "random" else f"joint simulation of the replicas ({opts.balancer})")
 
-    def count(self, rate_per_s: float, replicas: int) -> int:
-        """Arrivals per simulated point: ``requests`` (x replicas when joint), or rate x ``duration_s``; a joint
-        simulation holds at most :data:`MAX_JOINT_ARRIVALS` (unless ``requests`` alone is more)."""
+    def utilisation(self, opt: Option, rate_per_s: float, replicas: int) -> float:
+        """Offered load on one replica by mean times: rate / R over the replica's capacity (its instances', or its
+        server worker's when the server's own time is known, whichever is less)."""
+        cap = capacity_per_s(opt)
+        if self.overhead_ms:
+            cap = min(cap, 1000.0 / self.overhead_ms)
+        return rate_per_s / replicas / cap
+
+    def count(self, rate_per_s: float, replicas: int, opt: Option | None = None) -> tuple[int, bool]:
+        """Arrivals of one simulated point, and whether that is enough for a steady state.
+
+        The base is ``requests`` (x replicas when joint), or rate x ``duration_s``; a joint simulation holds at
+        most :data:`MAX_JOINT_ARRIVALS` (unless ``requests`` alone is more). It is stretched (up to
+        :data:`MAX_POINT_ARRIVALS`) to hold :data:`RELAXATION_TIMES` relaxation times of one replica's queue
+        (``opt`` given) and, with MMPP arrivals, :data:`MMPP_MIN_S` virtual seconds."""
         o = self.opts
         joint = o.balancer != "random"
+        per_replica = rate_per_s / replicas
         if o.duration_s is not None:
-            n = max(1000, math.ceil(rate_per_s / (1 if joint else replicas) * o.duration_s))
+            n = max(1000, math.ceil((rate_per_s if joint else per_replica) * o.duration_s))
         else:
             n = o.requests * replicas if joint else o.requests
-        return min(n, max(o.requests, MAX_JOINT_ARRIVALS)) if joint else n
+        if joint:
+            n = min(n, max(o.requests, MAX_JOINT_ARRIVALS))
+        need = 0.0
+        if opt is not None:
+            need = steady_arrivals(self.utilisation(opt, rate_per_s, replicas)) * (replicas if joint else 1)
+        if o.arrival == "mmpp":
+            need = max(need, (rate_per_s if joint else per_replica) * MMPP_MIN_S)
+        steady = need <= max(n, MAX_POINT_ARRIVALS)
+        return (max(n, math.ceil(need)) if steady else n), steady
 
-    def arrivals(self, rate_per_s: float, replicas: int, seed: int) -> np.ndarray:
-        """Arrival offsets (int64 ns) for one replica (random routing) or the whole fleet (other balancers)."""
+    def arrivals(self, rate_per_s: float, replicas: int, seed: int, n: int) -> np.ndarray:
+        """``n`` arrival offsets (int64 ns) for one replica (random routing) or the whole fleet (other balancers)."""
         o = self.opts
         joint = o.balancer != "random"
-        n = self.count(rate_per_s, replicas)
         rate = rate_per_s if joint else rate_per_s / replicas
         if o.arrival == "constant" and not joint and replicas > 1:
             gaps = np.random.default_rng(seed).geometric(1 / replicas, n)  # every R-th send of a lattice, at random
@@ -173,25 +216,33 @@ class Simulator:
         return np.fromiter((sched.next_offset_ns() for _ in range(n)), dtype=np.int64, count=n)
 
     def run(self, opt: Option, rate_per_s: float, replicas: int, seed_offset: int = 0, service: Any = None) -> Any:
-        """One simulated run (a :class:`~inferperf.analysis.serving_sim.SimRun`)."""
+        """One simulated run (a :class:`~inferperf.analysis.serving_sim.SimRun`); ``last`` describes it."""
         self.runs += 1
         seed = self.opts.seed + seed_offset
         r_sim = 1 if self.opts.balancer == "random" else replicas
         setup = Setup(opt.policy, replicas=r_sim, instances=opt.candidate.instances,
                       balancer="round-robin" if r_sim == 1 else self.opts.balancer)
-        arr = self.arrivals(rate_per_s, replicas, seed)
+        n, steady = self.count(rate_per_s, replicas, opt)
+        arr = self.arrivals(rate_per_s, replicas, seed, n)
         run = simulate(arr, setup, service or opt.candidate.service, overhead=self.overhead, seed=seed)
+        virtual_s = float(arr[-1]) / 1e9 if arr.size else 0.0
         self.last = {"replicas_simulated": r_sim, "engine": run.method, "arrivals": int(arr.size),
-                     "virtual_s": float(arr[-1]) / 1e9 if arr.size else 0.0}
+                     "virtual_s": virtual_s, "steady": steady}
+        for k, v in (("arrivals", float(arr.size)), ("virtual_s", virtual_s)):
+            lo, hi = self.held.get(k, [v, v])
+            self.held[k] = [min(lo, v), max(hi, v)]
         return run
 
     def predict(self, opt: Option, rate_per_s: float, replicas: int) -> Prediction:
-        """The figures of one run."""
-        return summarize(self.run(opt, rate_per_s, replicas))
+        """The figures of one run; ``steady`` False when the run could not hold a steady state (see :meth:`count`)."""
+        p = summarize(self.run(opt, rate_per_s, replicas))
+        p.steady = bool(self.last["steady"])
+        return p
 
     def meets(self, p: Prediction) -> bool:
-        """p99 within the SLO, nothing rejected, no growing backlog."""
-        return p.latency_ms["p99"] <= self.opts.slo_p99_ms and p.rejected_share == 0 and not p.backlog_growing
+        """p99 within the SLO, nothing rejected, no growing backlog, a steady-state run."""
+        return (p.latency_ms["p99"] <= self.opts.slo_p99_ms and p.rejected_share == 0 and not p.backlog_growing
+                and p.steady)
 
 
 #: p99 of a fleet can be lower than that of the next smaller one by this much (simulated with batching on, p99
@@ -246,7 +297,8 @@ def size_fleet(opt: Option, sim: Simulator) -> None:
         p = at(r)
         if sim.meets(p):
             best = r
-        elif p.rejected_share > 0 or p.backlog_growing or p.latency_ms["p99"] > slo * (1 + NON_MONOTONE_MARGIN):
+        elif (p.rejected_share > 0 or p.backlog_growing or not p.steady
+              or p.latency_ms["p99"] > slo * (1 + NON_MONOTONE_MARGIN)):
             break
     opt.replicas = best
     opt.at_plan, opt.simulation = seen[best]
@@ -276,7 +328,7 @@ def curve(opt: Option, sim: Simulator, fractions: tuple[float, ...] = (0.3, 0.5,
         p = sim.predict(opt, cap * f, opt.replicas)
         opt.curve.append({"rate_per_s": cap * f, "p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"],
                           "utilisation": p.utilisation, "rejected_share": p.rejected_share,
-                          "past_saturation": p.backlog_growing or f >= 1.0})
+                          "past_saturation": p.backlog_growing or not p.steady or f >= 1.0})
 
 
 def resampled_intervals(opt: Option, sim: Simulator) -> None:
@@ -326,5 +378,5 @@ def search(cands: list[Candidate], opts: PlanOptions, overhead: Overhead | None,
     return allopts, sim
 
 
-__all__ = ["ARRIVALS", "MAX_JOINT_ARRIVALS", "NON_MONOTONE_MARGIN", "Option", "PlanOptions", "Simulator", "capacity_per_s",
-           "curve", "limit_rate", "options_for", "resampled_intervals", "search", "size_fleet"]
+__all__ = ["ARRIVALS", "MAX_JOINT_ARRIVALS", "MAX_POINT_ARRIVALS", "MMPP_MIN_S", "NON_MONOTONE_MARGIN", "RELAXATION_TIMES", "Option", "PlanOptions", "Simulator", "capacity_per_s",
+           "curve", "limit_rate", "options_for", "resampled_intervals", "search", "size_fleet", "steady_arrivals"]

@@ -36,6 +36,7 @@ class Prediction:
         tail_ms: mean of each part (:data:`PARTS`) over requests at or above the p99; ``dominant``: the largest.
         requests: finished requests in the window. backlog_growing: the queue still grew at the end
             (throughput under 98 % of the admitted rate: past saturation, percentiles depend on the duration).
+        steady: the run was long enough for a steady state (set by the caller that sized it; True by default).
     """
 
     offered_per_s: float
@@ -49,6 +50,7 @@ class Prediction:
     dominant: str
     requests: int
     backlog_growing: bool
+    steady: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict."""

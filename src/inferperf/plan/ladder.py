@@ -17,8 +17,8 @@ from ..results.io import load, result_files
 from ..results.model import Result
 
 
-def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:
-    """Every Result under ``paths`` (files or folders), skipping JSON that is not a Result.
+def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) -> list[tuple[Path, Result]]:
+    """Every Result under ``paths`` (files or folders), skipping JSON that is not a Result (named in ``skipped``).
 
     Raises:
         UsageError: a path that does not exist, or no Result found at all.
@@ -28,6 +28,8 @@ def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:
         try:
             out.append((f, load(f)))
         except UsageError:
+            if skipped is not None:
+                skipped.append(str(f))
             continue
     if not out:
         raise UsageError(f"no inferperf Result under {', '.join(map(str, paths))}: pass a folder of bench/sweep "
@@ -66,7 +68,10 @@ def ladder_configs(batch_sizes: list[int], instances: list[int], cpus: int, dura
         raise UsageError("--measure needs batch sizes >= 1 and instance counts >= 1 (e.g. --batch-sizes 1,2,4,8)")
     if rounds < 1:
         raise UsageError(f"--measure-rounds {rounds}: must be >= 1 (3 shows the spread of a noisy machine)")
+    if not (duration_s > 0 and math.isfinite(duration_s)):
+        raise UsageError(f"--measure-duration-s {duration_s!r}: must be a positive number of seconds (e.g. 3)")
     base = base or BenchConfig()
+    batch_sizes, instances = sorted(set(batch_sizes)), sorted(set(instances))  # 1,1 would measure one file twice
     calls = max(1, math.ceil(MIN_POOLED_SAMPLES / rounds))
     out = []
     for inst in instances:

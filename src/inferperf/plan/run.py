@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.candidates import ROUND_SPREAD_LIMIT, Candidate, Overhead, candidates, overhead
-from ..analysis.fleet import MAX_JOINT_ARRIVALS, Option, PlanOptions, Simulator, options_for, search
+from ..analysis.fleet import (MAX_JOINT_ARRIVALS, MMPP_MIN_S, RELAXATION_TIMES, Option, PlanOptions, Simulator,
+                              options_for, search)
 from ..errors import UsageError
 from ..fsutil import json_safe
 from ..results.build import new_result
@@ -63,6 +64,7 @@ class Inputs:
     results: list[tuple[Path, Result]]
     candidates: list[Candidate]
     overhead: Overhead | None
+    skipped: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -137,18 +139,32 @@ def _notes(options: list[Option], cands: list[Candidate], over: Overhead | None,
         spread = c.spread()
         if spread:
             notes.append(f"{c.label}: p50 spread over the runs pooled per batch size: "
-                         + ", ".join(f"batch {b} {v['spread'] * 100:.0f} % ({v['runs']} runs)" for b, v in spread.items()))
+                         + ", ".join(f"batch {b} {v['spread'] * 100:.1f} % ({v['runs']} runs)" for b, v in spread.items()))
         if c.invalid:
             notes.append(f"{c.label}: {len(c.invalid)} source Result(s) not VALID (noisy runs), used as measured")
     for o in options:
         if o.curve and any(pt["past_saturation"] for pt in o.curve):
             notes.append(f"{o.label}: curve points past saturation (marked) depend on the simulated duration")
             break
-    per = (f"{sim.opts.duration_s:g} s of virtual time" if sim.opts.duration_s is not None
-           else f"{sim.opts.requests} arrivals" + (" per replica" if sim.opts.balancer != "random" else ""))
-    notes.append(f"simulation: {sim.method}; {sim.runs} runs of {per} each"
-                 + (f" (at most {MAX_JOINT_ARRIVALS} arrivals a run)" if sim.opts.balancer != "random" else ""))
+    notes.append(f"simulation: {sim.method}; {sim.runs} runs, {held(sim)}")
     return notes
+
+
+def held(sim: Simulator) -> str:
+    """What the runs held, as simulated: ``2,000-20,000 arrivals (0.64-12 s of virtual time) a run``, and what
+    set it (``--sim-requests`` / ``--sim-duration-s``, the joint cap, the stretch for a steady state)."""
+    o, h = sim.opts, sim.held
+    if not h:
+        return "none"
+    (a0, a1), (v0, v1) = h["arrivals"], h["virtual_s"]
+    asked = f"--sim-duration-s {o.duration_s:g}" if o.duration_s is not None else f"--sim-requests {o.requests}"
+    if o.balancer != "random":
+        asked += (f" x replicas (joint: the fleet's arrivals in all), at most {max(o.requests, MAX_JOINT_ARRIVALS):,} a "
+                  "run")
+    rng = (lambda a, b, f: f(a) if a == b else f"{f(a)}-{f(b)}")
+    return (f"{rng(a0, a1, lambda x: f'{x:,.0f}')} arrivals ({rng(v0, v1, lambda x: f'{x:.3g}')} s of virtual time) a "
+            f"run: {asked}, stretched where a run needed more for a steady state ({RELAXATION_TIMES} relaxation times"
+            + (f"; --arrival mmpp: {MMPP_MIN_S:g} s" if o.arrival == "mmpp" else "") + ")")
 
 
 def gather(model: str, out_dir: Path, from_paths: list[str] | None, measure_ladder: dict[str, Any] | None,
@@ -158,7 +174,8 @@ def gather(model: str, out_dir: Path, from_paths: list[str] | None, measure_ladd
     Raises:
         UsageError: nothing to plan from, a mix of workloads, ``shapes`` matching nothing.
     """
-    results = read_results(from_paths) if from_paths else []
+    skipped: list[str] = []
+    results = read_results(from_paths, skipped) if from_paths else []
     if measure_ladder:
         rounds = int(measure_ladder.get("rounds", 1))
         cfgs = ladder_configs(measure_ladder["batch_sizes"], measure_ladder["instances"], measure_ladder["cpus"],
@@ -167,7 +184,16 @@ def gather(model: str, out_dir: Path, from_paths: list[str] | None, measure_ladd
         results += measure(model, cfgs, out_dir / "measured", command=command, progress=progress, rounds=rounds)
     if not results:
         raise UsageError("nothing to plan from: pass --from DIR (bench/sweep Results) or --measure")
-    return Inputs(results, candidates(results, model, shapes), overhead(results, model))
+    return Inputs(results, candidates(results, model, shapes, _file_sha256(model)), overhead(results, model), skipped)
+
+
+def _file_sha256(model: str) -> str | None:
+    """The sha256 of ``model`` when it names a file (a zoo name matches its Results by name)."""
+    if model.startswith("zoo:") or not Path(model).is_file():
+        return None
+    from ..measure.facts import model_sha256
+
+    return model_sha256(model)
 
 
 def _measure_overhead(model: str, first: Option, out_dir: Path, command: list[str] | None,
@@ -221,7 +247,7 @@ def judge(inputs: Inputs, chosen: Option | None, stored: dict[str, Any] | None) 
         if bad:
             reasons.append(f"the measured runs disagree beyond {ROUND_SPREAD_LIMIT * 100:.0f} %: "
                            + ", ".join(f"batch {b} p50 {min(v['p50_ms']):.3g}-{max(v['p50_ms']):.3g} ms over "
-                                       f"{v['runs']} runs ({v['spread'] * 100:.0f} %)" for b, v in bad.items())
+                                       f"{v['runs']} runs ({v['spread'] * 100:.1f} %)" for b, v in bad.items())
                            + ": the machine's load changed while measuring; quiet it and measure again")
     return Validity(valid=not reasons, reasons=reasons)
 
@@ -235,6 +261,9 @@ def write_plan(model: str, opts: PlanOptions, out_dir: Path, inputs: Inputs, fou
     head = said[id(chosen)] if chosen is not None else NOT_VALIDATED
     validity = judge(inputs, chosen, stored)
     notes = _notes(ranked, inputs.candidates, inputs.overhead, sim, head)
+    if inputs.skipped:
+        notes.append(f"{len(inputs.skipped)} JSON file(s) in --from are not Results (skipped): "
+                     + ", ".join(inputs.skipped[:5]) + (" ..." if len(inputs.skipped) > 5 else ""))
     name = inputs.candidates[0].model if inputs.candidates else model
     inputs_doc = {"model": model, "target_rate_per_s": opts.target_rate_per_s, "burst": opts.burst,
                   "planned_rate_per_s": opts.planned_rate_per_s, "slo_p99_ms": opts.slo_p99_ms,
@@ -302,13 +331,19 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
         raise UsageError(f"--output {out_dir}: a file of that name exists; plan writes a folder: pass a new folder name")
     system = collect_system()  # the unpinned machine: the validation pins this process to the load's CPUs
     fp = machine_fingerprint(system)
+    if validate and len(os.sched_getaffinity(0)) < 2:
+        raise UsageError(f"--validate serves the replica on its own CPUs and drives the load from another: this process "
+                         f"has {len(os.sched_getaffinity(0))} CPU (affinity or cgroup): run it where 2 or more are free")
     inputs = gather(model, out_dir, from_paths, measure_ladder, shapes, command, progress)
     over = inputs.overhead
     if validate and over is None and inputs.candidates:
         from .validate import replica_cpus
 
+        ranked, _ = search(inputs.candidates, opts, None, detail=0)  # refuse an option it cannot serve before measuring
+        if ranked and ranked[0].replicas is not None:
+            replica_cpus(ranked[0], sorted(os.sched_getaffinity(0)))
         first = options_for(inputs.candidates[:1], opts)[0]
-        replica_cpus(first, sorted(os.sched_getaffinity(0)))  # the fewest cores there are: refused before measuring
+        replica_cpus(first, sorted(os.sched_getaffinity(0)))
         over = inputs.overhead = _measure_overhead(model, first, out_dir, command, progress)
     ranked, sim = search(inputs.candidates, opts, over, progress=progress)
     found = Found(ranked, ranked[0] if ranked and ranked[0].replicas is not None else None, sim)

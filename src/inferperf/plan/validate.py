@@ -32,8 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import BenchConfig
 from ..analysis.fleet import Option, Simulator, capacity_per_s
+from ..config import BenchConfig
+from ..errors import Interrupted
+from ..interrupt import STOP, cooperative
 
 #: fractions of one replica's predicted capacity validated
 LOADS = (0.5, 0.7, 0.85)
@@ -111,9 +113,11 @@ def replica_cpus(opt: Option, available: Sequence[int]) -> tuple[list[int], list
 
     cpus, n = sorted(available), opt.candidate.cores
     if len(cpus) < n + 1:
+        fix = ("plan with --measure --validate (the ladder then runs pinned to the server's share)" if not
+               opt.candidate.cpus else "measure the ladder on fewer CPUs")
         raise UsageError(f"--validate: {opt.candidate.label} is costed at {n} CPU(s) per replica; serving it on them "
                          f"with the load on others needs {n + 1}, this process has {len(cpus)}: validate on a bigger "
-                         "machine, or plan with --measure --validate (the ladder then runs on the server's share)")
+                         f"machine, or {fix}")
     pinned = opt.candidate.cpus
     srv = sorted(pinned) if pinned and set(pinned) < set(cpus) else cpus[:n]
     return [c for c in cpus if c not in srv], srv
@@ -218,15 +222,21 @@ def run_rounds(model: str, opt: Option, rates: list[float], rounds: int, step_s:
     from ..loadgen.run import load
 
     out: list[list[dict[str, float]]] = []
-    with served(model, opt) as (url, name, stop, placement):
+    with served(model, opt) as (url, name, stop, placement), cooperative():  # Ctrl-C ends the step, then here
         lc = LoadConfig(url=url, model=name, protocol="binary", request_rate=rates, arrival=arrival,
                         duration_s=step_s, shapes=_load_shapes(opt), warmup_s=min(1.0, step_s) if warmup_s is None else warmup_s, max_trials=1,
                         timeout_ms=REQUEST_TIMEOUT_MS)
         for k in range(rounds):
+            if STOP.requested:  # Ctrl-C / SIGTERM in a load step: it ended its step; no round follows
+                raise Interrupted(f"validation interrupted ({STOP.signal_name}) in round {k} of {rounds}: nothing "
+                                  "judged or stored; the plan was not written", STOP.exit_code)
             if progress:
                 progress(f"validate round {k + 1}/{rounds}: {', '.join(f'{x:.4g}' for x in rates)} req/s "
                          f"({arrival}), {step_s:g} s each")
             out.append([_measured(r) for r in load(lc.model_copy(update={"seed": k}), command=command)])
+        if STOP.requested:
+            raise Interrupted(f"validation interrupted ({STOP.signal_name}) in round {rounds} of {rounds}: nothing "
+                              "judged or stored; the plan was not written", STOP.exit_code)
         stop()
     return out, placement
 

@@ -96,11 +96,14 @@ def plan_charts(entries: list[Any]) -> list[Chart]:
 
 
 def plan_findings(entries: list[Any]) -> list[str]:
-    """One line per plan: the chosen fleet and where it stops meeting the SLO, or that nothing meets it."""
+    """One line per plan: the chosen fleet and where it stops meeting the SLO, or that nothing meets it; an INVALID
+    plan's line starts with INVALID and its reasons."""
     out = []
     for _, doc in _plans(entries):
         i = doc.get("inputs", {})
         head = f"plan for {i.get('model')} at {i.get('planned_rate_per_s'):g} req/s, p99 <= {i.get('slo_p99_ms'):g} ms"
+        if doc.get("valid") is False:  # the reasons first, as the plan's own text gives them
+            head = f"INVALID ({'; '.join(doc.get('invalid_reasons') or [])}): {head}"
         if doc.get("chosen") is None:
             out.append(f"{head}: no option meets the SLO (predicted, {doc.get('validation')})")
             continue

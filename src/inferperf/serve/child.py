@@ -97,6 +97,12 @@ def own_server(model: str, server_cpus: list[int], cfg: Any = None,
         yield rest[0], rest[1], stop
         stop()
     finally:
+        if not state["stopped"]:  # left early (an error, Ctrl-C): ask it to stop rather than wait out the join
+            state["stopped"] = True
+            try:
+                here.send("stop")
+            except (OSError, ValueError):
+                pass
         proc.join(30)
         if proc.is_alive():
             proc.kill()

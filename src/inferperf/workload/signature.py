@@ -71,11 +71,12 @@ def inspect_model(path: str | Path) -> ModelFacts:
     p = check_model_file(path)
     facts = ModelFacts(path=p, sha256=file_sha256(p), size_bytes=p.stat().st_size)
     import onnx
+    from google.protobuf.json_format import ParseError
     from google.protobuf.message import DecodeError
 
     try:
         model = onnx.load(str(p), load_external_data=False)
-    except (DecodeError, ValueError, RuntimeError) as e:
+    except (DecodeError, ParseError, ValueError, RuntimeError) as e:  # ParseError: a .json file read as ONNX's JSON form
         raise ModelError(
             f"'{path}' is not a readable ONNX model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'parse failed'}):"
             " check it is a complete .onnx file (a truncated download or another format?)"
