@@ -4,13 +4,14 @@ fleet-scale simulation settings (virtual duration, the method each option names)
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
-from inferperf.plan.run import option_key, plan
-from inferperf.analysis.fleet import PlanOptions, Simulator, capacity_per_s, options_for, search
+from inferperf.analysis.fleet import PlanOptions, Simulator, capacity_per_s, options_for, search, steady_arrivals
 from inferperf.analysis.candidates import candidates
+from inferperf.plan.run import option_key, plan
 from inferperf.plan.validate import LOADS, judge, tolerance, validate, verdict
 from inferperf.plan.validations import NOT_VALIDATED, describe, last
 from inferperf.results.io import save
@@ -217,6 +218,15 @@ def test_fleet_points_run_for_a_virtual_duration_and_name_their_method(base: Res
     assert rnd.count(10_000.0, 10) == (30_000, True)  # one replica at rate / R for 30 s
     joint = Simulator(PlanOptions(10_000.0, 20.0, duration_s=30.0, balancer="least-outstanding"), None)
     assert joint.count(1000.0, 10) == (30_000, True) and joint.count(100_000.0, 10) == (200_000, True)  # capped
+    # near saturation a point is stretched for a steady state: R queues of their own under round-robin; the
+    # replicas pooled (as one M/M/c queue) under least-outstanding
+    opt = options_for(cands, PlanOptions(10.0, 20.0))[0]  # batching off: 1 ms a call, 1,000/s a replica
+    rr = Simulator(PlanOptions(9_700.0, 20.0, balancer="round-robin", requests=1000), None)
+    lo = Simulator(PlanOptions(9_700.0, 20.0, balancer="least-outstanding", requests=1000), None)
+    one = steady_arrivals(rr.utilisation(opt, 9_700.0, 10))  # ~0.97: ~21,000 arrivals a queue
+    assert 15_000 < one < 30_000
+    assert rr.count(9_700.0, 10, opt) == (math.ceil(one * 10), True)
+    assert lo.count(9_700.0, 10, opt) == (max(math.ceil(one), 10_000), True)
     ranked, _ = search(cands, PlanOptions(2000.0, 20.0, requests=2000, rounds=2, balancer="power-of-two"), None,
                        detail=0)
     off = next(o for o in ranked if not o.policy.dynamic)

@@ -185,7 +185,9 @@ class Simulator:
         The base is ``requests`` (x replicas when joint), or rate x ``duration_s``; a joint simulation holds at
         most :data:`MAX_JOINT_ARRIVALS` (unless ``requests`` alone is more). It is stretched (up to
         :data:`MAX_POINT_ARRIVALS`) to hold :data:`RELAXATION_TIMES` relaxation times of one replica's queue
-        (``opt`` given) and, with MMPP arrivals, :data:`MMPP_MIN_S` virtual seconds."""
+        (``opt`` given; x replicas for round-robin's R queues; least-outstanding and power-of-two pool the replicas,
+        and an M/M/c queue relaxes in the same arrivals as one M/M/1 at its utilisation) and, with MMPP arrivals,
+        :data:`MMPP_MIN_S` virtual seconds."""
         o = self.opts
         joint = o.balancer != "random"
         per_replica = rate_per_s / replicas
@@ -196,8 +198,10 @@ class Simulator:
         if joint:
             n = min(n, max(o.requests, MAX_JOINT_ARRIVALS))
         need = 0.0
-        if opt is not None:
-            need = steady_arrivals(self.utilisation(opt, rate_per_s, replicas)) * (replicas if joint else 1)
+        if opt is not None:  # a state-blind split has R queues of their own to settle; a balancer that reads the
+            # replicas' state pools them like one M/M/c queue, whose relaxation takes the same arrivals in all
+            pooled = o.balancer in ("least-outstanding", "power-of-two")
+            need = steady_arrivals(self.utilisation(opt, rate_per_s, replicas)) * (replicas if joint and not pooled else 1)
         if o.arrival == "mmpp":
             need = max(need, (rate_per_s if joint else per_replica) * MMPP_MIN_S)
         steady = need <= max(n, MAX_POINT_ARRIVALS)
