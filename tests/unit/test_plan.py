@@ -72,6 +72,10 @@ def test_results_of_two_input_sizes_are_never_pooled_into_one_service_model(base
     assert only.service.mean_ns(1) == pytest.approx(1e6, rel=0.02)
     with pytest.raises(UsageError, match=r"--shape x: 64 \(per row\): no Result in --from has it; they have x: 32; x: 320"):
         candidates(small + large, shapes={"x": [1, 64]})
+    two = [(Path(f"t{n}.json"), _variant(measured(base, 1, 1, 1, 0.1 * n, seed=n), shapes={"ids": [n], "mask": [n]}))
+           for n in (16, 32)]
+    (picked,) = candidates(two, shapes={"ids": [1, 32]})  # a two-input model: naming one input picks its workload
+    assert picked.sources == {1: ["t32.json"]}
     other_model = _variant(measured(base, 1, 1, 1, 2.0), sha256="f" * 64)
     with pytest.raises(UsageError, match="model differs"):
         candidates(small + [(Path("o.json"), other_model)])

@@ -178,10 +178,11 @@ def _shape_text(shapes: dict[str, list[Any]]) -> str:
 
 
 def _same_shapes(wanted: dict[str, list[Any]], have: dict[str, list[Any]]) -> bool:
-    """``wanted`` (``--shape``: ``""`` names the only input) against a Result's per-row shapes."""
+    """``wanted`` (``--shape``: ``""`` names the only input) against a Result's per-row shapes: every input named
+    has that shape (inputs not named may have any)."""
     if list(wanted) == [""] and len(have) == 1:
         return list(wanted.values()) == list(have.values())
-    return wanted == have
+    return all(k in have and have[k] == v for k, v in wanted.items())  # the inputs named; others free
 
 
 def _refuse_mixed(groups: dict[str, list[tuple[Path, Result]]]) -> None:
