@@ -53,6 +53,7 @@ def test_a_faster_newest_point_is_an_improvement_exit_0(tmp_path: Path) -> None:
     e = _db(tmp_path, [2.0] * 10 + [1.7])
     rep = gate.check(e, "*p50*")
     assert _by_metric(rep) == {"p50_ms": "improvement"} and rep.exit_code == 0
+    assert rep.rows[0].pvalue < 0.05  # the improvement's own p (issue 37 item 4: it printed the "worse" test's 0.999)
 
 
 def test_an_unacknowledged_step_stands_until_acked(tmp_path: Path) -> None:
@@ -83,11 +84,20 @@ def test_a_runtime_major_change_at_the_newest_point_is_an_environment_change(tmp
     assert "onnxruntime 2" in rep.rows[0].reason
 
 
-def test_an_invalid_newest_point_is_not_judged(tmp_path: Path) -> None:
+def test_an_invalid_newest_point_fails_the_gate_unless_allowed(tmp_path: Path) -> None:
+    """Issue 37 item 1: a run 1.5x slower that measured INVALID had passed silently (the previous point judged)."""
     e = _db(tmp_path, [2.0] * 10)
     add(e, [("bad", make(3.0, seed=50, created_at="2026-12-01T02:00:00+00:00", valid=False))])
     rep = gate.check(e, "*p50*")
-    assert _by_metric(rep) == {"p50_ms": "ok"} and rep.rows[0].newest.median < 2.5
+    assert _by_metric(rep) == {"p50_ms": "invalid"} and rep.exit_code == 3
+    (row,) = rep.rows
+    assert row.newest.median > 2.5 and row.reason.startswith(f"the newest point {row.newest.id} (") and \
+        "measured INVALID: nothing new was judged" in row.reason
+    allowed = gate.check(e, "*p50*", allow_invalid=True)
+    assert _by_metric(allowed) == {"p50_ms": "ok"} and allowed.exit_code == 0
+    assert allowed.rows[0].newest.median < 2.5 and f"INVALID point(s) {row.newest.id} passed over" in allowed.rows[0].reason
+    add(e, [("good", make(2.0, seed=51, created_at="2026-12-01T03:00:00+00:00"))])  # a VALID point after it: judged
+    assert _by_metric(gate.check(e, "*p50*")) == {"p50_ms": "ok"}
 
 
 def test_no_matching_series_gives_no_rows(tmp_path: Path) -> None:
@@ -130,8 +140,10 @@ def test_a_newest_point_whose_own_interval_holds_the_baseline_is_not_a_regressio
     pts = _points(np.r_[np.full(10, 100.0), 112.0], rng, noise=0.01)
     assert gate.judge(SERIES, pts).verdict == "regression"  # must say yes: no interval on the newest point
     wide = pts[-1].__class__(**{**pts[-1].__dict__, "lo": 95.0, "hi": 130.0})
-    row = gate.judge(SERIES, [*pts[:-1], wide])
-    assert row.verdict == "ok" and "inside the newest point's own 95 % interval [95, 130]" in row.reason
+    row = gate.judge(SERIES, [*pts[:-1], wide])  # 12 % worse, yet its own interval holds the baseline: no call
+    assert row.verdict == "inconclusive" and "inside the newest point's own 95 % interval [95, 130]" in row.reason
+    near = pts[-1].__class__(**{**pts[-1].__dict__, "median": 102.0, "lo": 95.0, "hi": 130.0})
+    assert gate.judge(SERIES, [*pts[:-1], near]).verdict == "ok"  # 2 % worse: under the 5 % threshold
 
 
 def test_a_tiny_significant_step_is_no_change_point_under_the_minimum_effect() -> None:

@@ -138,10 +138,12 @@ def check_command(
                                             "unacknowledged change) against the points since the last change")] = "5%",
     alpha: Annotated[float, Opt(help="significance level of the newest point's one-sided test")] = 0.05,
     min_effect: Annotated[str, Opt(help="smallest change called a change point")] = "2%",
+    allow_invalid: Annotated[bool, Opt("--allow-invalid", help="an INVALID newest point does not fail the gate: "
+                                                               "the newest VALID point is judged")] = False,
 ) -> int:
     """The gate: exit 3 when a series' newest point is significantly worse than the segment since its last change
-    point by more than --max-regression (or that change itself is, unacknowledged), 0 when not, 2 when no series
-    matched."""
+    point by more than --max-regression (or that change itself is, unacknowledged), or measured INVALID (nothing new
+    judged; --allow-invalid judges the newest VALID point), 0 when not, 2 when no series matched."""
     from ..analysis.compare.gate import parse_percent
     from ..history.gate import check
     from .history_view import gate_line, gate_summary
@@ -149,7 +151,7 @@ def check_command(
     limit = parse_percent(max_regression, "--max-regression")
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha}: give a level between 0 and 1, e.g. 0.05")
-    report = check(_engine(db), series, limit, alpha, parse_percent(min_effect, "--min-effect"))
+    report = check(_engine(db), series, limit, alpha, parse_percent(min_effect, "--min-effect"), allow_invalid)
     if not report.rows:
         raise UsageError("history check: no series" + (f" match {series!r}" if series else " in the database") +
                          ": add Results first (`inferperf history add`) or fix --series")
@@ -157,7 +159,9 @@ def check_command(
         print(gate_line(r))
     print(gate_summary(report))
     if report.exit_code:
-        worst = next(r for r in report.rows if r.verdict == "regression")
+        worst = next(r for r in report.rows if r.verdict in ("regression", "invalid"))
+        if worst.verdict == "invalid":
+            raise GateFailed(f"history check: {worst.series.name}: {worst.reason}")
         raise GateFailed(f"history check: {worst.series.name} regressed ({(worst.worse or 0) * 100:+.1f} % worse)")
     return 0
 

@@ -77,10 +77,13 @@ def gate_line(r: GateRow) -> str:
 
 
 def gate_summary(report: CheckReport) -> str:
-    """The gate's last line: how many series, how many regressed."""
+    """The gate's last line: how many series, how many regressed, how many newest points were INVALID (not judged)."""
     n = len(report.rows)
     bad = sum(r.verdict == "regression" for r in report.rows)
-    return f"history check: {n} series, {bad} regression(s)" + ("" if bad else ", gate passed")
+    invalid = sum(r.verdict == "invalid" for r in report.rows)
+    return (f"history check: {n} series, {bad} regression(s)" + (f", {invalid} INVALID newest point(s) not judged"
+                                                                  if invalid else "")
+            + ("" if report.exit_code else ", gate passed"))
 
 
 __all__ = ["gate_line", "gate_summary", "points_table", "series_table", "sparkline"]

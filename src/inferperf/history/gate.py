@@ -10,20 +10,28 @@ newest point's own 95 % interval is not significant.
 
 Verdicts: ``regression`` (worse beyond the threshold and p < ``alpha``), ``ok``, ``improvement`` (better beyond
 the threshold and significant), ``acknowledged`` (the newest point carries an ack), ``environment`` (the newest
-point opens a new environment: nothing to compare it with), ``inconclusive`` (too little to test).
+point opens a new environment: nothing to compare it with), ``inconclusive`` (too little to test, or a change
+beyond the threshold whose significance the newest point's own interval denies: STYLE habit 9), ``invalid`` (the
+newest point measured INVALID: nothing new was judged, so the gate fails unless ``allow_invalid``; with it, the
+newest VALID point is judged and the row says which point was passed over).
+
+``pvalue`` is the one-sided p of the verdict's own direction: of "worse" for a regression or ok, of "better" for an
+improvement.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from .query import MIN_EFFECT, Point, Series, analyse, matching, usable
 
-GateVerdict = Literal["regression", "ok", "improvement", "acknowledged", "environment", "inconclusive"]
+GateVerdict = Literal["regression", "ok", "improvement", "acknowledged", "environment", "inconclusive", "invalid"]
+#: verdicts that fail the gate (exit 3); ``invalid`` only without ``allow_invalid``
+FAILING = ("regression", "invalid")
 MIN_BASELINE = 1
 
 
@@ -45,14 +53,15 @@ class GateRow:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """Every matched series' row; ``exit_code`` 3 when one regressed, 0 otherwise (2 is the caller's: nothing
-    matched)."""
+    """Every matched series' row; ``exit_code`` 3 when one regressed or its newest point was INVALID (unless
+    allowed), 0 otherwise (2 is the caller's: nothing matched)."""
 
     rows: list[GateRow]
 
     @property
     def exit_code(self) -> int:
-        return 3 if any(r.verdict == "regression" for r in self.rows) else 0
+        """3 when a row's verdict is in :data:`FAILING`, else 0."""
+        return 3 if any(r.verdict in FAILING for r in self.rows) else 0
 
 
 def _worse_p(x: float, newest: Point, base: list[Point], direction: str) -> float:
@@ -79,9 +88,32 @@ def _worse_p(x: float, newest: Point, base: list[Point], direction: str) -> floa
 
 
 def judge(s: Series, pts: list[Point], max_regression: float = 0.05, alpha: float = 0.05,
-          min_effect: float = MIN_EFFECT) -> GateRow | None:  # fmt: skip
-    """The gate's verdict on the newest usable point of one series (``None`` when it has no usable point)."""
-    pts = usable(pts)
+          min_effect: float = MIN_EFFECT, allow_invalid: bool = False) -> GateRow | None:  # fmt: skip
+    """The gate's verdict on the newest point of one series (``None`` when it has none). An INVALID newest point
+    is the verdict ``invalid`` (the gate judged nothing new); with ``allow_invalid`` the newest VALID point is
+    judged instead and the row names the INVALID ones passed over."""
+    if not pts:
+        return None
+    skipped = []
+    while pts and pts[-1].verdict == "INVALID":
+        skipped.append(pts[-1])
+        pts = pts[:-1]
+    if skipped and not allow_invalid:
+        p = skipped[0]
+        return GateRow(s, "invalid", p, None, 0, None, math.nan, None,
+                       f"the newest point {p.id} ({(p.commit or 'no commit')[:12]}) measured INVALID: nothing new was "
+                       "judged; measure again on a quiet machine, or pass --allow-invalid to judge the newest VALID "
+                       "point")
+    row = _judge_usable(s, usable(pts), max_regression, alpha, min_effect)
+    if row is None or not skipped:
+        return row
+    ids = ", ".join(str(p.id) for p in reversed(skipped))
+    return replace(row, reason=f"{row.reason}; INVALID point(s) {ids} passed over (--allow-invalid)")
+
+
+def _judge_usable(s: Series, pts: list[Point], max_regression: float, alpha: float,
+                  min_effect: float) -> GateRow | None:  # fmt: skip
+    """:func:`judge` on the VALID points."""
     if not pts:
         return None
     newest, n = pts[-1], len(pts)
@@ -119,14 +151,14 @@ def _newest_row(s: Series, newest: Point, base: list[Point], max_regression: flo
     p = _worse_p(newest.median, newest, base, s.direction)
     inside = newest.lo is not None and newest.hi is not None and newest.lo <= mean <= newest.hi
     reason = f"newest point against the {len(base)} point(s) since the last change"
-    if math.isnan(p) or inside:
-        verdict: GateVerdict = "inconclusive" if abs(worse) > max_regression and math.isnan(p) else "ok"
+    if math.isnan(p) or inside:  # a change beyond the threshold that cannot be called significant: no "ok"
+        verdict: GateVerdict = "inconclusive" if abs(worse) > max_regression else "ok"
         if inside:
             reason += f"; their mean lies inside the newest point's own 95 % interval [{newest.lo:.4g}, {newest.hi:.4g}]"
     elif worse > max_regression and p < alpha:
         verdict = "regression"
     elif -worse > max_regression and 1 - p < alpha:
-        verdict = "improvement"
+        verdict, p = "improvement", 1 - p  # the improvement's own one-sided p
     else:
         verdict = "ok"
     return GateRow(s, verdict, newest, mean, len(base), worse, p, base[0], reason)
@@ -146,10 +178,10 @@ def _standing_row(s: Series, cp, newest: Point, pts: list[Point], before_n: int,
 
 
 def check(engine, glob: str | None = None, max_regression: float = 0.05, alpha: float = 0.05,
-          min_effect: float = MIN_EFFECT) -> CheckReport:  # fmt: skip
+          min_effect: float = MIN_EFFECT, allow_invalid: bool = False) -> CheckReport:  # fmt: skip
     """Judge the newest point of every series matching ``glob`` (see the module docstring)."""
-    rows = [judge(s, pts, max_regression, alpha, min_effect) for s, pts in matching(engine, glob)]
+    rows = [judge(s, pts, max_regression, alpha, min_effect, allow_invalid) for s, pts in matching(engine, glob)]
     return CheckReport([r for r in rows if r is not None])
 
 
-__all__ = ["CheckReport", "GateRow", "check", "judge"]
+__all__ = ["FAILING", "CheckReport", "GateRow", "check", "judge"]
