@@ -166,3 +166,25 @@ def test_the_segment_is_found_without_the_newest_point() -> None:
     row = gate.judge(SERIES, pts)
     assert row.verdict == "regression" and row.baseline_n == 6
     assert row.baseline_mean == pytest.approx(1.0005, rel=1e-3)
+
+
+def test_one_slow_newest_point_does_not_erase_the_change_before_it(tmp_path: Path) -> None:
+    """Issue 37 item 2: on examples/history (a -13 % change at run 11) plus its slowdown run, ls/show/export (what
+    report draws) and compare's history baseline detected over every point: the slow newest point widened the last
+    segment and the change at point 32 vanished. They now read the series as the gate does, the newest apart."""
+    from inferperf.history.export import export_json
+    from inferperf.history.query import established, matching, usable
+    from inferperf.results.io import load
+
+    ex = Path(__file__).resolve().parents[2] / "examples" / "history"
+    e = store.open_store(str(tmp_path / "h.db"))
+    for folder in ("results", "slowdown"):
+        add(e, [(str(f), load(f)) for f in sorted((ex / folder).glob("*.json"))])
+    (s, pts), = [(s, p) for s, p in matching(e, "*p50_ms*")]
+    use = usable(pts)
+    (cp,) = [c for c in established(use) if c.kind == "change"]
+    assert use[cp.index].id == 32 and cp.rel_change == pytest.approx(-0.13, abs=0.005)
+    doc = next(d for d in export_json(e, "*p50_ms*")["series"])
+    assert [c["point"] for c in doc["change_points"] if c["kind"] == "change"] == [32]
+    assert doc["newest_apart"] == use[-1].id and use[-1].median > 1.25
+    assert _by_metric(gate.check(e, "*p50_ms*")) == {"p50_ms": "regression"}  # and the slow newest point fails

@@ -57,12 +57,12 @@ def add_command(
 
 
 def _analysed(engine, glob: str | None):
-    from ..history.query import analyse, matching, usable
+    from ..history.query import established, matching, usable
 
     out = []
     for s, every in matching(engine, glob):
         pts = usable(every)
-        out.append((s, pts, analyse(pts)))
+        out.append((s, pts, established(pts)))
     return out
 
 
@@ -89,16 +89,17 @@ def ls_command(db: DbOpt = None, series: SeriesOpt = None) -> int:
 def show_command(series: Annotated[str, typer.Argument(help="a series name (from `history ls`), key or glob")],
                  db: DbOpt = None) -> int:  # fmt: skip
     """One series: its points (time, commit, median, interval, runtime, the change at each) and a sparkline."""
-    from ..history.query import analyse, find_series, series_points, usable
+    from ..history.query import established, find_series, series_points, usable
     from .history_view import points_table, sparkline
 
     engine = _engine(db)
     s = find_series(engine, series)
     pts = usable(series_points(engine, s.id))
-    cps = analyse(pts)
+    cps = established(pts)
     con = _console()
     con.print(points_table(s, pts, cps))
-    print(f"{s.metric}: {sparkline([p.median for p in pts], {c.index for c in cps})}  (| = change point)")
+    print(f"{s.metric}: {sparkline([p.median for p in pts], {c.index for c in cps})}  (| = change point; the newest "
+          "point is left out of the detection: `history check` judges it)")
     return 0
 
 

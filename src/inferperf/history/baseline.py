@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from ..results.build import content_hash
 from ..results.model import Result
-from .query import analyse, matching, usable
+from .query import established, matching, usable
 from .series import drafts
 from .store import points, results
 
@@ -32,7 +32,7 @@ def baseline_results(engine: sa.Engine, current: list[Result]) -> list[Result]:
         if d is None or d.series_key not in by_key:
             continue
         pts = usable(by_key[d.series_key][1])
-        starts = [c.index for c in analyse(pts)] + [i for i, p in enumerate(pts) if p.ack]
+        starts = [c.index for c in established(pts)] + [i for i, p in enumerate(pts) if p.ack]
         wanted += [p.id for p in pts[max(starts, default=0):]]
     if not wanted:
         return []

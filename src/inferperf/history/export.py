@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .._version import __version__
-from .query import Point, Series, analyse, matching, usable
+from .query import Point, Series, established, matching, usable
 
 #: the ``format`` field of the JSON series document
 FORMAT = "inferperf-history/1"
@@ -30,14 +30,17 @@ def _point_doc(p: Point) -> dict[str, Any]:
 
 
 def series_doc(s: Series, pts: list[Point]) -> dict[str, Any]:
-    """One series with its points (oldest first) and its change points (with the commit and point id at each)."""
+    """One series with its points (oldest first), its change points established before the newest point
+    (:func:`~.query.established`, with the commit and point id at each) and ``newest_apart``: the newest point's id,
+    left out of the detection (the gate judges it)."""
     use = usable(pts)
     changes = [{"index": c.index, "point": use[c.index].id, "commit": use[c.index].commit, "kind": c.kind,
                 "mean_before": c.mean_before, "mean_after": c.mean_after, "rel_change": c.rel_change,
                 "pvalue": _nan_none(c.pvalue), "env_before": c.env_before, "env_after": c.env_after}
-               for c in analyse(use)]  # fmt: skip
+               for c in established(use)]  # fmt: skip
     return {"name": s.name, "key": s.key, "metric": s.metric, "direction": s.direction, "machine": s.machine,
             "workload": s.workload, "points": [_point_doc(p) for p in use], "change_points": changes,
+            "newest_apart": use[-1].id if len(use) > 1 else None,
             "invalid_points": [_point_doc(p) for p in pts if p not in use]}
 
 

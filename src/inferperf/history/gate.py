@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from .query import MIN_EFFECT, Point, Series, analyse, matching, usable
+from .query import MIN_EFFECT, Point, Series, established, matching, usable
 
 GateVerdict = Literal["regression", "ok", "improvement", "acknowledged", "environment", "inconclusive", "invalid"]
 #: verdicts that fail the gate (exit 3); ``invalid`` only without ``allow_invalid``
@@ -122,9 +122,7 @@ def _judge_usable(s: Series, pts: list[Point], max_regression: float, alpha: flo
     if n > 1 and newest.env != pts[-2].env:
         return GateRow(s, "environment", newest, None, 0, None, math.nan, newest,
                        f"the newest point opens a new environment ({newest.env}): nothing to compare it with")
-    # the segments come from the points before the newest: the newest is what is judged, and an outlier at the
-    # end would otherwise widen the last segment's spread and hide the change before it from the t-test
-    cps = analyse(pts[:-1], min_effect)
+    cps = established(pts, min_effect)  # the segments come from the points before the newest, which is judged
     starts = [c.index for c in cps] + [i for i, p in enumerate(pts[:-1]) if p.ack]
     start = max(starts, default=0)
     base = pts[start:n - 1]

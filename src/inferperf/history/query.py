@@ -120,6 +120,14 @@ def analyse(pts: list[Point], min_effect: float = MIN_EFFECT) -> list[ChangePoin
                          min_effect=min_effect)
 
 
+def established(pts: list[Point], min_effect: float = MIN_EFFECT) -> list[ChangePoint]:
+    """The change points a series has established (:func:`analyse`) over every point but the newest: the newest is
+    what the gate judges, and one slow newest point would widen the last segment's spread, so the merge would drop
+    a real change before it. ls, show, export (what report draws), the gate and ``compare --baseline history:``
+    all read the series through this one rule; they show the newest point apart."""
+    return analyse(pts[:-1], min_effect) if len(pts) > 1 else []
+
+
 def ack(engine: sa.Engine, s: Series, point: str, why: str) -> Point:
     """Accept the change at ``point`` (its id, its commit or a commit prefix of >= 6 hex, or ``latest``) of ``s``.
 
@@ -165,5 +173,5 @@ def remove(engine: sa.Engine, glob: str | None, older_than: _dt.datetime | None)
     return len(gone), int(n_results or 0)
 
 
-__all__ = ["Point", "Series", "ack", "all_series", "analyse", "find_series", "MIN_EFFECT", "half_width", "matching", "points_by_series",
+__all__ = ["Point", "Series", "ack", "all_series", "analyse", "established", "find_series", "MIN_EFFECT", "half_width", "matching", "points_by_series",
            "remove", "series_points", "usable"]
