@@ -176,10 +176,15 @@ def test_load_and_tune_add_to_the_history_directly(tmp_path: Path) -> None:
 
     no_out = cli("load", "http://127.0.0.1:9/", "--model", "m", "--history", db)
     assert no_out.returncode == 2 and "--history adds the step Results load writes: pass --output DIR" in no_out.stderr
+    earlier = cli("load", "zoo:tiny-cnn", "--concurrency", "1", "--duration-s", "1", "--warmup-s", "0.2",
+                  "-o", str(tmp_path / "load"))  # an earlier run in the same folder, never added
+    assert earlier.returncode == 0, earlier.stderr
     load = cli("load", "zoo:tiny-cnn", "--concurrency", "1", "--duration-s", "1", "--warmup-s", "0.2",
                "-o", str(tmp_path / "load"), "--history", db)
     assert load.returncode == 0, load.stderr
-    assert "history: 2 Result(s) added" in load.stderr  # the step and the own server's Result
+    # the step and the own server's Result of this run only (issue 37 item 5: the earlier run's 2 came along, under
+    # this run's commit)
+    assert "history: 2 Result(s) added" in load.stderr
     tune = cli("tune", "zoo:tiny-cnn", "--intra-op-num-threads", "1", "--concurrency", "1", "--n-trials", "3",
                "--no-validate", "--slo-p99-ms", "10000", "--trial-duration-s", "0.3", "--min-samples", "40",
                "--warmup", "3", "-o", str(tmp_path / "t"), "--history", db)

@@ -244,15 +244,24 @@ def load_command(
 
         load_trace(cfg.arrival[len("trace:"):])
     command = ["inferperf", *sys.argv[1:]]
+    before = _stamps(output)
     if is_url:
         code = _run(cfg, command, output, csv_path, placement=None)
     else:
         code = _run_own_server(target, cfg, command, output, csv_path)
-    if history and output is not None:
+    if history and output is not None:  # this command's Results: earlier runs in the folder are not its commit's
         from ..history.ingest import read_results
 
-        record(history, read_results([output]))
+        mine = {f for f, t in _stamps(output).items() if before.get(f) != t}
+        record(history, [(f, r) for f, r in read_results([output]) if Path(f) in mine])
     return code
+
+
+def _stamps(folder: Path | None) -> dict[Path, int]:
+    """The JSON files under ``folder`` and their modification times (ns): what a run wrote is what changed."""
+    if folder is None or not folder.is_dir():
+        return {}
+    return {f: f.stat().st_mtime_ns for f in folder.rglob("*.json")}
 
 
 def _import_locust(prefix: str, target: str | None, output: Path | None) -> int:
