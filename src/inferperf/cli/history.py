@@ -230,6 +230,22 @@ def record(db: str, items: list) -> None:
     print(f"history: {rep.added} Result(s) added to {db} ({rep.points} points)", file=sys.stderr)
 
 
+def stamps(folder: Path | None) -> dict[Path, int]:
+    """The JSON files under ``folder`` and their modification times (ns), before a command writes there."""
+    if folder is None or not folder.is_dir():
+        return {}
+    return {f: f.stat().st_mtime_ns for f in folder.rglob("*.json")}
+
+
+def record_written(db: str, folder: Path, before: dict[Path, int]) -> None:
+    """:func:`record` the Results a command wrote in ``folder`` (new or changed since ``before``, :func:`stamps`):
+    earlier runs in the folder were measured at another commit (issue 37 item 5)."""
+    from ..history.ingest import read_results
+
+    mine = {f for f, t in stamps(folder).items() if before.get(f) != t}
+    record(db, [(f, r) for f, r in read_results([folder]) if Path(f) in mine])
+
+
 HistoryOpt = Annotated[Optional[str], Opt("--history", help="also add the Result(s) to this history database "
                                                             "(a file path or postgresql+psycopg:// URL)")]
 

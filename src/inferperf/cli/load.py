@@ -29,7 +29,7 @@ from ..errors import GateFailed, Interrupted, MeasurementError, UsageError
 from ..interrupt import STOP, cooperative
 from ..serve.child import own_server, split_cpus
 from . import app
-from .history import HistoryOpt, record
+from .history import HistoryOpt, record_written, stamps
 from .load_lines import IntervalLog, hard_stop_line, interval_line, kept_line, soak_intervals
 from .bench import check_writable, output_path
 from .render import plain
@@ -244,24 +244,14 @@ def load_command(
 
         load_trace(cfg.arrival[len("trace:"):])
     command = ["inferperf", *sys.argv[1:]]
-    before = _stamps(output)
+    before = stamps(output)
     if is_url:
         code = _run(cfg, command, output, csv_path, placement=None)
     else:
         code = _run_own_server(target, cfg, command, output, csv_path)
-    if history and output is not None:  # this command's Results: earlier runs in the folder are not its commit's
-        from ..history.ingest import read_results
-
-        mine = {f for f, t in _stamps(output).items() if before.get(f) != t}
-        record(history, [(f, r) for f, r in read_results([output]) if Path(f) in mine])
+    if history and output is not None:
+        record_written(history, output, before)
     return code
-
-
-def _stamps(folder: Path | None) -> dict[Path, int]:
-    """The JSON files under ``folder`` and their modification times (ns): what a run wrote is what changed."""
-    if folder is None or not folder.is_dir():
-        return {}
-    return {f: f.stat().st_mtime_ns for f in folder.rglob("*.json")}
 
 
 def _import_locust(prefix: str, target: str | None, output: Path | None) -> int:
