@@ -216,3 +216,12 @@ def test_no_stream_answers_give_e2e_and_tokens_only(mock) -> None:
     g, _ = generation_block(s, target, cfg)
     assert g["ttft_ms"] is None and g["itl_ms"] is None and g["e2e_ms"]["count"] == 3
     assert g["tokens"]["output_total"] == 15 and g["tokens"]["input_total"] == 12
+
+
+def test_a_token_slo_without_a_stream_is_refused() -> None:
+    """Issue 37 item 6: --no-stream with --slo-tpot-ms judged TPOT from a first-token time of -1 (about 20 s a token):
+    goodput 0. Without a stream there is no TTFT nor TPOT to judge."""
+    for slo in ({"slo_tpot_ms": 50.0}, {"slo_ttft_ms": 200.0}):
+        with pytest.raises(ValueError, match="judge a token stream: --no-stream answers in one piece"):
+            LoadConfig(url="http://127.0.0.1:1", api="openai-chat", stream=False, **slo)
+        assert LoadConfig(url="http://127.0.0.1:1", api="openai-chat", **slo).stream  # streamed: accepted

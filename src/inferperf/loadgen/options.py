@@ -195,6 +195,9 @@ class LoadConfig(BaseModel):
                                      or self.slo_ttft_ms is not None or self.slo_tpot_ms is not None):
             raise ValueError("--max-tokens, --tokenizer, --dataset, --slo-ttft-ms and --slo-tpot-ms need --api"
                              " openai-chat, openai-completions or triton-generate")
+        if not self.stream and (self.slo_ttft_ms is not None or self.slo_tpot_ms is not None):
+            raise ValueError("--slo-ttft-ms and --slo-tpot-ms judge a token stream: --no-stream answers in one piece "
+                             "(no first token, no time per token); drop them or --no-stream")
         if self.input_tokens_max is not None and self.input_tokens_max < self.input_tokens_min:
             raise ValueError(f"--input-tokens-max {self.input_tokens_max} is under --input-tokens-min"
                              f" {self.input_tokens_min}")
