@@ -317,3 +317,32 @@ def test_pooled_requests_n_counts_each_workers_own_sends_exactly() -> None:
         parts.append(step(clock, server, Closed(1), warmup_s=0.1, requests=10, worker_id=k))
     pooled = pool_samples(parts, WindowRule())
     assert pooled.measured().sum() == 20 == sum(p.measured().sum() for p in parts)
+
+
+def test_a_request_whose_exchange_raises_is_counted_and_the_stream_goes_on() -> None:
+    """Issue 37 item 7: an exception from one exchange (a malformed answer the sink once raised on) killed its
+    closed-loop stream: the step ended after a few ms with no error recorded. It is now one request's client_error,
+    its message kept as the kind's first body, and the stream sends on."""
+
+    class Flaky(SimulatedServer):
+        async def connect(self):  # noqa: ANN202
+            conn = await super().connect()
+            inner, owner = conn.send, self
+
+            async def send(payload):  # noqa: ANN001, ANN202
+                owner.calls = getattr(owner, "calls", 0) + 1
+                if owner.calls % 3 == 0:
+                    raise ValueError("invalid literal for int() with base 10: 'seven'")
+                return await inner(payload)
+
+            conn.send = send
+            return conn
+
+    clock = FakeClock()
+    server = Flaky(clock, service_s=0.010, slots=1)
+    s = step(clock, server, Closed(1), duration_s=1.0, windows=WindowRule(interval_ms=250))
+    kinds = list(s.error_kinds)
+    bad = s.measured() & (s.error == kinds.index("client_error"))
+    ok = s.measured() & (s.error == 0)
+    assert ok.sum() >= 60 and bad.sum() >= 30  # the whole second, not a few ms: every 3rd request failed
+    assert s.error_examples["client_error"] == "ValueError: invalid literal for int() with base 10: 'seven'"

@@ -139,3 +139,29 @@ def test_triton_generate_stream_ends_with_the_body() -> None:
     cut.head(0, 200, [])
     cut.chunk(7, ev)
     assert cut.outcome(Response(0, 0, DISCONNECTED)) == INCOMPLETE  # the chunked body broke off
+
+
+@pytest.mark.parametrize("eol", [b"\r\n", b"\n", b"\r"])
+def test_the_last_event_is_dispatched_with_each_line_ending_the_standard_allows(eol: bytes) -> None:
+    """Issue 37 item 8: a final event whose blank line was a bare CR was never dispatched (the CR waited for a
+    possible LF that never came); at the stream's end it now ends its line."""
+    body = (b"data: {\"choices\": [{\"delta\": {\"content\": \"a b\"}}]}" + eol + eol + b"data: [DONE]" + eol + eol)
+    for cut in (len(body), len(body) - 1):  # in one read, and with the last line ending alone in the next
+        kind, s = _run([(1, body[:cut]), (2, body[cut:])] if cut < len(body) else [(1, body)])
+        assert kind is None and s.record().done and s.record().out_tokens == 2, (eol, cut)
+    p = SseParser()
+    assert p.feed(b"data: x\r\r") == [] and p.end() == [("message", "x")]  # the blank line's CR came last
+    q = SseParser()
+    assert q.feed(b"data: x\r\ndata: y") == [] and q.end() == []  # an unterminated event is dropped (the standard)
+
+
+@pytest.mark.parametrize("bad", [
+    b'data: {"choices": [], "usage": {"prompt_tokens": "seven", "completion_tokens": 3}}\n\n',
+    b'data: {"choices": [{"index": 0, "delta": {"content": 42}}]}\n\n',
+    b'data: {"choices": [{"index": 0, "text": ["x"]}]}\n\n',
+])
+def test_a_malformed_field_is_an_error_of_its_own_kind_never_a_raise(bad: bytes) -> None:
+    """Issue 37 item 7: a non-numeric usage count or non-string text raised inside the sink, the closed-loop stream
+    died and the step ended with no error recorded. The request fails as stream_bad_event, its event kept."""
+    kind, s = _run([(1, _chat({"content": "a"})), (2, bad + b"data: [DONE]\n\n")], chat=b'"delta"' in bad or b"usage" in bad)
+    assert kind == BAD_EVENT and s.bad is not None and s.bad.startswith(bad[len(b"data: "):].strip()[:20])

@@ -55,7 +55,7 @@ from .samples import Closed, Open, StepSamples, cpu_seconds, window_figures
 from .span import measure_span
 from .event_loop import loop_name
 from .windows import WindowRule, _window, is_stable
-from .transport import CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
+from .transport import CLIENT_ERROR, CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
 
 RECONNECT_BACKOFF_S = 0.010
 #: this many 4xx answers in a row end the step: the server refuses the requests themselves (malformed), more
@@ -96,6 +96,7 @@ class _StepRun:
         self.rejected_in_a_row = 0
         self.rejection: dict[str, Any] | None = None  # the first 4xx answer, once MAX_CONSECUTIVE_4XX came in a row
         self._first_4xx: dict[str, Any] | None = None
+        self.examples: dict[str, str] = {}  # error kind -> the first answer body of that kind
         self.outstanding = 0
         self.finished = asyncio.Event()  # no more sends and nothing outstanding (or the target is lost)
         self.last_answer_ns = clock.now_ns()  # last success or 4xx (the target answering); reset at time zero
@@ -143,6 +144,8 @@ class _StepRun:
             self.streams[i] = stream
         if r.error_kind is not None:
             self.err[i] = self.kinds.setdefault(r.error_kind, len(self.kinds))
+            if r.error_body and r.error_kind not in self.examples:  # the first body of each kind, shown
+                self.examples[r.error_kind] = r.error_body.decode("utf-8", "replace").strip()[:2000]
         if 400 <= r.status < 500 and r.status not in _LOAD_4XX:
             if self.rejected_in_a_row == 0:
                 body = (r.error_body or b"").decode("utf-8", "replace").strip()
@@ -189,6 +192,9 @@ class _StepRun:
                     raise
                 conn.close()
                 r = Response(0, 0, TIMEOUT)
+            except Exception as e:  # noqa: BLE001 - a failure of this request, counted; never the end of a stream
+                conn.close()
+                r = Response(0, 0, CLIENT_ERROR, f"{type(e).__name__}: {e}".encode("utf-8", "replace")[:2000])
             finally:
                 deadlines.end(task)
             self.finish(i, r)
@@ -361,7 +367,7 @@ async def run_step(
         client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,
         max_connections=cap, transport={**transport.describe(), "event_loop": loop_name(asyncio.get_running_loop())},
         by_send=requests is not None,
-        rejection=run.rejection, lost=run.lost, interrupted=run.interrupted,
+        rejection=run.rejection, lost=run.lost, interrupted=run.interrupted, error_examples=run.examples,
         streams=[run.streams.get(i) for i in range(n)] if run.streams else None,
     )  # fmt: skip
 

@@ -12,6 +12,9 @@ incremental :class:`~inferperf.loadgen.sse.SseParser` as it arrives, so event ti
 - ``finish_reason`` is kept; ``"error"`` makes the request fail as ``finish_error``;
 - an ``event: error`` event or a JSON ``{"error": ...}`` makes it fail as ``stream_error``; an event that is
   not JSON as ``stream_bad_event``;
+- a field of the wrong type (a non-numeric ``usage.prompt_tokens``, a non-string ``text``) makes the request fail
+  as ``stream_bad_event`` (``bad_answer`` without streaming), its event kept as the error body; the sink never
+  raises, so one malformed answer never ends a stream of requests;
 - ``data: [DONE]`` ends an OpenAI stream; one that ends (closed, or the body framing ended) without it is
   ``stream_incomplete`` (Triton's generate_stream has no such marker: the body's framed end completes it), the same when the connection broke after the 200 head (``disconnected`` is kept
   for a break before any answer).
@@ -74,7 +77,7 @@ class TokenStream:
     tokens in the generated text (default: whitespace words)."""
 
     __slots__ = ("chat", "triton", "stream", "count", "parser", "status", "chunk_ns", "texts", "usage_in", "usage_out",
-                 "finish", "done", "error", "_body")  # fmt: skip
+                 "finish", "done", "error", "bad", "_body", "_last_ns")  # fmt: skip
 
     def __init__(self, api: str, stream: bool = True, count: Callable[[str], int] = count_words) -> None:
         self.chat, self.triton = api == "openai-chat", api == "triton-generate"
@@ -87,7 +90,9 @@ class TokenStream:
         self.finish: str | None = None
         self.done = False
         self.error: str | None = None
+        self.bad: bytes | None = None  # the first malformed event or answer (the error body)
         self._body: list[bytes] = []
+        self._last_ns = 0
 
     def head(self, t_ns: int, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """The answer's status (headers unused)."""
@@ -100,8 +105,20 @@ class TokenStream:
         if not self.stream:
             self._body.append(bytes(data))
             return
-        for typ, payload in self.parser.feed(data):
-            self._event(t_ns, typ, payload)
+        self._last_ns = t_ns
+        self._events(t_ns, self.parser.feed(data))
+
+    def _events(self, t_ns: int, events: list[tuple[str, str]]) -> None:
+        for typ, payload in events:
+            try:
+                self._event(t_ns, typ, payload)
+            except (TypeError, ValueError, AttributeError, OverflowError):  # a field of the wrong type
+                self._malformed(BAD_EVENT, payload.encode("utf-8", "replace"))
+
+    def _malformed(self, kind: str, body: bytes) -> None:
+        self.error = self.error or kind
+        if self.bad is None:
+            self.bad = body[:2000]
 
     def _event(self, t_ns: int, typ: str, data: str) -> None:
         if typ == "error":
@@ -113,10 +130,10 @@ class TokenStream:
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError:
-            self.error = self.error or BAD_EVENT
+            self._malformed(BAD_EVENT, data.encode("utf-8", "replace"))
             return
         if not isinstance(doc, dict):
-            self.error = self.error or BAD_EVENT
+            self._malformed(BAD_EVENT, data.encode("utf-8", "replace"))
             return
         if doc.get("error"):
             self.error = self.error or STREAM_ERROR
@@ -128,6 +145,13 @@ class TokenStream:
                 self.texts.append(text)
 
     def _text(self, ch: Any) -> str | None:
+        """The generated text of one choice; a text field that is not a string raises TypeError (malformed)."""
+        text = self._raw_text(ch)
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"text is {type(text).__name__}, not a string")
+        return text
+
+    def _raw_text(self, ch: Any) -> Any:
         if self.triton:
             return ch.get("text_output") if isinstance(ch, dict) else None
         if not isinstance(ch, dict):
@@ -140,26 +164,36 @@ class TokenStream:
         if not self.chat:
             return ch.get("text")
         d = ch.get("delta") or ch.get("message") or {}
-        return (d.get("content") or "") + (d.get("reasoning_content") or "") if isinstance(d, dict) else None
+        if not isinstance(d, dict):
+            return None
+        content, reasoning = d.get("content") or "", d.get("reasoning_content") or ""
+        if not isinstance(content, str) or not isinstance(reasoning, str):
+            raise TypeError("content is not a string")
+        return content + reasoning
 
     def _usage(self, usage: Any) -> None:
+        """The server's token counts; a count that is not an integer raises TypeError (malformed)."""
         if isinstance(usage, dict):
-            self.usage_in = int(usage.get("prompt_tokens", -1) or 0)
-            self.usage_out = int(usage.get("completion_tokens", -1) or 0)
+            self.usage_in, self.usage_out = (_count(usage, k) for k in ("prompt_tokens", "completion_tokens"))
 
     def _whole(self) -> None:
+        body = b"".join(self._body)
         try:
-            doc = orjson.loads(b"".join(self._body))
+            doc = orjson.loads(body)
         except orjson.JSONDecodeError:
-            self.error = BAD_ANSWER
+            self._malformed(BAD_ANSWER, body)
             return
         if not isinstance(doc, dict) or not (self.triton or isinstance(doc.get("choices"), list)):
-            self.error = BAD_ANSWER
+            self._malformed(BAD_ANSWER, body)
             return
         if doc.get("error"):
             self.error = STREAM_ERROR
-        self._usage(doc.get("usage"))
-        self.texts = [t for ch in ((doc,) if self.triton else doc["choices"]) if (t := self._text(ch))]
+        try:
+            self._usage(doc.get("usage"))
+            self.texts = [t for ch in ((doc,) if self.triton else doc["choices"]) if (t := self._text(ch))]
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            self._malformed(BAD_ANSWER, body)
+            return
         self.done = True
 
     def outcome(self, r: Response) -> str | None:
@@ -168,6 +202,8 @@ class TokenStream:
             return r.error_kind
         if self.status == 200 and not self.stream and r.error_kind is None:
             self._whole()
+        if self.status == 200 and self.stream:
+            self._events(self._last_ns, self.parser.end())  # a last event framed by bare CRs
         if self.error is not None:
             return self.error
         if self.triton and r.error_kind is None and self.status == 200:
@@ -180,6 +216,16 @@ class TokenStream:
         """The request's :class:`GenRecord` (token count of the text received)."""
         return GenRecord(self.chunk_ns, self.count("".join(self.texts)) if self.texts else 0, self.usage_in,
                          self.usage_out, self.finish, self.done)  # fmt: skip
+
+
+def _count(usage: dict[str, Any], key: str) -> int:
+    """A token count of ``usage`` (-1 when absent or null); anything but an integer raises TypeError."""
+    v = usage.get(key)
+    if v is None:
+        return -1
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"usage.{key} is {v!r}, not an integer")
+    return v
 
 
 class StreamResponse(Response):
@@ -210,7 +256,8 @@ class _GenConnection:
         kind = sink.outcome(r)
         rec = sink.record()
         rec.in_tokens = self.owner.prompt_tokens(payload)
-        return StreamResponse(r.status, r.body_len, kind, r.error_body, rec)
+        body = sink.bad if kind in (BAD_EVENT, BAD_ANSWER) and sink.bad is not None else r.error_body
+        return StreamResponse(r.status, r.body_len, kind, body, rec)
 
     def close(self) -> None:
         self.conn.close()

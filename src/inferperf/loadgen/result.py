@@ -153,7 +153,7 @@ def client_block(s: StepSamples) -> tuple[dict[str, Any], list[str], list[str]]:
         "uncorrected_latency_ms": _summary(uncorrected),
         "error_adjusted_latency_ms": error_adjusted(corrected, int(failed.sum()),
                                                     s.measure_end_ns - s.scheduled_ns[inc]),
-        "errors": errs, "errors_listed": len(errs),
+        "errors": errs, "errors_listed": len(errs), "error_examples": s.error_examples,
         "connections": {"peak": s.connections_peak, "max": s.max_connections, "ran_out": s.connections_ran_out},
         "client_cpu_percent": cpu_pct, "workers": s.workers,
         "littles_law": {"concurrency_expected": expected, "measured": measured_conc, "ok": bool(little_ok)},

@@ -111,6 +111,7 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         by_send=by_send, counted=cat_mask(parts) if by_send else None,
         rejection=next((p.rejection for p in parts if p.rejection), None),
         lost=next((p.lost for p in parts if p.lost), None),
+        error_examples={k: v for p in reversed(parts) for k, v in p.error_examples.items()},
         interrupted=any(p.interrupted for p in parts),
         streams=[x for p in parts for x in (p.streams or [None] * p.done_ns.size)] if any(p.streams for p in parts)
         else None,

@@ -89,6 +89,7 @@ class StepSamples:
     drain: dict[str, Any] | None = None  # the drain before this step (loadgen.drain), None when none ran
     interrupted: bool = False  # Ctrl-C / SIGTERM ended the step early (inferperf.interrupt): partial figures
     streams: list[Any] | None = None  # token streams: per request its loadgen.generation.GenRecord (None: none)
+    error_examples: dict[str, str] = field(default_factory=dict)  # error kind -> its first answer body
 
     def cpu_percent(self) -> float | None:
         """Generator CPU as % of one core per process: CPU seconds over the span(s) they were read over

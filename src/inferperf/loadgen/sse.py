@@ -1,6 +1,7 @@
 """Server-sent events parsed incrementally, as body pieces arrive (the HTML standard's "event stream" rules).
 
-- a line ends at CRLF, LF or CR (a CR that ends one piece waits for the next: it may be half of a CRLF);
+- a line ends at CRLF, LF or CR (a CR that ends one piece waits for the next: it may be half of a CRLF; at the
+  end of the stream, :meth:`SseParser.end`, it ends its line, so a last event framed by bare CRs is dispatched);
 - ``data: x`` lines append ``x`` (one space after the colon removed) to the event's data, joined by LF;
 - ``event: T`` sets the event's type (default ``message``); ``id``/``retry`` and unknown fields are ignored;
 - a line starting with ``:`` is a comment (keep-alives); a blank line dispatches the event (none without data);
@@ -54,6 +55,19 @@ class SseParser:
             self._line(buf[pos : m.start()], events)
             pos = m.end()
         self._buf = buf[pos:]
+        return events
+
+    def end(self) -> list[tuple[str, str]]:
+        """The stream ended: a buffered trailing CR ends its line (no LF can follow now); return the events that
+        completes. A line or event left unterminated is dropped, as the standard says."""
+        if not self._buf.endswith(b"\r"):
+            return []
+        buf, self._buf = self._buf, b""
+        events: list[tuple[str, str]] = []
+        pos = 0
+        for m in _EOL.finditer(buf):
+            self._line(buf[pos : m.start()], events)
+            pos = m.end()
         return events
 
     def _line(self, raw: bytes, events: list[tuple[str, str]]) -> None:

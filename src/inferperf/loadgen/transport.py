@@ -42,6 +42,8 @@ from .http1 import DISCONNECTED, HttpConnection, Response, StreamSink, http_erro
 
 #: error kinds (stable strings; the Result counts errors by them).
 CONNECT, TIMEOUT = "connect", "timeout"
+#: a request whose exchange raised in the client (a bug or a malformed answer past the sink's checks): counted
+CLIENT_ERROR = "client_error"
 
 
 class Connection(Protocol):
