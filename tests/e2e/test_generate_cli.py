@@ -26,6 +26,9 @@ def _cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(("args", "line"), [
     (["--mock-profile", "p.yaml"], "--mock-profile / --mock-log need --mock-generate"),
     (["--mock-generate", "zoo:tiny"], "drop MODEL"),
+    (["--mock-generate", "--max-batch-size", "4", "--instance-count", "2"],  # issue 37 item 9: silently ignored
+     "--mock-generate serves a mock, not a model: drop --max-batch-size, --instance-count"),
+    (["--mock-generate", "--port", "99999"], "--port 99999 is not a TCP port"),  # was an internal OverflowError
     (["--mock-generate", "--mock-profile", "missing.yaml"], "--mock-profile missing.yaml: cannot read it"),
 ])
 def test_mock_refusals_are_one_line_exit_2(args: list[str], line: str) -> None:
@@ -106,3 +109,31 @@ def test_mock_stops_on_sigterm_with_exit_0(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "error" not in err, err
+
+
+def test_mock_stops_on_sigterm_after_a_stream_was_cut_off(tmp_path: Path) -> None:
+    """Issue 37 item 9: a stream whose client went away never got its end marker and waited on its queue forever,
+    so SIGTERM was ignored (it hung until SIGINT, which printed CancelledError tracebacks)."""
+    import socket
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text("seed: 1\ndecode_base_ms: 200\n")  # 5 tokens a second: the stream is cut mid-way
+    proc, url = _serve_mock(profile, tmp_path / "log.jsonl")
+    try:
+        host, port = url.removeprefix("http://").split(":")
+        body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": "a b c"}], "stream": True,
+                           "max_tokens": 50}).encode()
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")  # the stream has begun; the client goes away
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and "Traceback" not in err and "CancelledError" not in err, err
+    assert time.monotonic() - t0 < 15

@@ -115,10 +115,19 @@ def serve_command(
     gracefully on SIGTERM/SIGINT."""
     from ..serve.options import ConnectionLimits, ListenOptions
 
+    per_model = {"MODEL": model, "--model-name": model_name, "--max-batch-size": max_batch_size,
+                 "--dynamic-batching": dynamic_batching or None, "--max-queue-delay-us": max_queue_delay_us,
+                 "--preferred-batch-size": preferred_batch_size, "--max-queue-size": max_queue_size,
+                 "--instance-count": instance_count, "--cpus": cpus, "--backend": backend,
+                 "--intra-op-num-threads": intra_op_num_threads, "--shape": shape, "--dim": dim,
+                 "--config": config, "--output": output, "--json-nonfinite": json_nonfinite,
+                 "--request-timeout-ms": request_timeout_ms, "--input-data": input_data}
+    given = [k for k, v in per_model.items() if v not in (None, False, [])]
     if mock_generate or mock_profile is not None or mock_log is not None:
         from .serve_mock import serve_mock
 
-        return serve_mock(mock_generate, model, model_repository, mock_profile, mock_log, host, port, loop, http)
+        ListenOptions(host=host, port=port, grace_s=grace_s)  # the real server's checks (--port 99999: exit 2)
+        return serve_mock(mock_generate, given, model_repository, mock_profile, mock_log, host, port, loop, http)
     _check_auth(api_key, metrics_auth, host)
     ListenOptions(host=host, port=port, grace_s=grace_s)  # the library's checks, before any model loads
     conn = ConnectionLimits(request_receipt_timeout_s=request_receipt_timeout_s,
@@ -128,14 +137,6 @@ def serve_command(
 
         AccessLog(access_log).close()  # appendable now (the library's check), before the models load
     if model_repository is not None:
-        per_model = {"MODEL": model, "--model-name": model_name, "--max-batch-size": max_batch_size,
-                     "--dynamic-batching": dynamic_batching or None, "--max-queue-delay-us": max_queue_delay_us,
-                     "--preferred-batch-size": preferred_batch_size, "--max-queue-size": max_queue_size,
-                     "--instance-count": instance_count, "--cpus": cpus, "--backend": backend,
-                     "--intra-op-num-threads": intra_op_num_threads, "--shape": shape, "--dim": dim,
-                     "--config": config, "--output": output, "--json-nonfinite": json_nonfinite,
-                     "--request-timeout-ms": request_timeout_ms, "--input-data": input_data}
-        given = [k for k, v in per_model.items() if v not in (None, False, [])]
         if given:
             raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
                              " (or config.pbtxt), or serve one model without --model-repository")

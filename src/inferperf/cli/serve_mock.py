@@ -8,18 +8,19 @@ from typing import Any
 from ..errors import UsageError
 
 
-def serve_mock(enabled: bool, model: Any, repository: Any, profile_path: Path | None, log: Path | None,
+def serve_mock(enabled: bool, given: list[str], repository: Any, profile_path: Path | None, log: Path | None,
                host: str, port: int, loop: str, http: str) -> int:  # fmt: skip
     """Serve the MOCK (:mod:`inferperf.serve.mock_app`) until SIGINT/SIGTERM; prints one banner line.
 
     Raises:
-        UsageError: --mock-profile/--mock-log without --mock-generate, a MODEL given too, a bad profile, an
-            unwritable log, or a port in use.
+        UsageError: --mock-profile/--mock-log without --mock-generate, a MODEL or a model's flag given too (``given``:
+            the names of those set), a bad profile, an unwritable log, or a port in use.
     """
     if not enabled:
         raise UsageError("--mock-profile / --mock-log need --mock-generate")
-    if model is not None or repository is not None:
-        raise UsageError("--mock-generate serves a mock, not a model: drop MODEL / --model-repository")
+    if given or repository is not None:  # a model's flags (given: the ones set) mean nothing to the mock
+        what = ", ".join([*given, *(["--model-repository"] if repository is not None else [])])
+        raise UsageError(f"--mock-generate serves a mock, not a model: drop {what}")
     from ..serve.mock_engine import load_profile
     from ..serve.mock_server import run_mock
 

@@ -206,7 +206,7 @@ class MockGenerateApp:
     async def _watch_disconnect(receive: Any, seq: Any) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        seq.cancelled = True
+        seq.cancel()
 
     def _envelope(self, path: str, k: int) -> dict[str, Any]:
         if path == TRITON:

@@ -113,6 +113,13 @@ class Sequence:
         """Every token made (or the client went away)."""
         return self.cancelled or len(self.token_ns) >= len(self.tokens)
 
+    def cancel(self) -> None:
+        """The client went away: no more tokens, and the handler waiting on ``queue`` gets its end (None) now; a
+        disconnected stream had waited on its queue forever, and shutdown with it (SIGTERM ignored)."""
+        if not self.cancelled:
+            self.cancelled = True
+            self.queue.put_nowait(None)
+
 
 class MockEngine:
     """Continuous batching per :class:`MockProfile` (module docstring), on ``clock`` (the running loop's clock).

@@ -30,9 +30,14 @@ class _MockServer(uvicorn.Server):
             self.on_started(sockets[0].getsockname()[1])
 
 
+#: on SIGTERM/SIGINT, seconds the mock waits for open streams before it closes them (a deadline, never a hang)
+SHUTDOWN_DEADLINE_S = 5
+
+
 def _config(app: MockGenerateApp, loop: str, http: str) -> uvicorn.Config:
     lp, hp = uvicorn_stack(loop, http)
-    return uvicorn.Config(app, loop=lp, http=hp, log_level="warning", access_log=False, lifespan="on")
+    return uvicorn.Config(app, loop=lp, http=hp, log_level="warning", access_log=False, lifespan="on",
+                          timeout_graceful_shutdown=SHUTDOWN_DEADLINE_S)
 
 
 def run_mock(profile: MockProfile, host: str = "127.0.0.1", port: int = 8000, log: Path | None = None,
@@ -104,4 +109,4 @@ def start_mock(profile: MockProfile, ready_timeout_s: float = 10.0, **kwargs: An
     return handle
 
 
-__all__ = ["MockHandle", "run_mock", "start_mock"]
+__all__ = ["SHUTDOWN_DEADLINE_S", "MockHandle", "run_mock", "start_mock"]
