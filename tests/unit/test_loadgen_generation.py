@@ -225,3 +225,51 @@ def test_a_token_slo_without_a_stream_is_refused() -> None:
         with pytest.raises(ValueError, match="judge a token stream: --no-stream answers in one piece"):
             LoadConfig(url="http://127.0.0.1:1", api="openai-chat", stream=False, **slo)
         assert LoadConfig(url="http://127.0.0.1:1", api="openai-chat", **slo).stream  # streamed: accepted
+
+
+@pytest.fixture()
+def not_openai():
+    """A server on an ephemeral 127.0.0.1 port that answers 404 to everything (a KServe server, say)."""
+    import http.server
+    import threading
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a) -> None:  # noqa: ANN002
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(10)
+
+
+def test_errors_name_what_happened_not_a_guess(not_openai) -> None:
+    """Issue 37 item 10: a closed port said "gave no model name", a server without the OpenAI routes got KServe's
+    hints (--shape, --protocol)."""
+    import socket
+
+    from inferperf.cli.load_lines import refused_line
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    closed = s.getsockname()[1]
+    s.close()
+    with pytest.raises(UsageError, match=rf"^cannot connect to http://127.0.0.1:{closed} \(connection refused\): start"):
+        read_gen_target(LoadConfig(url=f"http://127.0.0.1:{closed}", api="openai-chat"))
+    with pytest.raises(UsageError, match=r"/v1/models answered 404: not an OpenAI-compatible server there"):
+        read_gen_target(LoadConfig(url=not_openai, api="openai-chat"))
+    refused = {"status": 404, "in_a_row": 10, "body": '{"error": "no route POST /v1/chat/completions"}'}
+    line = refused_line(LoadConfig(url=not_openai, api="openai-chat", model="m"), refused)
+    assert "does not serve POST /v1/chat/completions (--api openai-chat)" in line and "--shape" not in line
+    assert refused_line(LoadConfig(url=not_openai, model="m"), refused).endswith(
+        "fix --shape, --input-data, --protocol or --model")  # KServe: its own fixes

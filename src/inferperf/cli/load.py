@@ -30,7 +30,7 @@ from ..interrupt import STOP, cooperative
 from ..serve.child import own_server, split_cpus
 from . import app
 from .history import HistoryOpt, record_written, stamps
-from .load_lines import IntervalLog, hard_stop_line, interval_line, kept_line, soak_intervals
+from .load_lines import IntervalLog, hard_stop_line, interval_line, kept_line, refused_line, soak_intervals
 from .bench import check_writable, output_path
 from .render import plain
 
@@ -382,9 +382,7 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
     refused = next(((r.metrics.client or {})["rejected"] for r in results if (r.metrics.client or {}).get("rejected")),
                    None)  # fmt: skip
     if refused:
-        raise UsageError(f"the server refused the requests ({refused['in_a_row']} answers {refused['status']} in a"
-                         f" row; the first said: {' '.join(refused['body'].split()) or '(no body)'}): fix --shape,"
-                         " --input-data, --protocol or --model")  # fmt: skip
+        raise UsageError(refused_line(cfg, refused))
     lost = [r for r in results if (r.metrics.client or {}).get("target_lost")]
     if lost:
         raise MeasurementError(lost_line(lost[0], results, cfg))

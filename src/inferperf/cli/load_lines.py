@@ -98,6 +98,22 @@ def hard_stop_line(cfg: Any, results: list[Any], written: list[Path], signal_nam
     return f"interrupted by {signal_name}: kept {done} finished step{'' if done == 1 else 's'}{where}{tail}"
 
 
+def refused_line(cfg: Any, refused: dict[str, Any]) -> str:
+    """The one line for a step the server refused (``metrics.client.rejected``): what happened, then the fix for
+    the API spoken. A token-stream request answered 404 or 405 is a server that does not serve that route (not an
+    OpenAI-compatible server, or another path): KServe's hints (--shape, --protocol) mean nothing there."""
+    said = " ".join(str(refused.get("body") or "").split()) or "(no body)"
+    head = f"the server refused the requests ({refused['in_a_row']} answers {refused['status']} in a row; the first said: {said})"
+    if getattr(cfg, "api", "kserve") == "kserve":
+        return f"{head}: fix --shape, --input-data, --protocol or --model"
+    if refused["status"] in (404, 405):
+        from ..loadgen.gen_target import request_path
+
+        return (f"{head}: {cfg.url} does not serve POST {request_path(cfg, cfg.model or 'MODEL')} (--api {cfg.api}): "
+                "point the URL at an OpenAI-compatible server (or Triton's generate extension with --api triton-generate)")
+    return f"{head}: fix --model, --max-tokens or --header"
+
+
 def _folder(written: list[Path]) -> str:
     parents = {str(Path(p).parent) for p in written}
     return parents.pop() if len(parents) == 1 else ", ".join(str(p) for p in written)

@@ -167,10 +167,27 @@ def _model_name(cfg: LoadConfig, base: str, timeout_s: float) -> str:
 
     try:
         r = httpx.get(f"{base}/v1/models", timeout=timeout_s, headers=dict(parse_headers(cfg.headers)))
+    except httpx.ConnectError as e:  # the cause first: nothing listens there
+        raise UsageError(f"cannot connect to {base} ({_reason(e)}): start the server, or fix the URL") from None
+    except httpx.HTTPError as e:
+        raise UsageError(f"{base}/v1/models: {type(e).__name__} ({_reason(e)}): check the URL and that the server "
+                         "is up") from None
+    if r.status_code != 200:
+        raise UsageError(f"{base}/v1/models answered {r.status_code}: not an OpenAI-compatible server there (--api "
+                         f"{cfg.api}); fix the URL, or pass --model NAME if it serves no /v1/models")
+    try:
         return str(r.json()["data"][0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
-        raise UsageError(f"{base}/v1/models gave no model name: pass --model NAME (and check that the server is"
-                         " up)") from None  # fmt: skip
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise UsageError(f"{base}/v1/models listed no model: pass --model NAME") from None
+
+
+def _reason(e: Exception) -> str:
+    """The innermost OS reason of an httpx error (``connection refused``), else its message."""
+    text = str(e).lower()
+    for cause in ("connection refused", "name or service not known", "timed out", "no route to host"):
+        if cause in text:
+            return cause
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
 
 
 def read_gen_target(cfg: LoadConfig, timeout_s: float = 10.0) -> GenTarget:
