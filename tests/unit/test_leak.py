@@ -190,3 +190,23 @@ def test_enough_points_of_steady_growth_are_still_a_leak() -> None:
     rss = 200 * 1048576.0 + 10 * 1048576.0 * t / 3600.0 + 4096.0 * rng.integers(0, 4, t.size)
     v = leak_verdict(t, rss)
     assert v["judged"] is True and v["leak"] is True
+
+
+HALF_HOUR_T = np.arange(1800.0)
+
+
+@pytest.mark.parametrize("page_noise", [False, True])
+def test_growth_that_settles_below_the_threshold_is_not_a_leak(page_noise: bool) -> None:
+    """Issue 37 item 11: 200 MB + 30 MB (1 - exp(-t / 200 s)) over 30 minutes (0.43 MiB/h in its last 10) read as a
+    significant leak of 1.58 MiB/h, and a ramp to 1,200 s then 10 flat minutes as 43 MiB/h. The growth of the
+    last third of the run is fitted alone: settled under the threshold, it is no leak (and it says so)."""
+    noise = 4096.0 * np.random.default_rng(3).integers(0, 4, HALF_HOUR_T.size) if page_noise else 0.0
+    saturating = 200e6 + 30e6 * (1 - np.exp(-HALF_HOUR_T / 200)) + noise
+    ramp = 200e6 + 30e6 * np.minimum(HALF_HOUR_T, 1200) / 1200 + noise
+    for rss, whole in ((saturating, 1.5 * MIB), (ramp, 40 * MIB)):
+        v = leak_verdict(HALF_HOUR_T, rss)
+        assert v["significant"] and v["slope_bytes_per_hour"] > whole  # the straight line still reads growth
+        assert not v["leak"] and "settled: the last 33 % of the run grows" in v["reason"], v["reason"]
+        assert v["tail_ci95_bytes_per_hour"][1] < MIB
+    steady = leak_verdict(HALF_HOUR_T, 200e6 + 3 * MIB * HALF_HOUR_T / 3600 + noise)  # must say yes: to the end
+    assert steady["leak"] and steady["tail_ci95_bytes_per_hour"][1] >= MIB, steady["reason"]

@@ -24,6 +24,15 @@ garbage-collection sawtooth. :func:`leak_verdict` therefore fits what the period
    covariance, the growth must also be a leak in the fit with that shift (a linear leak keeps its slope in
    it, a step then flat does not). Run on at least :data:`MIN_SHIFT_POINTS` points.
 
+5. **Persistence.** A leak grows to the end; growth that levels off (a cache warming for 20 minutes, an
+   arena reaching its working size) is steep early in the fitted span and flat late, and a straight line through
+   it reads as a leak (1.58 MiB/h for ``200 MB + 30 MB (1 - exp(-t / 200 s))`` over 30 minutes, whose last 10
+   minutes grow 0.43 MiB/h). So the fitted points of the last :data:`TAIL_FRACTION` of the run are fitted alone
+   (same HAC rule) and a growth is not a leak when their 95 % interval lies wholly under the threshold: the
+   growth is shown to have settled below it. A tail too noisy to show that leaves the verdict to the whole fit
+   (the rule only ever clears, it never flags). Run on at least :data:`MIN_TAIL_POINTS` tail points (troughs:
+   :data:`MIN_TAIL_TROUGHS`).
+
 Pure functions over plain sequences; numpy only (scipy lazily for a non-default confidence).
 """
 
@@ -54,6 +63,12 @@ MIN_VERDICT_POINTS = 10
 SHIFT_CANDIDATES = 60
 #: largest AR(1) coefficient used in Andrews' bandwidth (keeps the lag finite for a near unit root).
 MAX_RHO = 0.97
+#: the last part of the run (a fraction of it, from its end) whose growth must not have settled below the threshold
+TAIL_FRACTION = 1.0 / 3.0
+#: fewest fitted samples in the tail for the persistence rule (fewer: the rule does not apply)
+MIN_TAIL_POINTS = 10
+#: fewest trough points in the tail for the persistence rule when troughs are fitted
+MIN_TAIL_TROUGHS = 5
 
 
 def newey_west_lag(n: int) -> int:
@@ -272,7 +287,8 @@ def leak_verdict(t_s: Sequence[float] | np.ndarray, rss_bytes: Sequence[float] |
     Returns:
         dict: ``slope_bytes_per_hour``, ``ci95_bytes_per_hour``, ``lag``, ``n`` (points fitted),
         ``slope_bytes_per_request``, ``ci95_bytes_per_request`` (None without requests), ``settle_s``,
-        ``period_s`` (None without periodic structure), ``envelope`` (troughs fitted), ``shift_at_s`` (time of
+        ``period_s`` (None without periodic structure), ``tail_ci95_bytes_per_hour`` (the last third's 95 % CI when
+        the persistence rule ran, else None), ``envelope`` (troughs fitted), ``shift_at_s`` (time of
         a significant level shift, None without one), ``judged`` (False when fewer than
         :data:`MIN_VERDICT_POINTS` samples follow the settle period: then neither significant nor a leak, and
         ``reason`` says so), ``significant``, ``leak``, ``reason``.
@@ -315,7 +331,13 @@ def leak_verdict(t_s: Sequence[float] | np.ndarray, rss_bytes: Sequence[float] |
         out["reason"] = (f"not judged: {pts['n_settled']} samples after {pts['settle_s']:.0f} s of settling"
                          f" (needs >= {MIN_VERDICT_POINTS}): soak longer or sample more often")
         return out
-    out["leak"] = bool(out["significant"] and above)
+    settled = _settled(t, y, k, lag, bytes_per_hour, pts["envelope"]) if out["significant"] and above else None
+    out["tail_ci95_bytes_per_hour"] = None if settled is None else list(settled.ci95)
+    out["leak"] = bool(out["significant"] and above and (settled is None or settled.ci95[1] >= bytes_per_hour))
+    if settled is not None and not out["leak"]:
+        reason += (f"; settled: the last {TAIL_FRACTION * 100:.0f} % of the run grows {settled.slope / 1048576:.2f} "
+                   f"MiB/h (95 % CI [{settled.ci95[0] / 1048576:.2f}, {settled.ci95[1] / 1048576:.2f}], under the "
+                   "threshold)")
     sig = "significant" if out["significant"] else "not significant (95 % Newey-West CI includes 0)"
     how = f"fitted after {pts['settle_s']:.0f} s of settling"
     if pts["envelope"]:
@@ -324,6 +346,16 @@ def leak_verdict(t_s: Sequence[float] | np.ndarray, rss_bytes: Sequence[float] |
         how += f", checked beside a level shift at {out['shift_at_s']:.0f} s"
     out["reason"] = f"{reason}; {sig} ({how})"
     return out
+
+
+def _settled(t: np.ndarray, y: np.ndarray, k: np.ndarray, lag: int | None, bytes_per_hour: float,
+             envelope: bool):  # noqa: ANN202 - a LeakSlope or None
+    """The HAC fit of the fitted points ``k`` in the last :data:`TAIL_FRACTION` of the run, or None when it holds
+    too few of them (step 5 of the module docstring)."""
+    tail = k[t[k] >= t[-1] - TAIL_FRACTION * float(t[-1] - t[0])]
+    if tail.size < (MIN_TAIL_TROUGHS if envelope else MIN_TAIL_POINTS) or np.ptp(t[tail]) <= 0:
+        return None
+    return trend_slope(t[tail] / 3600.0, y[tail], lag=lag)
 
 
 def drift_verdict(t_s: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray,
