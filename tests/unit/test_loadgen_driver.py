@@ -346,3 +346,14 @@ def test_a_request_whose_exchange_raises_is_counted_and_the_stream_goes_on() -> 
     ok = s.measured() & (s.error == 0)
     assert ok.sum() >= 60 and bad.sum() >= 30  # the whole second, not a few ms: every 3rd request failed
     assert s.error_examples["client_error"] == "ValueError: invalid literal for int() with base 10: 'seven'"
+
+
+@pytest.mark.parametrize("warmup_s", [0.0, 1.0, 0.9])
+def test_open_loop_requests_n_measures_exactly_n(warmup_s: float) -> None:
+    """Issue 37 item 12: --requests N counted a send against N when the dispatcher reached it, before its wait; the
+    request scheduled at the warm-up's end was then sent inside the span uncounted, and N + 1 were measured."""
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=0.01, slots=1), Open(arrivals.constant(5.0)), warmup_s=warmup_s,
+             requests=20)
+    assert int(s.measured().sum()) == 20 and int(s.due_mask().sum()) == 20
+    assert (s.scheduled_ns[s.measured()] >= s.measure_start_ns).all()

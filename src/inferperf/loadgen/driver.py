@@ -126,11 +126,13 @@ class _StepRun:
         self.err.append(0)
         return len(self.sched) - 1
 
-    def may_send(self) -> bool:
-        """Counts a measured send against ``requests``; False once the step stops sending."""
+    def may_send(self, at_ns: int | None = None) -> bool:
+        """Counts a measured send against ``requests`` (a request belongs to the span by its scheduled time
+        ``at_ns``, default now: the rule :meth:`StepSamples.measured` counts by); False once the step stops sending."""
         if self.stopping:
             return False
-        if self.requests is not None and self.clock.now_ns() >= (self.measure_start_ns or 0):
+        when = self.clock.now_ns() if at_ns is None else at_ns
+        if self.requests is not None and when >= (self.measure_start_ns or 0):
             if self.measured_sends >= self.requests:
                 return False
             self.measured_sends += 1
@@ -252,7 +254,7 @@ class _StepRun:
         behind = 0
         while True:
             off = schedule.next_offset_ns()
-            if off is None or not self.may_send():
+            if off is None or not self.may_send(t0 + off):  # counted by its scheduled time, before the wait
                 break
             t = t0 + off
             wait_ns = t - self.clock.now_ns()

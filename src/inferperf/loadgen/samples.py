@@ -100,19 +100,21 @@ class StepSamples:
 
     def measured(self) -> np.ndarray:
         """Boolean mask of requests that completed (with or without error) in the measured span (start, end];
-        with ``by_send`` (``requests`` N) those *sent* in it that were answered, exactly the N asked."""
+        with ``by_send`` (``requests`` N) those *scheduled* from its start on that were answered, exactly the N
+        asked (a request is counted against N by its scheduled time, :meth:`_StepRun.may_send`: by its send time,
+        one scheduled before the start but sent after it made N + 1)."""
         d = self.done_ns
         if self.counted is not None:
             return self.counted
         if self.by_send:
-            return (self.sent_ns >= self.measure_start_ns) & (d >= 0) & (d <= self.measure_end_ns)
+            return (self.scheduled_ns >= self.measure_start_ns) & (d >= 0) & (d <= self.measure_end_ns)
         return (d > self.measure_start_ns) & (d <= self.measure_end_ns)
 
     def due_mask(self) -> np.ndarray:
         """Requests due in the measured span: scheduled in ``(start, end]`` (the convention completions use);
-        with ``by_send`` (``requests`` N) the measured sends."""
+        with ``by_send`` (``requests`` N) the N scheduled from its start on."""
         if self.by_send:
-            return self.sent_ns >= self.measure_start_ns
+            return self.scheduled_ns >= self.measure_start_ns
         return (self.scheduled_ns > self.measure_start_ns) & (self.scheduled_ns <= self.measure_end_ns)
 
     def incomplete_mask(self) -> np.ndarray:
