@@ -174,3 +174,20 @@ def test_a_step_with_failures_gets_its_error_chart(tmp_path: Path) -> None:
     bad.metrics.errors.count = bad.metrics.latency_ms.count  # half the step's requests failed
     _, ch = charts_of(tmp_path, [ok, bad])
     assert ch["load-err-0"].figure["data"][0]["y"] == [0.0, 50.0]
+
+
+def test_a_step_where_nothing_completed_shows_no_latency_its_errors_and_target_lost(tmp_path: Path) -> None:
+    """Issue 37 item 13: a step where no request completed was drawn at 0 ms, 'No request failed' stood beside its
+    connect errors, and a lost target was called a noisy machine."""
+    clock = FakeClock()
+    dead = step(clock, SimulatedServer(clock, die_at_s=0.0), Closed(2), duration_s=5.0)
+    rs = [closed(1), step_result(dead, target(), LoadConfig(concurrency=[2]), ["inferperf", "load"])]
+    assert rs[1].metrics.latency_ms.count == 0 and rs[1].metrics.errors.count > 0
+    rep, ch = charts_of(tmp_path, rs)
+    lat = ch["load-lat-0"].figure["data"]
+    pct = [t for t in lat if t["name"] in ("p50", "p90", "p99")]
+    assert len(pct) == 3 and all(t["y"][1] is None for t in pct)  # no latency, not 0 ms
+    assert lat[0]["y"][0] is not None
+    assert "load-err-0" in ch and "No request failed" not in ch["load-lat-0"].caption
+    warn = " ".join(w for m in rep.environment for w in m["warnings"])
+    assert "target lost: 1 load step(s)" in warn and "noisy machine" not in warn

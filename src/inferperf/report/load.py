@@ -71,7 +71,8 @@ def _imported(r: Any) -> bool:
 
 
 def _err_rate(r: Any) -> float:
-    n = r.metrics.errors.count
+    """Failed / (failed + completed) of a step; a step whose every attempt failed (a lost target) is 1."""
+    n = max(r.metrics.errors.count, sum((r.metrics.errors.by_kind or {}).values()))
     total = n + r.metrics.latency_ms.count
     return n / total if total else 0.0
 
@@ -122,8 +123,9 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
            "layout": _layout(f"{label}: throughput", xa, {"title": {"text": "req/s"}})}
     title = "throughput vs concurrency" if scen == "concurrent" else "achieved vs target rate"
     out.append(Chart(f"load-tput-{i}", "load", f"{label}: {title}", fig, cap, len(xs)))
-    lat = [{"type": "scatter", "mode": "lines+markers", "x": xs, "y": [getattr(r.metrics.latency_ms, p) for r in rs],
-            "name": p} for p in PCTS]  # fmt: skip
+    lat = [{"type": "scatter", "mode": "lines+markers", "x": xs, "name": p,  # no completed request: no latency
+            "y": [getattr(r.metrics.latency_ms, p) if r.metrics.latency_ms.count else None for r in rs]}
+           for p in PCTS]  # fmt: skip
     fig = {"data": lat + _invalid_trace(rs, lat[-1]["y"]),
            "layout": _layout(f"{label}: latency", xa, {"title": {"text": "ms"}})}
     out.append(Chart(f"load-lat-{i}", "load", f"{label}: latency percentiles vs load", fig, cap, 3 * len(xs)))

@@ -110,10 +110,17 @@ def machine_warnings(rs: list[Result]) -> list[str]:
     if s.cgroup_cpu_limit is not None and s.cgroup_cpu_limit < s.logical_cores:
         w.append(f"a cgroup CPU quota of {s.cgroup_cpu_limit:g} CPUs caps this container below its"
                  f" {s.logical_cores} logical cores")
-    unstable = [r for r in rs if not r.validity.valid]
-    if unstable:
-        w.append(f"noisy machine: {len(unstable)} of {len(rs)} Result(s) INVALID (e.g. {unstable[0].validity.reasons[0]})"
-                 if unstable[0].validity.reasons else f"{len(unstable)} Result(s) INVALID")
+    invalid = [r for r in rs if not r.validity.valid]
+    noisy = [r for r in invalid if any(x.startswith("unstable") for x in r.validity.reasons)]
+    lost = [r for r in invalid if (r.metrics.client or {}).get("target_lost")]
+    if noisy:  # only instability speaks of the machine; a lost target or a refusal is the target's
+        w.append(f"noisy machine: {len(noisy)} of {len(rs)} Result(s) INVALID as unstable (e.g. {noisy[0].validity.reasons[0]})")
+    if lost:
+        w.append(f"target lost: {len(lost)} load step(s) (e.g. {lost[0].validity.reasons[0]})")
+    other = [r for r in invalid if r not in noisy and r not in lost]
+    if other:
+        w.append(f"{len(other)} of {len(rs)} Result(s) INVALID"
+                 + (f" (e.g. {other[0].validity.reasons[0]})" if other[0].validity.reasons else ""))
     spread = [float(np.std(r.metrics.throughput.per_run, ddof=1) / np.mean(r.metrics.throughput.per_run) * 100)
               for r in rs if len(r.metrics.throughput.per_run) >= 2 and np.mean(r.metrics.throughput.per_run) > 0]
     if spread and max(spread) > 10.0:
