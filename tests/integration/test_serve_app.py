@@ -9,6 +9,7 @@ queue limits, disconnects and graceful shutdown.
 from __future__ import annotations
 
 import asyncio
+import time
 import inspect
 import json
 import struct
@@ -437,6 +438,26 @@ def test_disconnected_client_rows_are_not_executed(mlp) -> None:
     assert 'inferperf_cancelled_total{model="mlp"} 1.0' in metrics
     assert 'inferperf_queue_depth{model="mlp"} 0.0' in metrics
     assert ok.status_code == 200
+
+
+def test_a_client_gone_mid_upload_is_a_499_not_a_server_error(mlp) -> None:
+    """Issue 37 item 12: a client that closed its connection halfway through the body was counted as a 500."""
+    import socket
+
+    body, headers = _x_body(np.ones((1, 32), np.float32))
+    with serving(str(mlp), _cfg(), ServeOptions(max_batch_size=8), name="mlp") as handle:
+        host, port = handle.url.removeprefix("http://").split(":")
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() != "content-length")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(f"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n{head}Content-Length: {len(body)}\r\n\r\n"
+                      .encode() + body[: len(body) // 2])
+        for _ in range(500):  # bounded: until the server has counted it (at most ~5 s)
+            if handle.metrics.value("requests", "mlp", "499") or handle.metrics.value("requests", "mlp", "500"):
+                break
+            time.sleep(0.01)
+        ok = httpx.post(f"{handle.url}/v2/models/mlp/infer", content=body, headers=headers, timeout=10)
+        assert handle.metrics.value("requests", "mlp", "499") == 1 and handle.metrics.value("requests", "mlp", "500") == 0
+    assert ok.status_code == 200  # and it keeps serving
 
 
 def test_graceful_shutdown_under_load_answers_every_accepted_request(mlp) -> None:

@@ -141,6 +141,8 @@ class InferEndpoint:
             metrics.encoded(name, clock.now_ns() - t)
             await _send(send, 200, data, [(k.encode(), v.encode()) for k, v in headers.items()])
             return 200
+        except ClientDisconnect:  # the client went away mid-upload: nobody to answer, and not the server's error
+            return Cancelled.status
         except ProtocolError as e:
             await send_error(send, str(e), e.status)
             return e.status
