@@ -62,7 +62,7 @@ def _analysed(engine, glob: str | None):
     out = []
     for s, every in matching(engine, glob):
         pts = usable(every)
-        out.append((s, pts, established(pts)))
+        out.append((s, pts, established(pts), every))
     return out
 
 
@@ -94,10 +94,11 @@ def show_command(series: Annotated[str, typer.Argument(help="a series name (from
 
     engine = _engine(db)
     s = find_series(engine, series)
-    pts = usable(series_points(engine, s.id))
+    every = series_points(engine, s.id)
+    pts = usable(every)
     cps = established(pts)
     con = _console()
-    con.print(points_table(s, pts, cps))
+    con.print(points_table(s, pts, cps, every))
     print(f"{s.metric}: {sparkline([p.median for p in pts], {c.index for c in cps})}  (| = change point; the newest "
           "point is left out of the detection: `history check` judges it)")
     return 0

@@ -33,29 +33,39 @@ def _pct(x: float | None) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 100:+.1f} %"
 
 
-def series_table(rows: list[tuple[Series, list[Point], list[ChangePoint]]]) -> Table:
-    """``history ls``: series name, points, newest median, last change (its kind, size and commit)."""
+def series_table(rows: list[tuple[Series, list[Point], list[ChangePoint], list[Point]]]) -> Table:
+    """``history ls``: series name, points (INVALID ones counted apart: kept, never analysed), newest VALID median
+    (and whether a newer INVALID point follows it), last change (its kind, size and commit)."""
     t = Table(title="history series")
     for col in ("series", "points", "newest", "last change"):
         t.add_column(col, overflow="fold")
-    for s, pts, cps in rows:
+    for s, pts, cps, every in rows:
         cp = cps[-1] if cps else None
         at = pts[cp.index] if cp else None
         last = "none" if cp is None or at is None else \
             f"{cp.kind} {_pct(cp.rel_change)} at {(at.commit or f'point {at.id}')[:12]}"
-        t.add_row(s.name, str(len(pts)), plain(pts[-1].median) if pts else "", last)
+        bad = len(every) - len(pts)
+        newest = plain(pts[-1].median) if pts else ""
+        if every and every[-1].verdict == "INVALID":
+            newest = (newest + " " if newest else "") + "(newer: INVALID)"
+        t.add_row(s.name, str(len(pts)) + (f" (+{bad} INVALID)" if bad else ""), newest, last)
     return t
 
 
-def points_table(s: Series, pts: list[Point], cps: list[ChangePoint]) -> Table:
-    """``history show``: one row per point (oldest first) with the change that starts at it."""
-    at = {c.index: c for c in cps}
+def points_table(s: Series, pts: list[Point], cps: list[ChangePoint], every: list[Point] | None = None) -> Table:
+    """``history show``: one row per point (oldest first) with the change that starts at it; ``every`` (default
+    ``pts``) adds the INVALID points, marked: kept, never analysed."""
+    at = {pts[c.index].id: c for c in cps}
     t = Table(title=f"{s.name} ({s.metric}, {s.direction} is better)")
     for col in ("point", "time (UTC)", "commit", "branch", "median", "95 % interval", "runs", "runtime", "change"):
         t.add_column(col, overflow="fold")
     prev_runtime = None
-    for i, p in enumerate(pts):
-        c = at.get(i)
+    for p in every if every is not None else pts:
+        if p.verdict == "INVALID":
+            t.add_row(str(p.id), p.time.isoformat(sep=" "), (p.commit or "")[:12], p.branch or "", plain(p.median),
+                      "", str(len(p.values)), p.runtime, "INVALID: kept, not analysed")
+            continue
+        c = at.get(p.id)
         change = "" if c is None else f"{c.kind} {_pct(c.rel_change)}"
         if prev_runtime is not None and p.runtime != prev_runtime and (c is None or c.kind != "environment"):
             change = (change + " " if change else "") + f"runtime {prev_runtime} -> {p.runtime}"
