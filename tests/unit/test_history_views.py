@@ -34,3 +34,37 @@ def test_invalid_points_are_shown_marked_not_hidden(tmp_path: Path) -> None:
     assert all(str(p.id) in show for p in every)
     only_bad = [p for p in every if p.verdict == "INVALID"]
     assert "0 (+2 INVALID)" in _text(series_table([(s, [], [], only_bad)]))
+
+
+def test_ack_takes_a_short_commit_a_git_ref_and_a_glob_of_series(tmp_path: Path) -> None:
+    """Issue 37 item 4: ack could not match commits shorter than 6 characters, nor a ref, and acked one series at
+    a time (one commit moves p50, p99 and throughput together)."""
+    import subprocess
+
+    from inferperf.cli import main
+    from inferperf.history.ingest import Provenance
+    from inferperf.history.query import ack, all_series, series_points
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    db = tmp_path / "h.db"
+    e = store.open_store(str(db))
+    add(e, [("a", make(2.0, seed=1, created_at="2026-12-01T00:00:00+00:00"))], Provenance(commit="0" * 40))
+    add(e, [("b", make(2.4, seed=2, created_at="2026-12-01T00:01:00+00:00"))], Provenance(commit=sha))
+    (p50,) = all_series(e, "*p50*")
+    assert ack(e, p50, sha[:4], "why").ack == "why"  # 4 hex, as git rev-parse takes
+    import os
+
+    here = os.getcwd()
+    os.chdir(repo)
+    try:
+        assert ack(e, p50, "HEAD", "a ref").ack == "a ref"  # resolved by git rev-parse
+        assert main(["history", "ack", "*", sha[:7], "--why", "one commit, every series", "--db", str(db)]) == 0
+    finally:
+        os.chdir(here)
+    acked = {s.metric: series_points(e, s.id)[-1].ack for s in all_series(e)}
+    assert len(acked) >= 2 and set(acked.values()) == {"one commit, every series"}

@@ -170,18 +170,34 @@ def check_command(
 
 @history_app.command("ack")
 def ack_command(
-    series: Annotated[str, typer.Argument(help="a series name, key or glob matching one")],
-    point: Annotated[str, typer.Argument(help="the point: its id or commit (from `history show`), or latest")],
+    series: Annotated[str, typer.Argument(help="a series name or key, or a glob: every series it matches")],
+    point: Annotated[str, typer.Argument(help="the point: its id, a commit (4+ hex) or any git ref (HEAD~1, a tag), "
+                                              "or latest")],
     why: Annotated[str, Opt("--why", help="why the change is intended (kept with the point)")],
     db: DbOpt = None,
 ) -> int:
-    """Accept an intended change at POINT: the gate judges later points against the points from it on."""
-    from ..history.query import ack, find_series
+    """Accept an intended change at POINT of each matching series: the gate judges later points against the points
+    from it on. A glob acks the POINT in every series it matches that holds it (one commit moves many series)."""
+    from ..history.query import all_series, find_series
+    from ..history.query import ack as ack_point
 
     engine = _engine(db)
-    s = find_series(engine, series)
-    p = ack(engine, s, point, why)
-    print(f"history ack: point {p.id} of {s.name} accepted ({p.ack})")
+    many = any(ch in series for ch in "*?[")
+    targets = all_series(engine, series) if many else [find_series(engine, series)]
+    if not targets:
+        raise UsageError(f"no series match {series!r}: pass a name from `inferperf history ls` or a glob")
+    done = []
+    for s in targets:
+        try:
+            done.append((s, ack_point(engine, s, point, why)))
+        except UsageError:
+            if not many:
+                raise
+    if not done:
+        raise UsageError(f"none of the {len(targets)} series matching {series!r} holds a point {point!r}: pass a point "
+                         "id or commit from `inferperf history show`, or latest")
+    for s, p in done:
+        print(f"history ack: point {p.id} of {s.name} accepted ({p.ack})")
     return 0
 
 

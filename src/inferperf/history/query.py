@@ -128,8 +128,36 @@ def established(pts: list[Point], min_effect: float = MIN_EFFECT) -> list[Change
     return analyse(pts[:-1], min_effect) if len(pts) > 1 else []
 
 
+#: the shortest commit abbreviation taken, as ``git rev-parse`` takes (``core.abbrev``'s minimum)
+MIN_COMMIT_PREFIX = 4
+
+
+def resolve_commit(ref: str) -> str | None:
+    """The full commit ``git rev-parse`` gives for ``ref`` (a branch, a tag, ``HEAD~2``) in the current directory's
+    repository, or None (no git, no repository, no such ref)."""
+    import subprocess
+
+    try:
+        p = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], capture_output=True,
+                           text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout.strip() or None if p.returncode == 0 else None
+
+
+def _matches(p: Point, point: str, full: str | None) -> bool:
+    if str(p.id) == point:
+        return True
+    if not p.commit:
+        return False
+    if full is not None and p.commit == full:
+        return True
+    return len(point) >= MIN_COMMIT_PREFIX and p.commit.startswith(point.lower())
+
+
 def ack(engine: sa.Engine, s: Series, point: str, why: str) -> Point:
-    """Accept the change at ``point`` (its id, its commit or a commit prefix of >= 6 hex, or ``latest``) of ``s``.
+    """Accept the change at ``point`` of ``s``: its id, ``latest``, its commit or a commit prefix of >= 4 hex
+    (:data:`MIN_COMMIT_PREFIX`), or any ref ``git rev-parse`` resolves here (a branch, a tag, ``HEAD~1``).
 
     Raises:
         UsageError: an empty ``why``, a point that is not in the series or not unique.
@@ -140,7 +168,8 @@ def ack(engine: sa.Engine, s: Series, point: str, why: str) -> Point:
     if point == "latest":
         hits = pts[-1:]
     else:
-        hits = [p for p in pts if str(p.id) == point or (p.commit and len(point) >= 6 and p.commit.startswith(point))]
+        full = None if point.isdigit() else resolve_commit(point)
+        hits = [p for p in pts if _matches(p, point, full)]
     if len(hits) != 1:
         raise UsageError(f"{'no' if not hits else len(hits)} points of {s.name} match {point!r}: pass a point id or "
                          "commit from `inferperf history show`, or latest")
@@ -173,5 +202,5 @@ def remove(engine: sa.Engine, glob: str | None, older_than: _dt.datetime | None)
     return len(gone), int(n_results or 0)
 
 
-__all__ = ["Point", "Series", "ack", "all_series", "analyse", "established", "find_series", "MIN_EFFECT", "half_width", "matching", "points_by_series",
-           "remove", "series_points", "usable"]
+__all__ = ["MIN_COMMIT_PREFIX", "Point", "Series", "ack", "all_series", "analyse", "established", "find_series", "MIN_EFFECT", "half_width", "matching", "points_by_series",
+           "remove", "resolve_commit", "series_points", "usable"]
