@@ -61,3 +61,13 @@ def test_the_committed_example_document_draws_its_planted_change() -> None:
     (shape,) = p50.figure["layout"]["shapes"]
     assert shape["x0"] == p50.figure["data"][0]["x"][9]
     assert "-13" in p50.figure["layout"]["annotations"][0]["text"]
+
+
+def test_a_history_report_says_what_it_was_made_from_and_plans_no_capacity() -> None:
+    """Issue 37 item 4: a history report said "from 0 Result(s)" and carried a capacity item about nothing."""
+    from inferperf.report.build import build
+    from inferperf.report.render import render_markdown
+
+    rep = build([Path(__file__).resolve().parents[2] / "examples" / "history" / "history.json"])
+    assert rep.source == "a history of 3 series" and not [r for r in rep.recommendations if r["kind"] == "capacity"]
+    assert "from a history of 3 series in" in render_markdown(rep)

@@ -80,6 +80,7 @@ class Report:
     runtimes: list[dict[str, Any]]
     sections: list[str] = field(default_factory=list)
     rebuild: str = ""
+    source: str = ""  # what the report was made from, in words: "16 Result(s)", "a history of 3 series", ...
     pipelines: list[dict[str, Any]] = field(default_factory=list)
 
     def charts_in(self, group: str) -> list[ch.Chart]:
@@ -201,6 +202,18 @@ def _scaling(sources: dict[str, list[Entry]]) -> tuple[list[Finding], list[ch.Ch
     return found, charts
 
 
+def source_text(rows: list[dict[str, Any]], coll: Any) -> str:
+    """What a report was made from, in words: its measured Results, plans and history series (a history report had
+    read "from 0 Result(s)")."""
+    plans = len(coll.of_kind("plan"))
+    parts = [f"{len(rows)} Result(s)"] if rows or not (plans or coll.history) else []
+    if plans:
+        parts.append(f"{plans} plan(s)")
+    if coll.history:
+        parts.append(f"a history of {sum(len(d.get('series') or []) for d in coll.history)} series")
+    return ", ".join(parts)
+
+
 def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> Report:
     """Read the Results under ``paths`` and compute every section.
 
@@ -275,7 +288,7 @@ def build(paths: Iterable[str | Path], options: ReportOptions | None = None) -> 
         environment=environment(entries), method=method(coll.sources(*dict.fromkeys(e.kind for e in entries))),
         columns=COLUMNS, rows=rows, csv=csv_text(rows), charts=charts, bottlenecks=issues, recommendations=recs,
         capacity=capacity, precision=prec, runtimes=rts, rebuild=rebuild_command(given, opts),
-        pipelines=pipeline_tables(coll.of_kind("pipeline")),
+        pipelines=pipeline_tables(coll.of_kind("pipeline")), source=source_text(rows, coll),
     )  # fmt: skip
     present = {"summary": bool(summ), "environment": bool(rep.environment), "method": bool(rep.method),
                "raw-data": bool(rows), "charts": bool(charts), "bottlenecks": bool(issues),

@@ -272,7 +272,7 @@ def recommendations(cases: list[CaseAnalysis], fleets: list[dict[str, Any]], slo
         out.append(item("warm-up", f"Warm load steps up for at least {s:g} s (--warmup-s {s:g}; load warms up by"
                         " seconds, not by a query count): shorter warm-ups let slow first requests into the"
                         " measurement.", warmup_s=s))
-    if target_qps is None:
+    if target_qps is None and cases:  # only where there are measurements to plan from (not a history alone)
         out.append(item("capacity", "No capacity plan: none was asked for. Pass --target-qps RATE (queries/s to"
                         " serve) and --slo-p99-ms MS to size a fleet per workload (inferperf plan's simulation)."))
     for t in fleets:
