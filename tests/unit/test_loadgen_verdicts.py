@@ -76,7 +76,7 @@ def test_a_slow_server_that_keeps_up_is_not_overloaded_by_its_requests_in_flight
     clock = FakeClock()  # 20 req/s, 0.5 s each, 20 slots: ~10 in flight at any time, 10 % of the span's requests
     s = step(clock, SimulatedServer(clock, service_s=0.5, slots=20), Open(arrivals.constant(20)), duration_s=5.0)
     r = result(s)
-    assert r.metrics.client["incomplete"] == 10  # due in (start, end] and unanswered at the end
+    assert r.metrics.client["incomplete"] == 9  # due in [start, end) and unanswered at the end (5.55 .. 5.95 s)
     assert r.validity.verdict == "VALID", r.validity
 
 
@@ -192,15 +192,15 @@ def _span(sched_ms: list[int], done_ms: list[int], a_ms: int, b_ms: int) -> Step
 
 
 def test_due_and_completed_share_the_half_open_span() -> None:
-    # ticks every 100 ms from 0 to 2000; the span is (1000, 2000]; each request answered 150 ms later,
-    # except the one scheduled exactly at the start (1000) and the one exactly at the end (2000)
+    # ticks every 100 ms from 0 to 2000; the span is [1000, 2000) for schedules; each request answered 150 ms
+    # later, except the one scheduled exactly at the start (1000) and the one exactly at the end (2000)
     sched = list(range(0, 2001, 100))
     done = [t + 150 for t in sched]
-    done[10] = -1  # scheduled at the span's start, never answered: the previous span's request
-    done[20] = -1  # scheduled at the span's end: due in (start, end], unanswered then
+    done[10] = -1  # scheduled at the span's start, never answered: this span's request (issue 37 item 12)
+    done[20] = -1  # scheduled at the span's end: the next span's
     s = _span(sched, done, 1000, 2000)
-    assert s.due_mask().sum() == 10  # 1100..2000: rate x span, not one more
-    assert s.incomplete_mask().sum() == 2  # 1900 (answered at 2050) and 2000
+    assert s.due_mask().sum() == 10  # 1000..1900: rate x span, not one more
+    assert s.incomplete_mask().sum() == 2  # 1000 (never answered) and 1900 (answered at 2050)
     assert s.measured().sum() == 9  # answered in (1000, 2000]: scheduled 900 and 1100 .. 1800
     # the same convention makes the books balance exactly: due - completed = backlog growth
     completed = int(s.measured().sum())
@@ -213,8 +213,8 @@ def test_a_constant_schedule_over_a_whole_span_is_due_rate_times_span_on_the_fak
     r = result(s)
     c = r.metrics.client
     assert c["requests_due"] == 500 and c["scheduled_rate"] == pytest.approx(100.0)
-    assert c["incomplete"] == 1  # the request scheduled at the span's end itself, in flight then (age 0)
-    assert c["backlog"] == {"start": 1, "end": 1} and r.validity.verdict == "VALID"
+    assert c["incomplete"] == 0  # the request scheduled at the span's end is the next span's (half-open rule)
+    assert c["backlog"] == {"start": 0, "end": 0} and r.validity.verdict == "VALID"
 
 
 # ------------------------------------------------------------------------------------- Result documents
@@ -345,3 +345,17 @@ def test_fail_on_invalid_counts_invalid_steps_only_after_every_step_ran(monkeypa
         run_with([overloaded, invalid], fail_on_invalid=True)
     assert capsys.readouterr().out.count("OVERLOADED: achieved") == 2  # both steps ran and printed first
     assert run_with([overloaded, invalid]) == 0  # without the flag an INVALID step still exits 0
+
+
+def test_one_counting_rule_completed_plus_incomplete_is_what_was_scheduled() -> None:
+    """Issue 37 item 12: 5 req/s for 30 s against a server taking one request a second reported 29 completed +
+    122 incomplete = 151 for 150 scheduled: the request at t = 0 completed by one rule and was not due by the
+    other. Scheduled, completed and incomplete now share [start, end) for schedules."""
+    clock = FakeClock()
+    s = step(clock, SimulatedServer(clock, service_s=1.0, slots=1), Open(arrivals.constant(5.0)), warmup_s=0.0,
+             duration_s=30.0, timeout_s=100.0)
+    c = result(s).metrics.client
+    completed = int((s.measured() & s.due_mask()).sum())
+    assert c["requests_due"] == 150 and completed == int(s.measured().sum()) == 30
+    assert c["incomplete"] == 120 and completed + c["incomplete"] == c["requests_due"]
+    assert c["requests_due"] - completed == s.in_system(s.measure_end_ns) - s.in_system(s.measure_start_ns)

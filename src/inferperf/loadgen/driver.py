@@ -33,10 +33,11 @@ measured span ends there) and ``StepSamples.lost`` says why: no answer for
 and none succeeded (connection refused, reset, timed out or answered 5xx; a
 4xx answer is the server answering, so it counts as alive).
 
-One interval convention: a request is *due* in the span ``(start, end]`` when
-its scheduled time is in it, and *completed* in it when its answer time is;
-an event exactly at ``start`` belongs to the span before, one exactly at
-``end`` to this one.
+One interval convention: a request is *due* in the span when its scheduled
+time is in ``[start, end)``, and *completed* in it when its answer time is in
+``(start, end]`` (:meth:`StepSamples.due_mask`, :meth:`StepSamples.in_system`):
+due - completed is the backlog's growth, and from an empty backlog
+completed + incomplete = due.
 """
 
 from __future__ import annotations

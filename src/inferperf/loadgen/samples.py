@@ -111,11 +111,13 @@ class StepSamples:
         return (d > self.measure_start_ns) & (d <= self.measure_end_ns)
 
     def due_mask(self) -> np.ndarray:
-        """Requests due in the measured span: scheduled in ``(start, end]`` (the convention completions use);
-        with ``by_send`` (``requests`` N) the N scheduled from its start on."""
+        """Requests due in the measured span: scheduled in ``[start, end)`` (a request scheduled at the span's start
+        is its own, not the warm-up's: one counting rule, so with no backlog at the start, completed + incomplete
+        = due; in general due - completed = the backlog's growth, :meth:`in_system`); with ``by_send``
+        (``requests`` N) the N scheduled from its start on."""
         if self.by_send:
             return self.scheduled_ns >= self.measure_start_ns
-        return (self.scheduled_ns > self.measure_start_ns) & (self.scheduled_ns <= self.measure_end_ns)
+        return (self.scheduled_ns >= self.measure_start_ns) & (self.scheduled_ns < self.measure_end_ns)
 
     def incomplete_mask(self) -> np.ndarray:
         """Requests due in the measured span (:meth:`due_mask`) with no answer by its end."""
@@ -123,9 +125,10 @@ class StepSamples:
         return self.due_mask() & ((d < 0) | (d > self.measure_end_ns))
 
     def in_system(self, t_ns: int) -> int:
-        """Requests scheduled by ``t_ns`` and not answered by it (the backlog at ``t_ns``)."""
+        """Requests scheduled before ``t_ns`` and not answered by it (the backlog at ``t_ns``; the half-open rule of
+        :meth:`due_mask`)."""
         d = self.done_ns
-        return int(((self.scheduled_ns <= t_ns) & ((d < 0) | (d > t_ns))).sum())
+        return int(((self.scheduled_ns < t_ns) & ((d < 0) | (d > t_ns))).sum())
 
     @property
     def duration_s(self) -> float:

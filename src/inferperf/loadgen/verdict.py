@@ -25,7 +25,7 @@ Two questions are kept apart (issue 23 item 1):
   requests unanswered at the end: that alone is not an overload. A closed loop never offers more than
   the target answers, so it is never OVERLOADED.
 
-Every count uses the driver's one interval convention: due and completed in ``(start, end]``.
+Every count uses the driver's one interval convention: due in ``[start, end)``, completed in ``(start, end]``.
 """
 
 from __future__ import annotations
