@@ -104,7 +104,8 @@ def test_the_t_tests_equal_scipy_stats() -> None:
     for _ in range(5):
         a, b = rng.standard_normal(7), rng.standard_normal(9) + 0.5
         assert _ttest(a, b) == pytest.approx(stats.ttest_ind(a, b).pvalue, rel=1e-9)
-        old, new = (Point(0, None, None, None, list(v), float(np.median(v)), None, None, "", "", "VALID", None)
+        old, new = (Point(id=0, time=None, commit=None, branch=None, values=list(v), median=float(np.median(v)), lo=None,
+                          hi=None, runtime="", env="", verdict="VALID", ack=None)
                     for v in (a, b))
         want = stats.ttest_ind(b, a, equal_var=False, alternative="greater").pvalue
         assert _worse_p(new.median, new, [old], "lower") == pytest.approx(want, rel=1e-9)

@@ -4,6 +4,7 @@ must-say-yes and must-say-no cases; acks; environment changes; exit codes; false
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -111,8 +112,9 @@ def _points(levels: np.ndarray, rng, runs: int = 5, noise: float = 0.04) -> list
     out = []
     for i, lv in enumerate(levels):
         values = lv * (1 + noise * rng.standard_normal(runs))
-        out.append(Point(i, T0 + _dt.timedelta(hours=i), None, None, values.tolist(), float(np.median(values)), None,
-                         None, "onnxruntime 1.20.0", "m|onnxruntime 1", "VALID", None))
+        out.append(Point(id=i, time=T0 + _dt.timedelta(hours=i), commit=None, branch=None, values=values.tolist(),
+                         median=float(np.median(values)), lo=None, hi=None, runtime="onnxruntime 1.20.0",
+                         env="m|onnxruntime 1", verdict="VALID", ack=None))
     return out
 
 
@@ -139,10 +141,10 @@ def test_a_newest_point_whose_own_interval_holds_the_baseline_is_not_a_regressio
     rng = np.random.default_rng(4)
     pts = _points(np.r_[np.full(10, 100.0), 112.0], rng, noise=0.01)
     assert gate.judge(SERIES, pts).verdict == "regression"  # must say yes: no interval on the newest point
-    wide = pts[-1].__class__(**{**pts[-1].__dict__, "lo": 95.0, "hi": 130.0})
+    wide = replace(pts[-1], lo=95.0, hi=130.0)
     row = gate.judge(SERIES, [*pts[:-1], wide])  # 12 % worse, yet its own interval holds the baseline: no call
     assert row.verdict == "inconclusive" and "inside the newest point's own 95 % interval [95, 130]" in row.reason
-    near = pts[-1].__class__(**{**pts[-1].__dict__, "median": 102.0, "lo": 95.0, "hi": 130.0})
+    near = replace(pts[-1], median=102.0, lo=95.0, hi=130.0)
     assert gate.judge(SERIES, [*pts[:-1], near]).verdict == "ok"  # 2 % worse: under the 5 % threshold
 
 

@@ -12,26 +12,20 @@ import sqlalchemy as sa
 
 from ..analysis.changepoints import ChangePoint, change_points
 from ..errors import UsageError
+from .series import Figures
 from .store import acks, points, results, series
 
 
-@dataclass(frozen=True)
-class Point:
-    """One stored point: ``id``, ``time`` (naive UTC), ``commit``, ``branch``, per-run ``values``, ``median``,
-    95 % interval ``lo``/``hi`` (``None`` = none), ``runtime``, ``env``, ``verdict``, ``ack`` (why, or None)."""
+@dataclass(frozen=True, kw_only=True)
+class Point(Figures):
+    """One stored point: its :class:`~.series.Figures` and ``id``, ``time`` (naive UTC), ``commit``, ``branch``,
+    ``ack`` (why, or None)."""
 
     id: int
     time: _dt.datetime
     commit: str | None
     branch: str | None
-    values: list[float]
-    median: float
-    lo: float | None
-    hi: float | None
-    runtime: str
-    env: str
-    verdict: str
-    ack: str | None
+    ack: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +80,9 @@ def points_by_series(engine: sa.Engine, series_ids: list[int] | None = None) -> 
     out: dict[int, list[Point]] = {}
     with engine.connect() as c:
         for r in c.execute(q):
-            out.setdefault(r.series_id, []).append(Point(r.id, r.time, r.commit, r.branch, r.values, r.median, r.lo,
-                                                         r.hi, r.runtime, r.env, r.verdict, r.why))  # fmt: skip
+            out.setdefault(r.series_id, []).append(Point(
+                id=r.id, time=r.time, commit=r.commit, branch=r.branch, values=r.values, median=r.median, lo=r.lo,
+                hi=r.hi, runtime=r.runtime, env=r.env, verdict=r.verdict, ack=r.why))
     return out
 
 

@@ -32,22 +32,17 @@ METRICS: dict[str, Direction] = {"samples_per_s": "higher", "p50_ms": "lower", "
 RUNTIME_PACKAGE = {"onnxruntime": "onnxruntime", "openvino": "openvino", "torch": "torch", "null": "inferperf"}
 
 
-@dataclass(frozen=True)
-class PointDraft:
-    """One metric of one Result, before it is stored.
+@dataclass(frozen=True, kw_only=True)
+class Figures:
+    """What one point of a series holds, stored or not (the one point type: :class:`PointDraft` before it is stored,
+    :class:`~.query.Point` read back).
 
     ``values``: the per-run values (one entry for a single run; the metric's unit: samples/s or ms);
     ``median``: their median; ``lo``/``hi``: the 95 % interval the Result gives for it (``None`` = none);
     ``runtime``: ``"package version"`` of the runtime measured; ``env``: the label whose change the detector
-    treats as an environment change (machine fingerprint and runtime major version).
+    treats as an environment change (machine fingerprint and runtime major version); ``verdict``: the Result's.
     """
 
-    series_key: str
-    series_name: str
-    metric: str
-    direction: Direction
-    workload: dict[str, Any]
-    machine: str
     values: list[float]
     median: float
     lo: float | None
@@ -55,6 +50,18 @@ class PointDraft:
     runtime: str
     env: str
     verdict: str = "VALID"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointDraft(Figures):
+    """One metric of one Result, before it is stored: its :class:`Figures` and the series it belongs to."""
+
+    series_key: str
+    series_name: str
+    metric: str
+    direction: Direction
+    workload: dict[str, Any]
+    machine: str
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -67,8 +74,11 @@ def model_name(result: Result) -> str:
     return result.model.zoo_name or Path(result.model.path).stem or "model"
 
 
-def machine_fingerprint(result: Result) -> str:
-    """12 hex digits naming the machine: CPU model, logical and effective cores, memory (GiB), GPU names."""
+def series_machine(result: Result) -> str:
+    """12 hex digits naming the machine in a series key: CPU model, logical and effective cores, memory (GiB), GPU
+    names. Not :func:`inferperf.system.machine_fingerprint` (which also covers affinity, quota and runtime
+    versions: what makes two measurements comparable); this one is part of every stored series key, so it stays as
+    it is, and a runtime version change is an environment change within a series instead."""
     s = result.system
     gib = round(s.memory_bytes / 2**30) if s.memory_bytes else None
     return _digest([s.cpu_model, s.logical_cores, s.effective_cpus, gib, sorted(g.name for g in s.gpus)], 12)
@@ -154,7 +164,7 @@ def series_name(workload: dict[str, Any], metric: str, key: str) -> str:
 
 def drafts(result: Result) -> list[PointDraft]:
     """The history points of one Result, one per metric it has (see :data:`METRICS`)."""
-    workload, machine, runtime = workload_doc(result), machine_fingerprint(result), runtime_version(result)
+    workload, machine, runtime = workload_doc(result), series_machine(result), runtime_version(result)
     out = []
     for metric, (values, lo, hi) in metric_values(result).items():
         key = _digest({"workload": workload, "machine": machine, "metric": metric}, 32)
@@ -165,5 +175,5 @@ def drafts(result: Result) -> list[PointDraft]:
     return out
 
 
-__all__ = ["METRICS", "PointDraft", "drafts", "machine_fingerprint", "metric_values", "model_name", "runtime_version",
+__all__ = ["METRICS", "Figures", "PointDraft", "drafts", "series_machine", "metric_values", "model_name", "runtime_version",
            "series_name", "token_values", "workload_doc"]
