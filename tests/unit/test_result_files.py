@@ -44,3 +44,22 @@ def test_a_named_file_is_kept_and_a_missing_path_is_refused(tmp_path: Path) -> N
     assert result_files([folder / "tune.json", res, res]) == [folder / "tune.json", res]
     with pytest.raises(UsageError, match="'.*nope' not found: pass Result files or folders"):
         result_files([tmp_path / "nope"])
+
+
+def test_one_rule_says_which_json_in_a_folder_is_a_result(tmp_path: Path) -> None:
+    """Issue 38 item 2: history add, report, compare and plan each had a rule of their own (a 4 KiB peek, the side
+    files, a load that failed). results.io.is_result_file is the one; every reader of a folder agrees with it."""
+    from inferperf.history.ingest import read_results as history_read
+    from inferperf.plan.ladder import read_results as plan_read
+    from inferperf.results.io import is_result_file
+
+    folder, res = _folder(tmp_path)
+    (folder / "run.intervals.json").write_text(json.dumps({"intervals": []}))  # a soak's side log
+    (folder / "h.json").write_text(json.dumps({"format": "inferperf-history/1", "series": [],
+                                               "schema_version": 1}))  # a history export
+    assert is_result_file(res)
+    assert not any(is_result_file(f) for f in folder.glob("*.json"))
+    assert [p for p, _ in history_read([folder])] == [res]
+    skipped: list[str] = []
+    assert [p for p, _ in plan_read([folder], skipped)] == [res] and len(skipped) == 2
+    assert [e.path for e in collect([folder]).entries] == [res]

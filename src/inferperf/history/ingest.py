@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from ..errors import UsageError
 from ..results.build import content_hash
-from ..results.io import load, result_files
+from ..results.io import is_result_file, load, result_files
 from ..results.model import Result
 from .store import points as _points
 from .store import results as _results
@@ -72,17 +72,10 @@ def git_provenance(cwd: Path | None = None) -> Provenance:
 
 def _skipped_in_folder(path: Path, folder: Path) -> bool:
     """A file a folder add passes over: one in a ``runs/`` folder below ``folder`` (a single run that sweep and
-    ``bench --ab`` keep beside the pooled Result, which holds its runs already), or an exported history
-    document (``history export --json``), or any other JSON that is not a Result (no ``schema_version``: a load
-    soak's ``*.intervals.json``, a tune summary)."""
-    if "runs" in path.relative_to(folder).parts[:-1]:
-        return True
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return b'"schema_version"' not in head or b'"inferperf-history/1"' in head[:200]
+    ``bench --ab`` keep beside the pooled Result, which holds its runs already), or any JSON that is not a Result
+    (:func:`inferperf.results.io.is_result_file`: a history export, a soak's ``*.intervals.json``, a tune
+    summary)."""
+    return "runs" in path.relative_to(folder).parts[:-1] or not is_result_file(path)
 
 
 def read_results(paths: Iterable[str | Path]) -> list[tuple[Path, Result]]:

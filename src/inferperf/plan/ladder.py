@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import BenchConfig
 from ..errors import UsageError
-from ..results.io import load, result_files
+from ..results.io import is_result_file, load, result_files
 from ..results.model import Result
 
 
@@ -25,12 +25,15 @@ def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) 
     """
     out: list[tuple[Path, Result]] = []
     for f in result_files(paths):
+        if not is_result_file(f):  # the one rule (results.io); a file that says it is one and fails to load, too
+            if skipped is not None:
+                skipped.append(str(f))
+            continue
         try:
             out.append((f, load(f)))
         except UsageError:
             if skipped is not None:
                 skipped.append(str(f))
-            continue
     if not out:
         raise UsageError(f"no inferperf Result under {', '.join(map(str, paths))}: pass a folder of bench/sweep "
                          "Results, or measure with --measure")

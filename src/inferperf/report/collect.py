@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from ..results.io import SIDE_FILES, load, result_files
+from ..results.io import SIDE_FILES, is_result_file, load, result_files
 from ..results.model import Result
 
 
@@ -110,17 +110,6 @@ def drop_copies(loaded: list[tuple[Path, Result]]) -> tuple[list[tuple[Path, Res
     return [(f, r) for f, r in loaded if id(r) in keep], len(loaded) - len(best)
 
 
-def _is_result_doc(path: Path) -> bool:
-    if path.name in SIDE_FILES:
-        return False
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return b'"schema_version"' in head
-
-
 def _history_doc(path: Path) -> dict | None:
     """The history series document in ``path`` (``inferperf history export --json``), else None."""
     from .history import FORMAT, is_history_doc
@@ -146,7 +135,7 @@ def collect(paths: Iterable[str | Path]) -> Collection:
     loaded: list[tuple[Path, Result]] = []
     for f in result_files(given):
         named = f in given
-        if not _is_result_doc(f):
+        if not is_result_file(f):
             doc = _history_doc(f)
             if doc is not None:
                 out.history.append(doc)

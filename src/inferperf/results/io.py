@@ -149,10 +149,26 @@ def load(path: str | Path, recompute: bool = True) -> Result:
     return result
 
 
+def is_result_file(path: Path) -> bool:
+    """Whether ``path`` is a Result document, the one rule every reader of folders uses: not a side file
+    (:data:`SIDE_FILES`), readable, with ``"schema_version"`` in its first 4 KiB (every Result writes it first),
+    and not an exported history document (``inferperf-history/1``, which carries series, not a Result). Cheap: the
+    file is not parsed."""
+    if path.name in SIDE_FILES:
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"schema_version"' in head and b'"inferperf-history/1"' not in head[:200]
+
+
 def result_files(paths: Iterable[str | Path]) -> list[Path]:
     """The candidate Result files among ``paths``, in order, each once: a folder is searched recursively for
     ``*.json`` without :data:`SIDE_FILES` (sorted per folder); a file is kept as named (even a side file: the
-    caller says what a named non-Result means). The one finder behind ``compare`` and ``report``.
+    caller says what a named non-Result means). The one finder behind ``compare``, ``report``, ``history add`` and
+    ``plan``; :func:`is_result_file` then tells the Results among them (report also reads history documents).
 
     Raises:
         UsageError: a path does not exist.

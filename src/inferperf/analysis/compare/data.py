@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ...errors import UsageError
-from ...results.io import migrate, result_files
+from ...results.io import is_result_file, migrate, result_files
 from ...results.model import Result
 from ...stats import percentile
 
@@ -246,7 +246,7 @@ def load_side(paths: Sequence[str | Path], what: str) -> tuple[list[tuple[Path, 
     given = {Path(p) for p in paths}
     loaded: list[tuple[Path, Result, dict]] = []
     notes: list[str] = []
-    files = result_files(paths)
+    files = [f for f in result_files(paths) if f in given or is_result_file(f)]  # a folder's other JSON: not read
     with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 1)) as pool:  # zlib and json release the GIL
         futures = [pool.submit(load_fast, f) for f in files]
     for f, fut in zip(files, futures):
