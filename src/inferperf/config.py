@@ -8,7 +8,7 @@ named in ``BenchConfig.backend`` is imported only when a session is created.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -167,3 +167,39 @@ class BenchConfig(_Config):
         if self.scenario == "server":
             raise ValueError("the server scenario (open-loop arrivals) comes with `inferperf load`; use concurrent")
         return self
+
+
+def load_mapping(path: str | Path, source: str, expect: str, *, empty_ok: bool = False) -> dict[str, Any]:
+    """The mapping a YAML settings file holds (JSON too: YAML's subset): the one loader of the settings files
+    (sweep matrices, tune spaces, pipelines, gate files, mock profiles, repository ``model.yaml``).
+
+    Args:
+        path: the file. source: how an error names it (``--matrix 'm.yaml'``). expect: what it must hold, said
+            when it holds something else (``a mapping with a models: key, e.g. ...``).
+        empty_ok: an empty file is ``{}`` (else it is refused as not a mapping).
+
+    Raises:
+        UsageError: one line naming ``source``: a missing or unreadable file, YAML that does not parse (with its
+            line), or anything but a mapping.
+    """
+    import yaml
+
+    from .errors import UsageError
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{source} not found (or not a file): check the path")
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{source} cannot be read ({type(e).__name__}): check the file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"{source} is not valid YAML{at}: {problem}") from None
+    if doc is None and empty_ok:
+        return {}
+    if not isinstance(doc, dict):
+        raise UsageError(f"{source} must be {expect}")
+    return doc

@@ -29,7 +29,7 @@ def _cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     (["--mock-generate", "--max-batch-size", "4", "--instance-count", "2"],  # issue 37 item 9: silently ignored
      "--mock-generate serves a mock, not a model: drop --max-batch-size, --instance-count"),
     (["--mock-generate", "--port", "99999"], "--port 99999 is not a TCP port"),  # was an internal OverflowError
-    (["--mock-generate", "--mock-profile", "missing.yaml"], "--mock-profile missing.yaml: cannot read it"),
+    (["--mock-generate", "--mock-profile", "missing.yaml"], "--mock-profile missing.yaml not found"),
 ])
 def test_mock_refusals_are_one_line_exit_2(args: list[str], line: str) -> None:
     p = _cli("serve", *args)

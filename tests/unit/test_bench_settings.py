@@ -70,3 +70,21 @@ def test_the_cli_refuses_a_pre_function_with_feed_settings_with_the_same_line(tm
     monkeypatch.chdir(tmp_path)
     assert main(["bench", "zoo:tiny-cnn", "--pre", "hsmpre:pre", "--pre-input", "hsmpre:gen", "--dim", "h=8"]) == 2
     assert capsys.readouterr().err.startswith("error: --pre makes the model's feeds: drop --batch-size")
+
+
+def test_one_settings_file_loader_with_one_line_errors(tmp_path) -> None:  # noqa: ANN001
+    """Issue 38 item 2: sweep's and tune's YAML loaders (and pipeline's, the gate's, the mock's) were copies."""
+    from inferperf.config import load_mapping
+    from inferperf.errors import UsageError
+
+    f = tmp_path / "s.yaml"
+    f.write_text("a: 1\nb: [1, 2]\n")
+    assert load_mapping(f, "--x 's.yaml'", "a mapping") == {"a": 1, "b": [1, 2]}
+    for text, msg in (("a: [1\n", r"^--x 's.yaml' is not valid YAML \(line 2\): "), ("- 1\n", r"^--x 's.yaml' must be a mapping$"),
+                      ("", r"must be a mapping$")):
+        f.write_text(text)
+        with pytest.raises(UsageError, match=msg):
+            load_mapping(f, "--x 's.yaml'", "a mapping")
+    assert load_mapping(f, "--x", "a mapping", empty_ok=True) == {}
+    with pytest.raises(UsageError, match=r"^--x 'nope.yaml' not found \(or not a file\): check the path$"):
+        load_mapping(tmp_path / "nope.yaml", "--x 'nope.yaml'", "a mapping")

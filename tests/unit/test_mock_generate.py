@@ -139,7 +139,7 @@ def test_profile_file_and_its_refusals(tmp_path) -> None:
     f.write_text("bogus: 1\n")
     with pytest.raises(UsageError, match="bogus"):
         load_profile(f)
-    with pytest.raises(UsageError, match="cannot read"):
+    with pytest.raises(UsageError, match="missing.yaml not found"):
         load_profile(tmp_path / "missing.yaml")
 
 

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..config import load_mapping
 from ..errors import UsageError
 from ..measure.staged import resolve_callable
 
@@ -205,18 +206,9 @@ def load(path: str | Path) -> PipelineSpec:
     Raises:
         UsageError: a missing file, invalid YAML, or any problem :func:`parse` names.
     """
-    import yaml
-
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"pipeline file {str(p)!r} not found: pass the path of a pipeline YAML file")
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise UsageError(f"{p}: not valid YAML{at}: {getattr(e, 'problem', None) or e}") from None
-    if isinstance(doc, dict) and "name" not in doc:
+    doc = load_mapping(p, f"pipeline file {str(p)!r}", "a mapping with stages: (see docs/pipeline.md)")
+    if "name" not in doc:
         doc = {"name": p.stem, **doc}
     return parse(doc, str(p), p.parent.resolve())
 

@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..config import load_mapping
 from ..errors import UsageError
 
 #: the mock's words (one token each).
@@ -75,15 +76,7 @@ def load_profile(path: Path | None, **overrides: Any) -> MockProfile:
     """
     doc: dict[str, Any] = {}
     if path is not None:
-        import yaml
-
-        try:
-            doc = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise UsageError(f"--mock-profile {path}: cannot read it ({e.__class__.__name__}): give a YAML/JSON"
-                             " file of MockProfile keys") from None  # fmt: skip
-        if not isinstance(doc, dict):
-            raise UsageError(f"--mock-profile {path}: expected a mapping of MockProfile keys")
+        doc = load_mapping(path, f"--mock-profile {path}", "a YAML/JSON mapping of MockProfile keys", empty_ok=True)
     doc.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return MockProfile.model_validate(doc)

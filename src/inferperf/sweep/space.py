@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..config import BenchConfig
+from ..config import BenchConfig, load_mapping
 from ..errors import UsageError, settings_message
 from ..results.model import SystemInfo
 from ..zoo import with_default_shapes
@@ -189,18 +189,8 @@ def load_matrix(path: Path) -> Matrix:
         UsageError: missing file, unparsable YAML, not a mapping, unknown keys or wrong types: one line naming
             the key (``models[0].shapes``) and the fix.
     """
-    import yaml
-
-    if not path.is_file():
-        raise UsageError(f"--matrix file '{path}' not found (or not a file): check the path")
     source = f"--matrix '{path}'"
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise UsageError(f"{source} is not valid YAML: {str(e).splitlines()[0]} (format: {MATRIX_DOC})") from e
-    if not isinstance(doc, dict):
-        raise UsageError(f"{source}: the file must be a mapping with a models: key, e.g. {_EXAMPLES['models']}"
-                         f" (format: {MATRIX_DOC})")
+    doc = load_mapping(path, source, f"a mapping with a models: key, e.g. {_EXAMPLES['models']} (format: {MATRIX_DOC})")
     try:
         return Matrix.model_validate(doc)
     except ValidationError as e:

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..config import BenchConfig, canonical_backend
+from ..config import BenchConfig, canonical_backend, load_mapping
 from ..errors import UsageError
 from ..results.model import SystemInfo
 
@@ -194,18 +194,9 @@ def load_space(path: Path) -> TuneSpace:
     Raises:
         UsageError: missing file, unparsable, unknown axis or a bad value (one line naming it).
     """
-    import yaml
-
-    if not path.is_file():
-        raise UsageError(f"--space file '{path}' not found (or not a file): check the path")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise UsageError(f"--space '{path}' is not valid YAML: {str(e).splitlines()[0]} (format: {SPACE_DOC})") from e
-    if not isinstance(doc, dict):
-        raise UsageError(f"--space '{path}' must be a mapping of axes, e.g. intra_op_num_threads: [1, 2]"
-                         f" (format: {SPACE_DOC})")
-    return validate_space(doc, f"--space '{path}'")
+    source = f"--space '{path}'"
+    doc = load_mapping(path, source, f"a mapping of axes, e.g. intra_op_num_threads: [1, 2] (format: {SPACE_DOC})")
+    return validate_space(doc, source)
 
 
 def validate_space(doc: dict[str, Any], source: str) -> TuneSpace:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...config import load_mapping
 from ...errors import UsageError
 from .core import DEFAULT_METRICS, METRICS, Gate
 
@@ -60,17 +61,7 @@ def gate_from_file(path: Path) -> dict[str, Any]:
     Raises:
         UsageError: missing or unreadable file, not a mapping, an unknown key or a bad value.
     """
-    import yaml
-
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"gate file '{path}' not found: check --gate") from None
-    except (OSError, yaml.YAMLError) as e:
-        raise UsageError(f"gate file '{path}' is not readable YAML ({e}): fix it or drop --gate") from None
-    doc = doc or {}
-    if not isinstance(doc, dict):
-        raise UsageError(f"gate file '{path}' must be a mapping like 'max-p99-increase: 10%'")
+    doc = load_mapping(path, f"--gate file '{path}'", "a mapping like 'max-p99-increase: 10%'", empty_ok=True)
     out: dict[str, Any] = {"thresholds": {}}
     for raw, v in doc.items():
         key = str(raw).replace("_", "-")
