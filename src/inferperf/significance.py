@@ -113,6 +113,57 @@ def fieller_df(va: float, vb: float, r: float, n_a: int, n_b: int) -> float:
     return (va + r * r * vb) ** 2 / (va**2 / (n_a - 1) + r**4 * vb**2 / (n_b - 1))
 
 
+def pooled_t_pvalue(left: Values, right: Values) -> float:
+    """Two-sided Student's t-test p-value between two samples, pooled variance (as ``scipy.stats.ttest_ind`` with
+    ``equal_var=True``, which Apache Otava's change-point test calls); 1.0 when it cannot be computed (an empty
+    side, or 2 values in all), 0.0 for two distinct constant sides."""
+    a, b = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
+    n1, n2 = a.size, b.size
+    if n1 == 0 or n2 == 0 or n1 + n2 <= 2:
+        return 1.0
+    from scipy.special import stdtr  # Student's t CDF without importing scipy.stats (~0.4-4 s)
+
+    m1, m2 = float(a.mean()), float(b.mean())
+    v1 = float(a.var(ddof=1)) if n1 > 1 else 0.0
+    v2 = float(b.var(ddof=1)) if n2 > 1 else 0.0
+    df = n1 + n2 - 2
+    se = math.sqrt(((n1 - 1) * v1 + (n2 - 1) * v2) / df * (1 / n1 + 1 / n2))
+    if se == 0.0:
+        return 0.0 if m1 != m2 else 1.0
+    return float(min(1.0, 2 * stdtr(df, -abs(m1 - m2) / se)))
+
+
+def welch_t_pvalue(old: Values, new: Values, sign: float = 1.0) -> float:
+    """One-sided Welch t-test p-value that ``sign x (mean(new) - mean(old)) > 0`` (Welch-Satterthwaite df:
+    :func:`fieller_df` at ratio 1); ``nan`` with fewer than 2 values a side; 0 or 1 for two constant sides."""
+    a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
+    if a.size < 2 or b.size < 2:
+        return math.nan
+    from scipy.special import stdtr
+
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    if va + vb == 0:
+        return 0.0 if sign * (b.mean() - a.mean()) > 0 else 1.0
+    t = sign * (b.mean() - a.mean()) / math.sqrt(va + vb)
+    return float(stdtr(fieller_df(va, vb, 1.0, a.size, b.size), -t))
+
+
+def prediction_t_pvalue(x: float, baseline: Values, sign: float = 1.0) -> float:
+    """One-sided p that one new value ``x`` lies beyond ``k`` baseline values in direction ``sign``: the prediction
+    interval's t = sign (x - mean) / (s sqrt(1 + 1/k)), k - 1 df (Hahn & Meeker, *Statistical Intervals*, 1991,
+    sec. 4.4); 0 or 1 for a constant baseline, ``nan`` with fewer than 2 baseline values."""
+    b = np.asarray(baseline, dtype=float)
+    if b.size < 2:
+        return math.nan
+    from scipy.special import stdtr
+
+    sd = float(b.std(ddof=1))
+    if sd == 0.0:
+        return 0.0 if sign * (x - b.mean()) > 0 else 1.0
+    t = sign * (x - b.mean()) / (sd * math.sqrt(1 + 1 / b.size))
+    return float(stdtr(b.size - 1, -t))
+
+
 def mean_ratio_ci(current: Values, baseline: Values, confidence: float = 0.95) -> Interval:
     """Fieller's interval for mean(current) / mean(baseline) of run-level values (one per run).
 

@@ -138,3 +138,23 @@ def test_import_does_not_pull_scipy():
     code = "import sys, inferperf.significance; print('scipy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+def test_the_t_tests_live_here_and_agree_with_scipy() -> None:
+    """Issue 38 item 2: changepoints, the history gate and Fieller each had a t-test of their own."""
+    import numpy as np
+    import pytest
+    from scipy import stats as st
+
+    from inferperf.significance import pooled_t_pvalue, prediction_t_pvalue, welch_t_pvalue
+
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(10, 1, 12), rng.normal(10.8, 1.5, 9)
+    assert pooled_t_pvalue(a, b) == pytest.approx(st.ttest_ind(a, b, equal_var=True).pvalue)
+    assert welch_t_pvalue(a, b, 1.0) == pytest.approx(st.ttest_ind(b, a, equal_var=False, alternative="greater").pvalue)
+    assert welch_t_pvalue(a, b, -1.0) == pytest.approx(st.ttest_ind(b, a, equal_var=False, alternative="less").pvalue)
+    k, x = a.size, 12.5
+    t = (x - a.mean()) / (a.std(ddof=1) * np.sqrt(1 + 1 / k))
+    assert prediction_t_pvalue(x, a, 1.0) == pytest.approx(st.t.sf(t, k - 1))
+    assert pooled_t_pvalue([], b) == 1.0 and np.isnan(welch_t_pvalue([1.0], b)) and np.isnan(prediction_t_pvalue(1.0, [1.0]))
+    assert pooled_t_pvalue([1.0, 1.0], [2.0, 2.0]) == 0.0 and prediction_t_pvalue(2.0, [1.0, 1.0]) == 0.0

@@ -25,12 +25,13 @@ Everything here is a pure function of its arguments (no clock, no randomness).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from ..significance import pooled_t_pvalue
 
 ChangeKind = Literal["change", "environment"]
 
@@ -90,21 +91,8 @@ def qhat_split(x: np.ndarray) -> tuple[int, float]:
 
 
 def _ttest(left: np.ndarray, right: np.ndarray) -> float:
-    """Two-sided Student's t-test p-value (pooled variance, as ``scipy.stats.ttest_ind_from_stats`` with
-    ``equal_var=True``, which Otava calls) between two sides; 1.0 when it cannot be computed."""
-    n1, n2 = len(left), len(right)
-    if n1 == 0 or n2 == 0 or n1 + n2 <= 2:
-        return 1.0
-    from scipy.special import stdtr  # Student's t CDF without importing scipy.stats (~0.4-4 s)
-
-    m1, m2 = float(np.mean(left)), float(np.mean(right))
-    v1 = float(np.var(left, ddof=1)) if n1 > 1 else 0.0
-    v2 = float(np.var(right, ddof=1)) if n2 > 1 else 0.0
-    df = n1 + n2 - 2
-    se = math.sqrt(((n1 - 1) * v1 + (n2 - 1) * v2) / df * (1 / n1 + 1 / n2))
-    if se == 0.0:
-        return 0.0 if m1 != m2 else 1.0
-    return float(min(1.0, 2 * stdtr(df, -abs(m1 - m2) / se)))
+    """Two-sided pooled-variance t-test p-value, as Otava calls it (:func:`inferperf.significance.pooled_t_pvalue`)."""
+    return pooled_t_pvalue(left, right)
 
 
 def _bounds(cps: list[int], n: int) -> list[tuple[int, int]]:

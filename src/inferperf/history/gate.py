@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from ..significance import prediction_t_pvalue, welch_t_pvalue
 from .query import MIN_EFFECT, Point, Series, established, matching, usable
 
 GateVerdict = Literal["regression", "ok", "improvement", "acknowledged", "environment", "inconclusive", "invalid"]
@@ -65,26 +66,13 @@ class CheckReport:
 
 
 def _worse_p(x: float, newest: Point, base: list[Point], direction: str) -> float:
-    """One-sided p that the newest value is worse than the baseline (nan: cannot test)."""
-    from scipy.special import stdtr  # Student's t CDF without importing scipy.stats
-
+    """One-sided p that the newest value is worse than the baseline (nan: cannot test): with 2 or more baseline
+    points the prediction-interval t-test of ``x`` against their medians, with one the Welch test of the two
+    points' per-run values (:mod:`inferperf.significance`)."""
     sign = 1.0 if direction == "lower" else -1.0  # worse = larger for latency, smaller for throughput
     if len(base) >= 2:
-        b = np.array([p.median for p in base])
-        s = float(b.std(ddof=1))
-        if s == 0.0:
-            return 0.0 if sign * (x - b.mean()) > 0 else 1.0
-        t = sign * (x - b.mean()) / (s * math.sqrt(1 + 1 / len(b)))
-        return float(stdtr(len(b) - 1, -t))
-    old, new = np.asarray(base[0].values), np.asarray(newest.values)
-    if len(old) < 2 or len(new) < 2:
-        return math.nan
-    va, vb = old.var(ddof=1) / len(old), new.var(ddof=1) / len(new)  # Welch's t-test, Welch-Satterthwaite df
-    if va + vb == 0:
-        return 0.0 if sign * (new.mean() - old.mean()) > 0 else 1.0
-    df = (va + vb) ** 2 / (va**2 / (len(old) - 1) + vb**2 / (len(new) - 1))
-    t = sign * (new.mean() - old.mean()) / math.sqrt(va + vb)
-    return float(stdtr(df, -t))
+        return prediction_t_pvalue(x, [p.median for p in base], sign)
+    return welch_t_pvalue(base[0].values, newest.values, sign)
 
 
 def judge(s: Series, pts: list[Point], max_regression: float = 0.05, alpha: float = 0.05,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.findings import Finding, batch_vs_one_findings, findings
-from ..analysis.points import as_points, by_workload, case_label, group_by_axis, point, workload_label
+from ..analysis.points import as_points, case_label, group_by_axis, point
 from ..analysis.spikes import find_spikes
 from ..analysis.steady import memory_growth, steady_state
 from ..results.model import Result
