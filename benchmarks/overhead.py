@@ -56,7 +56,7 @@ from inferperf.backends.null import NullBackend
 from inferperf.backends.ort import OnnxRuntimeBackend, _tensor_info
 from inferperf.clock import SYSTEM_CLOCK
 from inferperf.config import BenchConfig, SessionOptions, StopOptions
-from inferperf.measure.loop import measure_stream
+from inferperf.measure.loop import StopRule, measure_stream
 from inferperf.stats import median_ci
 from inferperf.system import collect_system, default_intra_op_threads
 from inferperf.workload.data import build_workload
@@ -150,8 +150,7 @@ def raw_arm(sess: ort.InferenceSession, feeds: list[dict[str, Any]], seconds: fl
 
 def inferperf_arm(runner: Any, feeds: list[dict[str, Any]], seconds: float) -> tuple[int, int]:
     """inferperf's timed loop with the backend's runner over the same session; returns (count, duration ns)."""
-    s = measure_stream(runner, feeds, SYSTEM_CLOCK, min_iterations=1,
-                       min_duration_s=seconds, max_duration_s=seconds * 2)
+    s = measure_stream(runner, feeds, SYSTEM_CLOCK, StopRule(1, 0.0, 1, seconds, seconds * 2))
     if s.errors:
         raise RuntimeError(f"runtime errors in the inferperf arm: {s.errors}")
     count, dur = len(s.latency_ns), s.duration_ns
@@ -245,8 +244,7 @@ def null_part(rounds: int, seconds: float, rng: np.random.Generator) -> dict[str
     n_iter = int(seconds * 1e9 / per)
 
     def arm_inferperf() -> float:
-        s = measure_stream(run, feeds, SYSTEM_CLOCK, min_iterations=1, min_duration_s=seconds,
-                           max_duration_s=seconds * 2)
+        s = measure_stream(run, feeds, SYSTEM_CLOCK, StopRule(1, 0.0, 1, seconds, seconds * 2))
         v = s.duration_ns / len(s.latency_ns)
         del s
         return v

@@ -11,6 +11,7 @@ import pytest
 from inferperf import BenchConfig, SessionOptions, StopOptions, WarmupOptions, WorkloadOptions, bench
 from inferperf.clock import SYSTEM_CLOCK
 from inferperf.measure.concurrent import measure_concurrent
+from inferperf.measure.loop import StopRule
 from inferperf.results.model import TensorInfo
 from inferperf.workload.data import build_workload
 from inferperf.zoo import resolve
@@ -43,7 +44,7 @@ def test_concurrent_outputs_equal_single_thread_outputs(mode):
 
         return run
 
-    s = measure_concurrent([recorder(x) for x in sessions], pools, SYSTEM_CLOCK, 1, 0.0, 30, 0.0, 20.0)
+    s = measure_concurrent([recorder(x) for x in sessions], pools, SYSTEM_CLOCK, StopRule(1, 0.0, 30, 0.0, 20.0))
     assert sum(s.per_stream_counts) >= 30 and all(c > 0 for c in s.per_stream_counts)
     assert set(s.stream_ids) == set(range(streams))
     assert len(got) >= 30
@@ -122,7 +123,7 @@ def test_interrupt_during_warmup_ends_every_stream():
     try:
         with pytest.raises(KeyboardInterrupt):
             # a one-hour warm-up: only the interrupt can end it
-            measure_concurrent([run, run], [[0], [1]], SYSTEM_CLOCK, 1, 3600.0, 10, 0.0, 10.0)
+            measure_concurrent([run, run], [[0], [1]], SYSTEM_CLOCK, StopRule(1, 3600.0, 10, 0.0, 10.0))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)

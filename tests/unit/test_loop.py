@@ -6,7 +6,7 @@ import pytest
 from inferperf.clock import FakeClock
 from inferperf.config import BenchConfig, StopOptions, WarmupOptions
 from inferperf.measure.bench import bench
-from inferperf.measure.loop import measure_stream, warm_up
+from inferperf.measure.loop import StopRule, measure_stream, warm_up
 
 
 def script_runner(clock, latencies_s):
@@ -41,17 +41,17 @@ def test_issue_example_warmup_excluded_cold_start_reported():
 def test_stop_needs_both_minimums():
     clock = FakeClock()
     # 10 ms per call; 5 iterations would take 50 ms but 1 s is required -> 100 calls
-    s = measure_stream(lambda f: clock.advance_ns(10_000_000), [None], clock, 5, 1.0, 10.0)
+    s = measure_stream(lambda f: clock.advance_ns(10_000_000), [None], clock, StopRule(1, 0.0, 5, 1.0, 10.0))
     assert len(s.latency_ns) == 100 and s.stopped_by == "rule"
     clock = FakeClock()
     # 1 ms per call; 1 s reached after 1000 calls but 2000 are required
-    s = measure_stream(lambda f: clock.advance_ns(1_000_000), [None], clock, 2000, 1.0, 10.0)
+    s = measure_stream(lambda f: clock.advance_ns(1_000_000), [None], clock, StopRule(1, 0.0, 2000, 1.0, 10.0))
     assert len(s.latency_ns) == 2000 and s.duration_ns == 2_000_000_000
 
 
 def test_cap_stops_and_is_reported():
     clock = FakeClock()
-    s = measure_stream(lambda f: clock.advance_ns(300_000_000), [None], clock, 100, 0.0, 1.0)
+    s = measure_stream(lambda f: clock.advance_ns(300_000_000), [None], clock, StopRule(1, 0.0, 100, 0.0, 1.0))
     assert len(s.latency_ns) == 4 and s.stopped_by == "cap"  # 0.3, 0.6, 0.9, 1.2 s
 
 
@@ -86,7 +86,7 @@ def test_errors_counted_not_timed():
         if calls["n"] % 4 == 0:
             raise RuntimeError("boom")
 
-    s = measure_stream(run, [None], clock, 30, 0.0, 10.0)
+    s = measure_stream(run, [None], clock, StopRule(1, 0.0, 30, 0.0, 10.0))
     # calls 1..39: every 4th of them (9) fails, 30 succeed; failures take time but leave no sample
     assert len(s.latency_ns) == 30 and s.errors == {"RuntimeError": 9} and s.duration_ns == 39_000_000
 
@@ -100,7 +100,7 @@ def test_feeds_cycled_in_order_after_warmup():
         clock.advance_ns(1)
 
     warm = warm_up(run, [0, 1, 2], clock, 2, 0.0)
-    measure_stream(run, [0, 1, 2], clock, 4, 0.0, 1.0, first_feed=len(warm))
+    measure_stream(run, [0, 1, 2], clock, StopRule(2, 0.0, 4, 0.0, 1.0), first_feed=len(warm))
     assert seen == [0, 1, 2, 0, 1, 2]
 
 

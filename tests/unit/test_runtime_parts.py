@@ -11,6 +11,7 @@ from inferperf.clock import FakeClock
 from inferperf.errors import UsageError
 from inferperf.measure.agreement import agreement, compare_arrays
 from inferperf.measure.async_exec import measure_async
+from inferperf.measure.loop import StopRule
 from inferperf.measure.gpu import GpuSampler
 from inferperf.measure.runtimes import parse_backends, resolve_models
 
@@ -84,7 +85,7 @@ def test_measure_async_closed_loop_counts_streams_and_warmup() -> None:
     ex = FakeExecutor(3, clock)
     pools = [[{"i": 10 * k + j} for j in range(2)] for k in range(3)]
     starts = []
-    s = measure_async(ex, pools, clock, 2, 0.0, 30, 0.0, 5.0, on_start=lambda: starts.append(1))
+    s = measure_async(ex, pools, clock, StopRule(2, 0.0, 30, 0.0, 5.0), on_start=lambda: starts.append(1))
     assert starts == [1]
     assert s.warmup_latency_ns == [[1_000_000] * 2] * 3  # 2 warm-up calls per request, 1 ms each
     # 30 queries of 1 ms back to back, round robin over 3 requests: exactly the minimum, no more
@@ -98,7 +99,7 @@ def test_measure_async_closed_loop_counts_streams_and_warmup() -> None:
 def test_measure_async_cap_on_the_fake_clock() -> None:
     clock = FakeClock()
     ex = FakeExecutor(2, clock, step_ns=400_000_000)
-    s = measure_async(ex, [[{"i": 0}]], clock, 1, 0.0, 100, 0.0, 1.0)
+    s = measure_async(ex, [[{"i": 0}]], clock, StopRule(1, 0.0, 100, 0.0, 1.0))
     # 0.4 s per query: the 1 s cap ends it after 3 queries (at 1.2 s), far short of 100
     assert s.stopped_by == "cap" and len(s.latency_ns) == 3 and s.duration_ns == 1_200_000_000
 

@@ -20,18 +20,14 @@ from typing import Any
 
 from ..clock import Clock
 from .concurrent import StreamSamples
-from .loop import LiveState, RunCallFailed
+from .loop import LiveState, RunCallFailed, StopRule, count_error
 
 
 def measure_async(
     executor: Any,
     feeds: Sequence[Sequence[Any]],
     clock: Clock,
-    warmup_iterations: int,
-    warmup_duration_s: float,
-    min_iterations: int,
-    min_duration_s: float,
-    max_duration_s: float,
+    rule: StopRule,
     live: LiveState | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> StreamSamples:
@@ -41,9 +37,8 @@ def measure_async(
         executor: the backend's executor (see the module docstring).
         feeds: one input pool per stream; request ``k`` cycles through ``feeds[k % len(feeds)]``.
         clock: the real clock (the callback runs on the runtime's threads).
-        warmup_iterations, warmup_duration_s: per-stream warm-up (every request runs at least
-            ``warmup_iterations`` times), never counted; the pool is drained before measuring.
-        min_iterations, min_duration_s, max_duration_s: the stop rule over all streams (s).
+        rule: per-stream warm-up (every request runs at least ``rule.warmup_iterations`` times, never counted;
+            the pool is drained before measuring) and the stop rule over all streams.
         live: optional progress state.
         on_start: called once after warm-up, before measurement starts.
 
@@ -86,16 +81,15 @@ def measure_async(
     if live is not None:
         live.phase = "warmup"
     t_warm = now()
-    warm_end = t_warm + int(warmup_duration_s * 1e9)
+    warm_end = t_warm + int(rule.warmup_duration_s * 1e9)
     try:
         try:
-            while min(idx) < warmup_iterations or now() < warm_end:
+            while min(idx) < rule.warmup_iterations or now() < warm_end:
                 submit()
             executor.wait_all()
         except Exception as e:  # the executor's calls are the runtime's: a request that fails in warm-up
             raise RunCallFailed(e) from e
-        return _measure(executor, submit, state, lat, starts, last_end, warm, now, min_iterations,
-                        min_duration_s, max_duration_s, live, on_start)
+        return _measure(executor, submit, state, lat, starts, last_end, warm, now, rule, live, on_start)
     except BaseException:  # Ctrl-C / SIGTERM: let the requests in flight finish before the session closes
         try:
             executor.wait_all()
@@ -106,8 +100,7 @@ def measure_async(
 
 def _measure(executor: Any, submit: Callable[[], None], state: dict[str, Any], lat: list[list[int]],
              starts: list[list[int]], last_end: list[int], warm: list[list[int]], now: Callable[[], int],
-             min_iterations: int, min_duration_s: float, max_duration_s: float, live: LiveState | None,
-             on_start: Callable[[], None] | None) -> StreamSamples:
+             rule: StopRule, live: LiveState | None, on_start: Callable[[], None] | None) -> StreamSamples:
     """The measured part of :func:`measure_async`, after warm-up drained the requests."""
     n = executor.jobs
     if on_start is not None:
@@ -116,41 +109,32 @@ def _measure(executor: Any, submit: Callable[[], None], state: dict[str, Any], l
     state["measure"] = True
     if live is not None:
         live.phase, live.samples, live.t0_ns = "measure", lat[0], t_begin
-    min_end = t_begin + int(min_duration_s * 1e9)
-    max_end = t_begin + int(max_duration_s * 1e9)
-    stopped_by = "rule"
-    errors: dict[str, int] = {}
-    first_error: BaseException | None = None
+    min_end = t_begin + int(rule.min_duration_s * 1e9)
+    max_end = t_begin + int(rule.max_duration_s * 1e9)
+    out = StreamSamples()
     while True:
         try:
             submit()
         except Exception as e:  # a failed start is counted, like a failed call in a thread stream
-            kind = type(e).__name__
-            errors[kind] = errors.get(kind, 0) + 1
-            first_error = first_error or e
-            if errors[kind] >= 100 and not any(lat):
+            if count_error(out, e) >= 100 and not any(lat):
                 break
         t = now()
         if t >= max_end:
-            stopped_by = "cap"
+            out.stopped_by = "cap"
             break
-        if t >= min_end and sum(len(x) for x in lat) >= min_iterations:
+        if t >= min_end and sum(len(x) for x in lat) >= rule.min_iterations:
             break
     try:
         executor.wait_all()
     except Exception as e:  # a request that failed in flight: the runtime's error
         raise RunCallFailed(e) from e
-    out = StreamSamples(stopped_by=stopped_by)
     out.warmup_latency_ns = warm
     for k in range(n):
         out.latency_ns.extend(lat[k])
         out.start_offsets_ns.extend(starts[k])
         out.stream_ids.extend([k] * len(lat[k]))
         out.per_stream_counts.append(len(lat[k]))
-    out.errors = errors
-    out.first_error = first_error
     out.duration_ns = max(last_end[0] - t_begin, 0)
-    total = sum(out.per_stream_counts)
-    if stopped_by == "cap" and total >= min_iterations and out.duration_ns >= min_duration_s * 1e9:
+    if out.stopped_by == "cap" and not rule.capped(sum(out.per_stream_counts), out.duration_ns):
         out.stopped_by = "rule"
     return out

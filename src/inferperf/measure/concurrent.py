@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import Clock
-from .loop import LiveState, warm_up
+from .loop import LiveState, StopRule, count_error, warm_up
 
 
 @dataclass
@@ -47,10 +47,10 @@ class StreamSamples:
 
 
 class _Stream(threading.Thread):
-    def __init__(self, k, run, feeds, clock, warmup_n, warmup_s, barrier, shared):
+    def __init__(self, k, run, feeds, clock, rule, barrier, shared):
         super().__init__(name=f"inferperf-stream-{k}", daemon=True)
         self.k, self.run_fn, self.feeds, self.clock = k, run, feeds, clock
-        self.warmup_n, self.warmup_s, self.barrier, self.shared = warmup_n, warmup_s, barrier, shared
+        self.rule, self.barrier, self.shared = rule, barrier, shared
         self.warm: list[int] = []
         self.lat: list[int] = []
         self.starts: list[int] = []
@@ -65,7 +65,8 @@ class _Stream(threading.Thread):
         feeds = self.feeds
         n = len(feeds)
         try:
-            self.warm = warm_up(run, feeds, self.clock, self.warmup_n, self.warmup_s, stop=self.shared["stop"])
+            self.warm = warm_up(run, feeds, self.clock, self.rule.warmup_iterations, self.rule.warmup_duration_s,
+                                stop=self.shared["stop"])
             i = len(self.warm)
         except BaseException as e:  # noqa: BLE001 - reported to the caller
             self.failure = e
@@ -86,10 +87,7 @@ class _Stream(threading.Thread):
                 run(feed)
             except Exception as e:  # counted, not timed
                 t1 = now()
-                kind = type(e).__name__
-                self.errors[kind] = self.errors.get(kind, 0) + 1
-                if self.first_error is None:
-                    self.first_error = e
+                count_error(self, e)
             else:
                 t1 = now()
                 lat.append(t1 - t0)
@@ -102,11 +100,7 @@ def measure_concurrent(
     runs: Sequence[Callable[[Any], Any]],
     feeds: Sequence[Sequence[Any]],
     clock: Clock,
-    warmup_iterations: int,
-    warmup_duration_s: float,
-    min_iterations: int,
-    min_duration_s: float,
-    max_duration_s: float,
+    rule: StopRule,
     live: LiveState | None = None,
     poll_s: float = 0.005,
     on_start: Callable[[], None] | None = None,
@@ -117,8 +111,7 @@ def measure_concurrent(
         runs: one runtime callable per stream (the same callable for a shared session).
         feeds: one input pool per stream (distinct inputs per stream).
         clock: the clock (real; the coordinator sleeps ``poll_s`` between checks).
-        warmup_iterations, warmup_duration_s: per-stream warm-up, never counted.
-        min_iterations, min_duration_s, max_duration_s: the stop rule over all streams (s).
+        rule: per-stream warm-up (never counted) and the stop rule over all streams.
         live: optional progress state.
         on_start: called once when measurement starts (after every stream's warm-up),
             e.g. to read CPU times for the measured window only.
@@ -131,7 +124,7 @@ def measure_concurrent(
         Exception: anything else a stream raised during warm-up (an inferperf bug), unchanged.
     """
     shared: dict[str, Any] = {"stop": threading.Event(), "t_begin": 0}
-    streams, barrier = _start_streams(runs, feeds, clock, warmup_iterations, warmup_duration_s, shared, on_start)
+    streams, barrier = _start_streams(runs, feeds, clock, rule, shared, on_start)
     try:
         if live is not None:
             live.phase = "warmup"
@@ -145,7 +138,7 @@ def measure_concurrent(
         t_begin = shared["t_begin"]
         if live is not None:
             live.phase, live.samples, live.t0_ns = "measure", streams[0].lat, t_begin
-        stopped_by = _wait_for_stop(streams, clock, t_begin, min_iterations, min_duration_s, max_duration_s, poll_s)
+        stopped_by = _wait_for_stop(streams, clock, t_begin, rule, poll_s)
     finally:
         # on Ctrl-C/SIGTERM (or a failure) streams may still be warming up or parked at the barrier:
         # stop their warm-up and break the barrier, or join() would wait for them forever
@@ -153,11 +146,11 @@ def measure_concurrent(
         barrier.abort()
         for s in streams:
             s.join()
-    return _pool(streams, t_begin, stopped_by, min_iterations, min_duration_s)
+    return _pool(streams, t_begin, stopped_by, rule)
 
 
 def _start_streams(runs: Sequence[Callable[[Any], Any]], feeds: Sequence[Sequence[Any]], clock: Clock,
-                   warmup_iterations: int, warmup_duration_s: float, shared: dict[str, Any],
+                   rule: StopRule, shared: dict[str, Any],
                    on_start: Callable[[], None] | None) -> tuple[list[_Stream], threading.Barrier]:
     """One started thread per stream and the barrier they meet at after warm-up (one party more: the caller).
 
@@ -171,24 +164,23 @@ def _start_streams(runs: Sequence[Callable[[Any], Any]], feeds: Sequence[Sequenc
         shared["t_begin"] = clock.now_ns()
 
     barrier = threading.Barrier(len(runs) + 1, action=start)
-    streams = [_Stream(k, runs[k], feeds[k], clock, warmup_iterations, warmup_duration_s, barrier, shared)
+    streams = [_Stream(k, runs[k], feeds[k], clock, rule, barrier, shared)
                for k in range(len(runs))]  # fmt: skip
     for s in streams:
         s.start()
     return streams, barrier
 
 
-def _wait_for_stop(streams: list[_Stream], clock: Clock, t_begin: int, min_iterations: int, min_duration_s: float,
-                   max_duration_s: float, poll_s: float) -> str:
+def _wait_for_stop(streams: list[_Stream], clock: Clock, t_begin: int, rule: StopRule, poll_s: float) -> str:
     """Poll every ``poll_s`` until the total count and the elapsed time meet the stop rule (``"rule"``), the cap is
     reached (``"cap"``), or 100 queries failed with none done (``"rule"``: the caller reports the failures)."""
-    min_end = t_begin + int(min_duration_s * 1e9)
-    max_end = t_begin + int(max_duration_s * 1e9)
+    min_end = t_begin + int(rule.min_duration_s * 1e9)
+    max_end = t_begin + int(rule.max_duration_s * 1e9)
     while True:
         clock.sleep(poll_s)
         t = clock.now_ns()
         total = sum(len(s.lat) for s in streams)
-        if total >= min_iterations and t >= min_end:
+        if total >= rule.min_iterations and t >= min_end:
             return "rule"
         if t >= max_end:
             return "cap"
@@ -196,8 +188,7 @@ def _wait_for_stop(streams: list[_Stream], clock: Clock, t_begin: int, min_itera
             return "rule"
 
 
-def _pool(streams: list[_Stream], t_begin: int, stopped_by: str, min_iterations: int,
-          min_duration_s: float) -> StreamSamples:
+def _pool(streams: list[_Stream], t_begin: int, stopped_by: str, rule: StopRule) -> StreamSamples:
     """The streams' samples in one :class:`StreamSamples`; a run the cap stopped that met the rule anyway (its
     last calls finished past the minimums) counts as stopped by the rule."""
     out = StreamSamples(stopped_by=stopped_by)
@@ -211,6 +202,6 @@ def _pool(streams: list[_Stream], t_begin: int, stopped_by: str, min_iterations:
             out.errors[kind] = out.errors.get(kind, 0) + c
         out.first_error = out.first_error or s.first_error
     out.duration_ns = max((s.last_end for s in streams), default=t_begin) - t_begin
-    if out.stopped_by == "cap" and sum(out.per_stream_counts) >= min_iterations and out.duration_ns >= min_duration_s * 1e9:
+    if out.stopped_by == "cap" and not rule.capped(sum(out.per_stream_counts), out.duration_ns):
         out.stopped_by = "rule"
     return out

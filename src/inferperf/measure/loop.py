@@ -47,6 +47,44 @@ class LoopSamples:
     first_error: BaseException | None = None
 
 
+@dataclass(frozen=True)
+class StopRule:
+    """The warm-up and stop rule every measure loop runs by (one argument list for :func:`measure_stream`,
+    :func:`~.concurrent.measure_concurrent` and :func:`~.async_exec.measure_async`).
+
+    Attributes:
+        warmup_iterations, warmup_duration_s: warm-up until both are reached (never counted; per stream).
+        min_iterations, min_duration_s: measurement until both are met (the count over all streams), capped by
+        max_duration_s (s).
+    """
+
+    warmup_iterations: int
+    warmup_duration_s: float
+    min_iterations: int
+    min_duration_s: float
+    max_duration_s: float
+
+    @classmethod
+    def of(cls, warmup: Any, stop: Any) -> StopRule:
+        """From a config's ``warmup`` (``iterations``, ``duration_s``) and ``stop`` (``min_iterations``,
+        ``min_duration_s``, ``max_duration_s``)."""
+        return cls(warmup.iterations, warmup.duration_s, stop.min_iterations, stop.min_duration_s, stop.max_duration_s)
+
+    def capped(self, count: int, duration_ns: int) -> bool:
+        """Whether a run that reached the cap with ``count`` queries in ``duration_ns`` missed a minimum."""
+        return count < self.min_iterations or duration_ns < self.min_duration_s * 1e9
+
+
+def count_error(holder: Any, e: BaseException) -> int:
+    """Count the failed query ``e`` in ``holder.errors`` (by exception kind) and keep it as ``holder.first_error``
+    when it is the first; returns how many of its kind there are. The one error count of the measure loops."""
+    kind = type(e).__name__
+    holder.errors[kind] = n = holder.errors.get(kind, 0) + 1
+    if holder.first_error is None:
+        holder.first_error = e
+    return n
+
+
 class RunCallFailed(Exception):
     """The runtime call itself raised (warm-up, the cold first inference, a reference run).
 
@@ -129,9 +167,7 @@ def measure_stream(
     run: Callable[[Any], Any],
     feeds: Sequence[Any],
     clock: Clock,
-    min_iterations: int,
-    min_duration_s: float,
-    max_duration_s: float,
+    rule: StopRule,
     live: LiveState | None = None,
     first_feed: int = 0,
 ) -> LoopSamples:
@@ -145,7 +181,7 @@ def measure_stream(
         run: the runtime call, ``run(feed)``.
         feeds: the input pool, cycled from ``first_feed``.
         clock: a :class:`~inferperf.clock.Clock`.
-        min_iterations, min_duration_s, max_duration_s: the stop rule (s).
+        rule: the stop rule (its warm-up part is :func:`warm_up`'s).
         live: optional progress state (read-only for other threads).
     """
     now = clock.now_ns
@@ -163,8 +199,9 @@ def measure_stream(
     s.t0_ns = t_begin
     if live is not None:
         live.t0_ns = t_begin
-    min_end = t_begin + int(min_duration_s * 1e9)
-    max_end = t_begin + int(max_duration_s * 1e9)
+    min_iterations = rule.min_iterations
+    min_end = t_begin + int(rule.min_duration_s * 1e9)
+    max_end = t_begin + int(rule.max_duration_s * 1e9)
     t1 = t_begin
     while True:
         feed = feeds[i % n]
@@ -173,10 +210,7 @@ def measure_stream(
             run(feed)
         except Exception as e:  # counted, not timed; the loop goes on
             t1 = now()
-            kind = type(e).__name__
-            s.errors[kind] = s.errors.get(kind, 0) + 1
-            if s.first_error is None:
-                s.first_error = e
+            count_error(s, e)
         else:
             t1 = now()
             push0(t0)

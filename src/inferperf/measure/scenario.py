@@ -22,7 +22,7 @@ from ..clock import Clock
 from ..config import BenchConfig
 from .async_exec import measure_async
 from .concurrent import measure_concurrent
-from .loop import LiveState, RunCallFailed, call_runtime, measure_stream, warm_up
+from .loop import LiveState, RunCallFailed, StopRule, call_runtime, measure_stream, warm_up
 
 #: the batch-1 reference's bounds: it stops at whichever comes first
 REFERENCE_QUERIES = 50
@@ -87,8 +87,7 @@ def run_scenario(cfg: BenchConfig, backend: Any, runners: Sequence[Callable[[Any
         warm = warm_up(runners[0], feeds, clock, cfg.warmup.iterations, cfg.warmup.duration_s, live)
         cpu_before = proc.cpu_times()
         with sampler or nullcontext():
-            s = measure_stream(runners[0], feeds, clock, cfg.stop.min_iterations, cfg.stop.min_duration_s,
-                               cfg.stop.max_duration_s, live, first_feed=len(warm))
+            s = measure_stream(runners[0], feeds, clock, StopRule.of(cfg.warmup, cfg.stop), live, first_feed=len(warm))
         out = Measured(s.latency_ns, s.start_offsets_ns, [], [len(s.latency_ns)], s.duration_ns, s.errors,
                        s.stopped_by, warm, warm[0], _cpu_s(proc.cpu_times()) - _cpu_s(cpu_before),
                        first_error=s.first_error)
@@ -117,17 +116,11 @@ def _concurrent(cfg: BenchConfig, backend: Any, runners: Sequence[Callable[[Any]
     with sampler or nullcontext():
         if executor is not None:
             settings["concurrent_executor"] = f"{executor.description} ({executor.jobs} requests)"
-            c = measure_async(
-                executor, pools, clock, cfg.warmup.iterations, cfg.warmup.duration_s,
-                stop.min_iterations, stop.min_duration_s, stop.max_duration_s, live,
-                on_start=lambda: marks.__setitem__("cpu", proc.cpu_times()),
-            )
+            c = measure_async(executor, pools, clock, StopRule.of(cfg.warmup, stop), live,
+                              on_start=lambda: marks.__setitem__("cpu", proc.cpu_times()))
         else:
-            c = measure_concurrent(
-                runners, pools, clock, cfg.warmup.iterations, cfg.warmup.duration_s,
-                stop.min_iterations, stop.min_duration_s, stop.max_duration_s, live,
-                on_start=lambda: marks.__setitem__("cpu", proc.cpu_times()),
-            )
+            c = measure_concurrent(runners, pools, clock, StopRule.of(cfg.warmup, stop), live,
+                                   on_start=lambda: marks.__setitem__("cpu", proc.cpu_times()))
     warm_all = [first_ns] + [x for ws in c.warmup_latency_ns for x in ws]
     return Measured(c.latency_ns, c.start_offsets_ns, c.stream_ids, c.per_stream_counts, c.duration_ns, c.errors,
                     c.stopped_by, warm_all, first_ns, _cpu_s(proc.cpu_times()) - _cpu_s(marks["cpu"]), settings,
@@ -177,7 +170,7 @@ def batch1_reference(run: Callable[[Any], Any], feeds: Sequence[dict[str, Any]],
         warm_up(run, ones, clock, REFERENCE_WARMUP, 0.0)
     except RunCallFailed as e:
         return None, f"batch-1 reference not run: this session refuses batch 1 ({str(e)[:160]})"
-    s = measure_stream(run, ones, clock, REFERENCE_QUERIES, 0.0, REFERENCE_MAX_S)
+    s = measure_stream(run, ones, clock, StopRule(REFERENCE_WARMUP, 0.0, REFERENCE_QUERIES, 0.0, REFERENCE_MAX_S))
     if not s.latency_ns or s.duration_ns <= 0:
         return None, "batch-1 reference not run: every batch-1 query failed on this session"
     ref_sps = len(s.latency_ns) / (s.duration_ns / 1e9)
