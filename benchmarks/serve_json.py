@@ -24,7 +24,8 @@ import numpy as np
 import orjson
 
 from inferperf.serve import json_tensors
-from inferperf.serve.protocol import TensorSpec, decode_request
+from inferperf.serve.protocol import decode_request
+from inferperf.serve.tensor_types import TensorSpec
 
 SHAPES = {"1x3x224x224": (1, 3, 224, 224), "1x3x64x64": (1, 3, 64, 64), "1x128": (1, 128)}
 

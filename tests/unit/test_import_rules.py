@@ -258,3 +258,29 @@ def test_an_import_cycle_is_found(tmp_path: Path) -> None:
 def test_a_new_top_level_package_needs_a_row(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="'profile' has no row"):
         check(_tree(tmp_path, {"profile/__init__.py": ""}))
+
+
+def two_file_circles(src: Path = SRC) -> list[tuple[str, str]]:
+    """Pairs of modules that import each other, counting function-level imports (which hide a circle from Python
+    but not from a reader): ``(a, b)`` with ``a < b``. A package's ``__init__`` importing its own modules (a curated
+    public API) is left out."""
+    edges: dict[str, set[str]] = {}
+    for path in sorted(src.rglob("*.py")):
+        module, package = _module_name(path, src)
+        if path.name == "__init__.py":
+            continue
+        edges[module] = {t for _, t in _targets(ast.parse(path.read_text(), str(path)), package, src)}
+    return sorted({tuple(sorted((a, b))) for a, targets in edges.items() for b in targets  # type: ignore[misc]
+                   if b != a and a in edges.get(b, set())})
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """Issue 38 item 4: serve/protocol <-> classification, serve/repository <-> triton_model, sweep/run <-> output and
+    cli/bench <-> compare imported each other (behind function-level imports)."""
+    assert two_file_circles() == []
+
+
+def test_a_circle_hidden_in_a_function_is_found(tmp_path: Path) -> None:
+    src = _tree(tmp_path, {"serve/__init__.py": "", "serve/a.py": "from .b import x\n",
+                           "serve/b.py": "def f():\n    from .a import y\n"})
+    assert two_file_circles(src) == [("inferperf.serve.a", "inferperf.serve.b")]

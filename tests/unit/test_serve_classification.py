@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from inferperf.serve.classification import ClassificationError, top_k
-from inferperf.serve.protocol import ProtocolError, TensorSpec, decode_request, encode_response
+from inferperf.serve.protocol import decode_request, encode_response
+from inferperf.serve.tensor_types import ProtocolError, TensorSpec
 
 X = TensorSpec("x", "FP32", (-1, 4))
 Y = TensorSpec("y", "FP32", (-1, 4), labels=("zero", "one", "", "three"))

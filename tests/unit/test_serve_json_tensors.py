@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from inferperf.serve import json_tensors
-from inferperf.serve.protocol import ProtocolError, TensorSpec, decode_request
+from inferperf.serve.protocol import decode_request
+from inferperf.serve.tensor_types import ProtocolError, TensorSpec
 
 pytestmark = pytest.mark.skipif(not json_tensors.available(), reason="pysimdjson missing: pip install pysimdjson")
 

@@ -9,14 +9,8 @@ import numpy as np
 import orjson
 import pytest
 
-from inferperf.serve.protocol import (
-    HEADER_LENGTH,
-    InferRequest,
-    ProtocolError,
-    TensorSpec,
-    decode_request,
-    encode_response,
-)
+from inferperf.serve.protocol import HEADER_LENGTH, InferRequest, decode_request, encode_response
+from inferperf.serve.tensor_types import ProtocolError, TensorSpec
 
 X = TensorSpec("x", "FP32", (-1, 3))
 Y = TensorSpec("y", "FP32", (-1, 2))

@@ -86,7 +86,7 @@ def ab_command(models: tuple[str, str], cfg: object, output: Path | None, repeat
 
     from ..measure.ab import run_ab
     from ..results.io import save
-    from .bench import output_path
+    from .outputs import output_path
 
     out = output or Path("inferperf-ab")
     if out.suffix.lower() == ".json":

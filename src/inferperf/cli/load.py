@@ -31,7 +31,7 @@ from ..serve.child import own_server, split_cpus
 from . import app
 from .history import HistoryOpt, record_written, stamps
 from .load_lines import IntervalLog, hard_stop_line, interval_line, kept_line, refused_line, soak_intervals
-from .bench import check_writable, output_path
+from .outputs import check_writable, output_path
 from .render import plain
 
 Opt = typer.Option

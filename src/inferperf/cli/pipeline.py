@@ -12,7 +12,7 @@ from rich.console import Console
 
 from ..errors import GateFailed, UsageError
 from . import app
-from .bench import check_writable
+from .outputs import check_writable
 
 Opt = typer.Option
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ..errors import UsageError
 from . import app
-from .bench import check_writable
+from .outputs import check_writable
 from .options import (Backend, Dim, ExecutionMode, GraphOptimizationLevel, InterOpThreads, IntraOpThreads, Providers,
     SessionConfig, Shape, build_config)
 
@@ -198,7 +198,7 @@ def serve_command(
     if output is not None:
         from ..results.io import save
         from ..serve.result import serve_result
-        from .bench import output_path
+        from .outputs import output_path
 
         result = serve_result(served, model, cfg, command=["inferperf", *sys.argv[1:]])
         print(f"result written to {save(result, output_path(output, result))}", file=sys.stderr)

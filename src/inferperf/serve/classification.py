@@ -42,7 +42,7 @@ def top_k(arr: np.ndarray, count: int, labels: Sequence[str] | None = None, batc
         ClassificationError: a dtype Triton does not classify (FP16, BF16, BOOL, BYTES).
     """
     if arr.dtype not in _CLASSIFIED:
-        from .protocol import datatype_of
+        from .tensor_types import datatype_of
 
         raise ClassificationError(f"class result not available for output due to unsupported type"
                                   f" '{datatype_of(arr) if arr.dtype.kind != 'V' else arr.dtype}'")

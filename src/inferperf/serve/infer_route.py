@@ -23,7 +23,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import RuntimeFailure
 from .errors import Cancelled, ServeError
-from .protocol import HEADER_LENGTH, ProtocolError, decode_request, encode_response
+from .protocol import HEADER_LENGTH, decode_request, encode_response
+from .tensor_types import ProtocolError
 
 _HEADER_LENGTH = HEADER_LENGTH.encode()
 

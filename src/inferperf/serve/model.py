@@ -35,7 +35,7 @@ from .batcher import BatchPolicy, DynamicBatcher, NullObserver, Observer, Reques
 from .errors import InvalidInput, ModelExecutionError, NotReady
 from .instances import InstancePool
 from .options import AUTO_MAX_BATCH_SIZE, ServeOptions
-from .protocol import NUMPY_DTYPE, TensorSpec
+from .tensor_types import NUMPY_DTYPE, TensorSpec
 from .signature import given_shapes, meta_shape, served_max_batch_size
 from .warmup import probed_outputs, warm_feeds
 

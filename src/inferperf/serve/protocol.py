@@ -40,54 +40,17 @@ import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import orjson
 
 from . import json_tensors
 from .classification import ClassificationError, top_k
+from .tensor_types import NUMPY_DTYPE, ProtocolError, TensorLike, datatype_of
 
-#: KServe v2 datatype -> numpy dtype (BYTES -> object array of ``bytes``).
-NUMPY_DTYPE: dict[str, Any] = {
-    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
-    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
-    "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
-    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
-    "BYTES": np.dtype(object),
-}  # fmt: skip
-_DATATYPE_OF = {v: k for k, v in NUMPY_DTYPE.items() if k != "BYTES"}
-#: KServe datatype -> Triton model-config ``data_type``.
-TRITON_DATA_TYPE = {k: ("TYPE_STRING" if k == "BYTES" else f"TYPE_{k}") for k in NUMPY_DTYPE}
 HEADER_LENGTH = "inference-header-content-length"
 _U32 = struct.Struct("<I")
-
-
-class ProtocolError(Exception):
-    """A request the protocol refuses; ``status`` is the HTTP code (400 unless stated)."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class TensorLike(Protocol):
-    """Model tensor metadata: ``name``, KServe ``datatype`` and ``shape`` (-1 = free, batch dim included)."""
-
-    name: str
-    datatype: str
-    shape: Sequence[int]
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A model input or output as the protocol sees it (``shape`` has -1 for free dims); ``labels``: an
-    output's class labels by index, for the classification extension (None = none)."""
-
-    name: str
-    datatype: str
-    shape: tuple[int, ...]
-    labels: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -110,20 +73,6 @@ class InferRequest:
     classification: dict[str, int] = field(default_factory=dict)
     labels: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     batched: bool = False
-
-
-def datatype_of(array: np.ndarray) -> str:
-    """KServe datatype of a numpy array (object/str arrays are BYTES).
-
-    Raises:
-        ProtocolError: 500 for a dtype KServe cannot carry.
-    """
-    if array.dtype.kind in "OSU":
-        return "BYTES"
-    try:
-        return _DATATYPE_OF[array.dtype]
-    except KeyError:
-        raise ProtocolError(f"output dtype {array.dtype} has no KServe v2 datatype", status=500) from None
 
 
 def _as_dict(value: Any, what: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from ..config import BenchConfig
 from ..errors import UsageError
+from .paths import confined
 from .options import ServeOptions
 from .triton_config import TensorConfig, TritonConfigError
 from .triton_config import parse as parse_triton_config
@@ -55,18 +56,6 @@ class RepositoryModel:
     warnings: list[str] = field(default_factory=list)
     declared: tuple[list[TensorConfig], list[TensorConfig]] = ([], [])
     folder: Path | None = None
-
-
-def confined(root: Path, path: Path, what: str) -> Path:
-    """``path`` with symlinks resolved, provided it stays inside ``root`` (itself resolved).
-
-    Raises:
-        UsageError: it leaves the repository (names ``what`` and both paths).
-    """
-    real, top = path.resolve(), root.resolve()
-    if real != top and top not in real.parents:
-        raise UsageError(f"{what} '{path}' resolves to '{real}', outside the model repository '{top}': refused")
-    return real
 
 
 def check_name(name: str, what: str = "model name") -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._version import __version__
-from .protocol import TRITON_DATA_TYPE
+from .tensor_types import TRITON_DATA_TYPE
 
 #: Extensions listed by ``GET /v2``.
 EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "statistics"]

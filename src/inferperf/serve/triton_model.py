@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from .protocol import TensorSpec
+from .paths import confined
+from .tensor_types import TensorSpec
 from .triton_config import TensorConfig
 
 
@@ -102,8 +103,6 @@ def read_labels(folder: Path, outputs: Sequence[TensorConfig], root: Path) -> di
     Raises:
         UsageError: a label file missing, unreadable, or outside the repository.
     """
-    from .repository import confined
-
     labels = {}
     for t in outputs:
         if not t.label_filename:

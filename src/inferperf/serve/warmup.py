@@ -35,8 +35,9 @@ from ..errors import UsageError
 from ..results.model import TensorInfo
 from ..workload.data import build_workload
 from .batcher import NullObserver
-from .protocol import HEADER_LENGTH, datatype_of
+from .protocol import HEADER_LENGTH
 from .protocol import _binary_data as binary_data
+from .tensor_types import datatype_of
 
 
 def _rows_of(arr: np.ndarray, rows: int) -> np.ndarray:

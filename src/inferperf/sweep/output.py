@@ -9,7 +9,7 @@ from typing import Any
 
 from ..fsutil import atomic_open
 from ..results.model import Result
-from .run import SweepOutcome
+from .outcome import SweepOutcome
 
 COLUMNS = [
     "label", "model", "backend", "shapes", "batch", "intra_op_num_threads", "concurrency", "session_mode", "execution_mode",

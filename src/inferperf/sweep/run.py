@@ -18,30 +18,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analysis.findings import Finding, findings
+from ..analysis.findings import findings
 from ..errors import InferperfError, UsageError
 from ..fsutil import atomic_write_text
 from ..measure.rounds import shuffled_rounds
 from ..measure.runner import aggregate, run_in_worker
 from ..results.io import load, save
 from ..results.model import Result
+from .outcome import SweepOutcome
+from .output import write_csv
 from .space import Case
-
-
-@dataclass
-class SweepOutcome:
-    """What a sweep produced: pooled Results per case (keyed by the case's index), failures, findings."""
-
-    cases: list[Case]
-    results: dict[int, Result] = field(default_factory=dict)
-    failures: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-    skipped_runs: int = 0
-    measured_runs: int = 0
 
 
 def _write_json(path: Path, doc: Any) -> None:
@@ -159,7 +148,6 @@ def run_sweep(
             out.results[i] = pooled
     out.findings = findings(out.results.values())
     _write_json(output / "findings.json", [f.as_dict() for f in out.findings])
-    from .output import write_csv
 
     write_csv(out, output / "sweep.csv")
     return out
