@@ -76,3 +76,17 @@ def utc_now() -> _dt.datetime:
     """The wall clock now, timezone-aware UTC: for timestamps people read (log lines), never for durations
     (those come from a :class:`Clock`'s monotonic ``now_ns``)."""
     return _dt.datetime.now(_dt.timezone.utc)
+
+
+def wall_s() -> float:
+    """Seconds since the epoch (:func:`time.time`): for instants other processes or machines compare (a tune
+    worker's heartbeat in a shared study) and that tools report (Triton's ``last_inference``), never for durations
+    (those come from a :class:`Clock`)."""
+    return time.time()
+
+
+def monotonic_s() -> float:
+    """The system clock's monotonic reading in seconds (``SYSTEM_CLOCK.now_ns() / 1e9``): deadlines and waits of
+    orchestration code (tune's time budget, a lock's wait) that runs on the real clock."""
+    return SYSTEM_CLOCK.now_ns() / 1e9
+

@@ -284,3 +284,16 @@ def test_a_circle_hidden_in_a_function_is_found(tmp_path: Path) -> None:
     src = _tree(tmp_path, {"serve/__init__.py": "", "serve/a.py": "from .b import x\n",
                            "serve/b.py": "def f():\n    from .a import y\n"})
     assert two_file_circles(src) == [("inferperf.serve.a", "inferperf.serve.b")]
+
+
+def test_time_is_read_through_the_clock() -> None:
+    """Issue 38 item 5: serve/model.py, cli/render.py and tune/'s deadlines, lock and heartbeats read time.time,
+    time.monotonic or perf_counter directly; they go through inferperf.clock now (SYSTEM_CLOCK, monotonic_s, and
+    wall_s where an instant other processes compare is meant)."""
+    import re
+
+    direct = re.compile(r"\btime\.(time|monotonic|perf_counter|perf_counter_ns|monotonic_ns|time_ns)\(")
+    files = [SRC / "serve" / "model.py", SRC / "cli" / "render.py", *sorted((SRC / "tune").glob("*.py"))]
+    hits = [f"{f.relative_to(SRC)}:{i}" for f in files for i, line in enumerate(f.read_text().splitlines(), 1)
+            if direct.search(line)]
+    assert hits == []

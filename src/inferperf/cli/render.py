@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..clock import SYSTEM_CLOCK
 from ..analysis.points import format_cpulist
 from ..measure.loop import LiveState
 from ..measure.speedup import sig
@@ -150,7 +150,7 @@ def live_progress(live: LiveState, min_iterations: int, min_duration_s: float, c
         while not stop.wait(0.1):
             n = len(live.samples)
             if live.phase == "measure" and live.t0_ns:
-                elapsed = (time.perf_counter_ns() - live.t0_ns) / 1e9
+                elapsed = (SYSTEM_CLOCK.now_ns() - live.t0_ns) / 1e9  # the measure loop's clock
                 frac = min(n / min_iterations, elapsed / min_duration_s if min_duration_s else 1.0)
                 progress.update(task, description="measuring", completed=min(frac, 1.0), count=n)
             else:

@@ -14,7 +14,6 @@ for free dims, the batch dim included as -1 when ``max_batch_size`` > 0.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..clock import SYSTEM_CLOCK, Clock
+from ..clock import SYSTEM_CLOCK, Clock, wall_s
 from ..config import BenchConfig
 from ..measure.batching import make_batchable, needs_batching
 from ..measure.facts import torch_facts
@@ -312,7 +311,7 @@ class ServedModel:
             c.add(ns)
         st.inference_count += total
         st.execution_count += 1
-        st.last_inference_ms = int(time.time() * 1000)
+        st.last_inference_ms = int(wall_s() * 1000)  # epoch ms, as Triton's statistics report it
         self._observer.batch_executed(self.name, total, n, queue_ns, compute_ns, False, out.instance)
 
     def reset_stats(self) -> None:

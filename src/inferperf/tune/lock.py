@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..clock import monotonic_s
 from ..config import BenchConfig
 from ..results.model import Result
 
@@ -40,10 +40,10 @@ def held(path: Path) -> Iterator[float]:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as f:
-        t0 = time.monotonic()
+        t0 = monotonic_s()
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
-            yield time.monotonic() - t0
+            yield monotonic_s() - t0
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib.util
 import socket
-import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, Callable
 from pydantic import ConfigDict, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from ..clock import SYSTEM_CLOCK, monotonic_s
 from ..config import BenchConfig
 from ..errors import BackendUnavailable, UsageError
 from ..results.model import SystemInfo
@@ -276,7 +276,7 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
                               plan=spec.plan, output=spec.output, search_budget=search_budget, fingerprint=fp,
                               serve_base=spec.serve_base, variants=spec.variants,
                               variant_sha256={k: _model_hash(v) for k, v in spec.variants.items()},
-                              deadline=time.monotonic() + spec.timeout_s if spec.timeout_s else None)
+                              deadline=monotonic_s() + spec.timeout_s if spec.timeout_s else None)
     if on_start is not None:
         on_start()
     sp = search(study, budget_study, settings, evaluator, info, on_trial)
@@ -322,9 +322,9 @@ def _wait_for_others(study: Any, deadline: float | None, poll_s: float = 2.0, ca
 
     from .study import sweep_stale
 
-    end = min(deadline or float("inf"), time.monotonic() + cap_s)
-    while time.monotonic() < end:
+    end = min(deadline or float("inf"), monotonic_s() + cap_s)
+    while monotonic_s() < end:
         sweep_stale(study)
         if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             return
-        time.sleep(poll_s)
+        SYSTEM_CLOCK.sleep(poll_s)

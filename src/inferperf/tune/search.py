@@ -24,12 +24,12 @@ One pass of :func:`search` per process; any number of processes may share a stud
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clock import monotonic_s
 from ..config import BenchConfig
 from ..errors import InferperfError, UsageError
 from ..fsutil import atomic_write_json
@@ -55,7 +55,7 @@ class SearchSettings:
         base: the configuration every trial starts from (shapes, stop rule margins, ...).
         serve_base: ServeOptions fields every served trial starts from.
         search_budget: tickets for search measurements (all workers together).
-        deadline: ``time.monotonic()`` value after which no new trial starts (None = none).
+        deadline: :func:`inferperf.clock.monotonic_s` value after which no new trial starts (None = none).
         max_cached: stop after this many cached answers in a row (the sampler keeps proposing measured points).
         explore_after: after this many cached answers in a row, enqueue one feasible configuration nobody has
             measured yet (chosen at random), so a converged sampler does not leave budget and space unused.
@@ -184,7 +184,7 @@ class _Pass:
 
     def ended(self) -> str:
         """Why the pass ends before asking for another trial (``""``: it goes on); sweeps stale trials."""
-        if self.s.deadline is not None and time.monotonic() >= self.s.deadline:
+        if self.s.deadline is not None and monotonic_s() >= self.s.deadline:
             return "time budget (--timeout-s) spent"
         sweep_stale(self.study)
         if len({t.user_attrs.get("config_key") for t in measured_trials(self.study)}) >= self.grid_size:

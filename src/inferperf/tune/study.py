@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..clock import wall_s
 from ..errors import BackendUnavailable, UsageError
 
 HEARTBEAT_S = 10
@@ -126,7 +126,7 @@ def sweep_stale(study: Any, grace_s: float = GRACE_S, now: float | None = None) 
     """
     import optuna
 
-    now = time.time() if now is None else now
+    now = wall_s() if now is None else now  # heartbeats are compared across workers and machines: wall time
     failed = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         beat = t.user_attrs.get("heartbeat", t.datetime_start.timestamp() if t.datetime_start else now)
@@ -151,9 +151,9 @@ def heartbeat(study: Any, trial: Any, interval_s: float = HEARTBEAT_S) -> Iterat
         """Refresh the attribute until told to stop."""
         while not stop.wait(interval_s):
             with contextlib.suppress(Exception):
-                trial.set_user_attr("heartbeat", time.time())
+                trial.set_user_attr("heartbeat", wall_s())
 
-    trial.set_user_attr("heartbeat", time.time())
+    trial.set_user_attr("heartbeat", wall_s())
     t = threading.Thread(target=beat, name="inferperf-tune-heartbeat", daemon=True)
     t.start()
     try:
