@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,10 +46,10 @@ import orjson
 
 from . import json_tensors
 from .classification import ClassificationError, top_k
+from .binary_tensors import binary_data, decode_binary
 from .tensor_types import NUMPY_DTYPE, ProtocolError, TensorLike, datatype_of
 
 HEADER_LENGTH = "inference-header-content-length"
-_U32 = struct.Struct("<I")
 
 
 @dataclass
@@ -192,47 +191,6 @@ def _flatten(data: list[Any]) -> list[Any]:
     return out
 
 
-def _decode_binary(name: str, body: bytes, offset: int, size: Any, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
-    if type(size) is not int or size < 0:
-        raise ProtocolError(f"input '{name}': binary_data_size {size!r} must be a non-negative integer")
-    if offset + size > len(body):
-        raise ProtocolError(
-            f"input '{name}': binary_data_size {size} runs past the body ({len(body) - offset} bytes left)"
-        )
-    n = math.prod(shape)
-    if datatype == "BYTES":
-        return _decode_bytes(name, body, offset, size, n).reshape(shape)
-    dtype = NUMPY_DTYPE[datatype]
-    if n * dtype.itemsize != size:
-        raise ProtocolError(
-            f"input '{name}': shape {list(shape)} of {datatype} needs {n * dtype.itemsize} bytes,"
-            f" binary_data_size is {size}"
-        )
-    return np.frombuffer(body, dtype=dtype, count=n, offset=offset).reshape(shape)
-
-
-def _decode_bytes(name: str, body: bytes, offset: int, size: int, n: int) -> np.ndarray:
-    """BYTES elements: 4-byte little-endian length, then the bytes; exactly ``n`` of them in ``size`` bytes."""
-    if n * 4 > size:
-        raise ProtocolError(f"input '{name}': {n} BYTES elements need at least {n * 4} bytes, got {size}")
-    end, pos = offset + size, offset
-    items = []
-    for i in range(n):
-        if pos + 4 > end:
-            raise ProtocolError(f"input '{name}': BYTES element {i} has a truncated length prefix")
-        (length,) = _U32.unpack_from(body, pos)
-        pos += 4
-        if pos + length > end:
-            raise ProtocolError(f"input '{name}': BYTES element {i} claims {length} bytes, {end - pos} left")
-        items.append(body[pos : pos + length])
-        pos += length
-    if pos != end:
-        raise ProtocolError(f"input '{name}': {end - pos} bytes left after {n} BYTES elements")
-    arr = np.empty(n, dtype=object)
-    arr[:] = items
-    return arr
-
-
 def decode_request(
     body: bytes,
     header_length: str | None,
@@ -275,7 +233,7 @@ def decode_request(
             if "data" in entry:
                 raise ProtocolError(f"input '{name}': give 'data' or binary_data_size, not both")
             size = params["binary_data_size"]
-            arrays[name] = _decode_binary(name, body, offset, size, spec.datatype, shape)
+            arrays[name] = decode_binary(name, body, offset, size, spec.datatype, shape)
             offset += size
         elif "data" in entry:
             arrays[name] = _decode_json_data(name, entry["data"], spec.datatype, shape)
@@ -358,16 +316,6 @@ def _json_data(name: str, arr: np.ndarray, nonfinite: str = "error") -> Any:
     return flat.astype(np.float32) if flat.dtype == np.float16 else flat  # orjson has no float16
 
 
-def _binary_data(arr: np.ndarray) -> bytes | memoryview:
-    if arr.dtype.kind in "OSU":
-        parts = []
-        for x in arr.reshape(-1).tolist():
-            b = x if isinstance(x, bytes) else str(x).encode()
-            parts += [_U32.pack(len(b)), b]
-        return b"".join(parts)
-    return memoryview(np.ascontiguousarray(arr)).cast("B")
-
-
 def encode_response(
     model_name: str, model_version: str, req: InferRequest, outputs: dict[str, np.ndarray],
     nonfinite: str = "error",
@@ -400,7 +348,7 @@ def encode_response(
                 raise ProtocolError(f"output '{name}': {e}") from None
         entry: dict[str, Any] = {"name": name, "datatype": datatype_of(arr), "shape": list(arr.shape)}
         if req.binary.get(name, req.binary_default):
-            blob = _binary_data(arr)
+            blob = binary_data(arr)
             entry["parameters"] = {"binary_data_size": len(blob) if isinstance(blob, bytes) else blob.nbytes}
             blobs.append(blob)
         else:

@@ -36,7 +36,7 @@ from ..results.model import TensorInfo
 from ..workload.data import build_workload
 from .batcher import NullObserver
 from .protocol import HEADER_LENGTH
-from .protocol import _binary_data as binary_data
+from .binary_tensors import binary_data
 from .tensor_types import datatype_of
 
 
