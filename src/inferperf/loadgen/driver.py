@@ -51,9 +51,9 @@ import numpy as np
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..policy.arrivals import Schedule
-from .deadlines import Deadlines, tick_for
+from .deadlines import Deadlines
 from .samples import Closed, Open, StepSamples, cpu_seconds, window_figures
-from .span import measure_span
+from .span import measure_span, start_sending, wind_down
 from .event_loop import loop_name
 from .windows import WindowRule, _window, is_stable
 from .transport import CLIENT_ERROR, CONNECT, TIMEOUT, Connection, ConnectError, ConnectionPool, Response, Transport
@@ -349,11 +349,11 @@ async def run_step(
     tasks: set[asyncio.Task[None]] = set()
     watchdog = asyncio.ensure_future(run.deadlines.run())
     try:
-        main, senders = _start_sending(run, mode, t0, tasks)
+        main, senders = start_sending(run, mode, t0, tasks)
         start = t0 + round(warmup_s * 1e9)
         run.measure_start_ns = start
         span, cpu_s = await measure_span(run, windows, start, duration_s, on_window, cpu)
-        await _wind_down(run, main, senders, tasks, keep_connections=not own_pool, timeout_s=timeout_s)
+        await wind_down(run, main, senders, tasks, keep_connections=not own_pool, timeout_s=timeout_s)
     finally:
         watchdog.cancel()
     if own_pool:
@@ -373,41 +373,6 @@ async def run_step(
         rejection=run.rejection, lost=run.lost, interrupted=run.interrupted, error_examples=run.examples,
         streams=[run.streams.get(i) for i in range(n)] if run.streams else None,
     )  # fmt: skip
-
-
-def _start_sending(run: _StepRun, mode: Closed | Open, t0: int,
-                   tasks: set[asyncio.Task[None]]) -> tuple[asyncio.Future[Any], list[asyncio.Future[Any]]]:
-    """Start the load: closed loop, one sender per stream and a watcher that ends the step once all have
-    stopped; open loop, the dispatcher that sends on ``mode.schedule`` from ``t0`` (its requests go to ``tasks``).
-
-    Returns:
-        ``(main, senders)``: the task whose end is the load's end, and the closed loop's senders (open: none).
-    """
-    if not isinstance(mode, Closed):
-        return asyncio.ensure_future(run.dispatch(mode.schedule, t0, tasks)), []
-    senders = [asyncio.ensure_future(run.closed_stream()) for _ in range(mode.concurrency)]
-
-    async def watch() -> None:
-        await asyncio.gather(*senders, return_exceptions=True)
-        run.stopping = True
-        run.finished.set()
-
-    return asyncio.ensure_future(watch()), senders
-
-
-async def _wind_down(run: _StepRun, main: asyncio.Future[Any], senders: list[asyncio.Future[Any]],
-                     tasks: set[asyncio.Task[None]], *, keep_connections: bool, timeout_s: float) -> None:
-    """Stop sending and end every task of the step (``tasks``: the open loop's requests, read as they are then).
-    With connections kept for the next step (and no stop request), in-flight requests may answer first (bounded
-    by the request timeout): cancelling them would close their connections."""
-    run.stopping = True
-    if keep_connections and not run.interrupted:
-        waiting = [t for t in (*senders, *tasks) if not t.done()]
-        if waiting:
-            await asyncio.wait(waiting, timeout=timeout_s + 2 * tick_for(timeout_s))  # the watchdog's lag
-    for t in [main, *tasks, *senders]:
-        t.cancel()
-    await asyncio.gather(main, *tasks, *senders, return_exceptions=True)
 
 
 __all__ = ["CATCH_UP_SENDS", "Closed", "LATE_SEND_NS", "LOST_AFTER_NS", "MAX_CONSECUTIVE_4XX", "Open", "StepSamples", "WindowRule", "is_stable", "run_step",

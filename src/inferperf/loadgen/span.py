@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..interrupt import STOP
+from .deadlines import tick_for
+from .samples import Closed, Open
 from .windows import WindowRule, _equal, _window, is_stable
 
 
@@ -83,4 +85,39 @@ def stability(run: Any, wins: list[tuple[int, int]], rule: WindowRule) -> bool |
     return is_stable(figs, rule.stability_percentage, rule.consecutive)
 
 
-__all__ = ["control_span", "measure_span", "stability"]
+def start_sending(run: Any, mode: Closed | Open, t0: int,
+                   tasks: set[asyncio.Task[None]]) -> tuple[asyncio.Future[Any], list[asyncio.Future[Any]]]:
+    """Start the load of ``run`` (the driver's step state): closed loop, one sender per stream and a watcher that ends the step once all have
+    stopped; open loop, the dispatcher that sends on ``mode.schedule`` from ``t0`` (its requests go to ``tasks``).
+
+    Returns:
+        ``(main, senders)``: the task whose end is the load's end, and the closed loop's senders (open: none).
+    """
+    if not isinstance(mode, Closed):
+        return asyncio.ensure_future(run.dispatch(mode.schedule, t0, tasks)), []
+    senders = [asyncio.ensure_future(run.closed_stream()) for _ in range(mode.concurrency)]
+
+    async def watch() -> None:
+        await asyncio.gather(*senders, return_exceptions=True)
+        run.stopping = True
+        run.finished.set()
+
+    return asyncio.ensure_future(watch()), senders
+
+
+async def wind_down(run: Any, main: asyncio.Future[Any], senders: list[asyncio.Future[Any]],
+                     tasks: set[asyncio.Task[None]], *, keep_connections: bool, timeout_s: float) -> None:
+    """Stop sending and end every task of the step (``tasks``: the open loop's requests, read as they are then).
+    With connections kept for the next step (and no stop request), in-flight requests may answer first (bounded
+    by the request timeout): cancelling them would close their connections."""
+    run.stopping = True
+    if keep_connections and not run.interrupted:
+        waiting = [t for t in (*senders, *tasks) if not t.done()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=timeout_s + 2 * tick_for(timeout_s))  # the watchdog's lag
+    for t in [main, *tasks, *senders]:
+        t.cancel()
+    await asyncio.gather(main, *tasks, *senders, return_exceptions=True)
+
+
+__all__ = ["control_span", "measure_span", "stability", "start_sending", "wind_down"]
