@@ -186,7 +186,8 @@ def test_the_busy_gauges_of_inferperf_serve_are_summed_per_model() -> None:
 
 def test_the_find_max_rate_table_names_its_column_rate() -> None:
     """--find-max-rate without --request-rate searches rates: its column is `rate/s`, never `concurrency`."""
-    from inferperf.cli.load import _table_header, load_config
+    from inferperf.cli.load import load_config
+    from inferperf.cli.load_lines import table_header as _table_header
 
     cfg = load_config({"url": "http://127.0.0.1:1", "model": "m", "find_max_rate": True, "slo_p99_ms": 5})
     assert cfg.mode == "open" and _table_header(cfg.mode).splitlines()[-1].split()[0] == "rate/s"  # under the latency legend

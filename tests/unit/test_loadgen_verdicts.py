@@ -279,7 +279,8 @@ def test_outcome_reads_the_verdict_and_the_tables_p99() -> None:
 
 
 def test_the_table_names_its_latency_convention_and_marks_lower_bounds_and_verdicts() -> None:
-    from inferperf.cli.load import _table_header, lost_line, table_row
+    from inferperf.cli.load_lines import lost_line, table_row
+    from inferperf.cli.load_lines import table_header as _table_header
 
     head = _table_header("open")
     assert "error_adjusted_latency_ms" in head and "lower bound" in head and "p99 ok" in head

@@ -29,7 +29,7 @@ def test_a_measured_interval_is_printed_and_a_clipped_one_is_not() -> None:
 
 def test_values_print_plainly_never_as_python_reprs() -> None:
     """Issue 24 item 15: ``errors_began_at=None``, ``{'connect': 2952}`` and ``3.943e+04`` were printed."""
-    from inferperf.cli.load import findings_line
+    from inferperf.cli.load_lines import findings_line
     from inferperf.cli.render import plain
     from inferperf.measure.speedup import sig
 

@@ -30,9 +30,9 @@ from ..interrupt import STOP, cooperative
 from ..serve.child import own_server, split_cpus
 from . import app
 from .history import HistoryOpt, record_written, stamps
-from .load_lines import IntervalLog, hard_stop_line, interval_line, kept_line, refused_line, soak_intervals
+from .load_lines import (IntervalLog, findings_line, hard_stop_line, interval_line, kept_line, lost_line, refused_line,
+                         soak_intervals, step_label, table_header, table_row)
 from .outputs import check_writable, output_path
-from .render import plain
 
 Opt = typer.Option
 
@@ -73,63 +73,6 @@ def _runner(cfg: Any) -> Callable[..., list[Any]]:
 
         return stress
     return load
-
-
-#: the one latency convention of the table, printed above it.
-LATENCY_LEGEND = ("latency: p50/p99 ms over every request of the step (metrics.client.error_adjusted_latency_ms): failed"
-                  " ones count as infinitely slow (inf), unanswered ones at their age at the end (>: a lower bound);"
-                  " 'p99 ok': answered requests only (metrics.latency_ms); '-': no request to rank")  # fmt: skip
-
-
-def _table_header(mode: str) -> str:
-    step = "concurrency" if mode == "closed" else "rate/s"
-    return (f"{LATENCY_LEGEND}\n{step:>11} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'p99 ok':>9} {'p99 unc.':>9}"
-            f" {'lag p99':>8} {'errors':>7} {'incompl.':>8}  verdict")  # fmt: skip
-
-
-def _all_requests(c: dict[str, Any], name: str, answered: float) -> str:
-    """One error-adjusted percentile as the table writes it: ``inf`` on failures, ``>x`` for a lower bound."""
-    block = c.get("error_adjusted_latency_ms")
-    if not block:
-        return f"{answered:.2f}"
-    if not block.get("count"):  # no request of the span ended or was due in it: nothing to rank (not a failure)
-        return "-"
-    v = block.get(name)
-    if v is None:
-        return "inf"
-    lower = name in block.get("lower_bounds", [])
-    return f"{'>' if lower else ''}{v:.2f}"
-
-
-def verdict_text(r: Any) -> str:
-    """``VALID``, ``INVALID: reasons`` or ``OVERLOADED: reasons``."""
-    v = r.validity
-    if not v.valid:
-        return "INVALID: " + "; ".join(v.reasons)
-    return "OVERLOADED: " + "; ".join(v.overloaded) if v.overloaded else "VALID"
-
-
-def table_row(r: Any) -> str:
-    """One console line of a load step (columns: :func:`_table_header`)."""
-    c = r.metrics.client or {}
-    step = r.config.concurrency if r.config.scenario == "concurrent" else (c.get("target_rate") or 0.0)
-    lat = r.metrics.latency_ms
-    unc = (c.get("uncorrected_latency_ms") or {}).get("p99", 0.0)
-    ok_p99, unc_p99 = (f"{lat.p99:.2f}", f"{unc:.2f}") if lat.count else ("-", "-")  # no answer: no latency (not 0)
-    return (f"{step:>11g} {r.metrics.throughput.queries_per_s:>9.1f} {_all_requests(c, 'p50', lat.p50):>9}"
-            f" {_all_requests(c, 'p99', lat.p99):>9} {ok_p99:>9} {unc_p99:>9}"
-            f" {c.get('send_lag_ms', {}).get('p99', 0.0):>8.2f} {r.metrics.errors.count:>7d}"
-            f" {c.get('incomplete', 0):>8d}  {verdict_text(r)}")  # fmt: skip
-
-
-FINDINGS = {"knee": "knee", "max_load_meeting_slo": "max load meeting the SLO", "errors_began_at": "errors began at",
-            "goodput_rate": "goodput rate", "bracket": "bracket", "stop_reason": "stopped"}
-
-
-def findings_line(found: dict[str, Any]) -> str:
-    """``findings: knee 8, max load meeting the SLO 16, errors began at none, stopped: ...`` (plain values)."""
-    return "findings: " + ", ".join(f"{FINDINGS[k]}{':' if k == 'stop_reason' else ''} {plain(found[k])}"
-                                    for k in FINDINGS if k in found)
 
 
 @app.command("load")
@@ -299,21 +242,6 @@ def _zoo_shapes(model_arg: str, cfg: Any) -> list[str]:
     return [f"{k}:{'x'.join(map(str, dims))}" for k, dims in default_shapes(model_arg).items()]
 
 
-def _step_label(r: Any) -> str:
-    c = r.metrics.client or {}
-    if r.config.scenario == "concurrent":
-        return f"concurrency {r.config.concurrency}"
-    return f"{plain(c.get('target_rate'))} req/s" if c.get("target_rate") else "the trace"
-
-
-def lost_line(r: Any, results: list[Any], cfg: Any) -> str:
-    """The one line ``load`` exits 1 with when the target stopped answering during step ``r``."""
-    kept = f"{len(results)} step Result(s) kept, no later step run"
-    reason = (r.metrics.client or {}).get("lost_reason") or "it stopped answering"
-    return (f"the target stopped answering during the step at {_step_label(r)}: {reason}; {kept}; check that the"
-            f" server at {cfg.url} is up")
-
-
 def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | None,
          placement: dict | None, after: Callable[[], Any] | None = None) -> int:  # fmt: skip
     from ..loadgen.gen_target import read_load_target as read_target
@@ -323,7 +251,7 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         target = read_target(cfg)  # an unreachable target or a shape the model refuses: one line, no table
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM before the steps' cooperative section: say nothing was kept
         raise Interrupted(kept_line(cfg, [], [], STOP.signal_name), STOP.exit_code) from None
-    header = [_table_header(cfg.mode)]  # printed with the first step: an input error comes before any table
+    header = [table_header(cfg.mode)]  # printed with the first step: an input error comes before any table
     written: list[Path] = []
     shown: list[Any] = []  # the Results handed to the console (what a hard stop keeps)
 
@@ -390,7 +318,7 @@ def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | Non
         bad = [r for r in results if not r.validity.valid]
         if bad:
             raise GateFailed(f"--fail-on-invalid: {len(bad)} of {len(results)} step(s) INVALID (first, at"
-                             f" {_step_label(bad[0])}: {'; '.join(bad[0].validity.reasons)})")
+                             f" {step_label(bad[0])}: {'; '.join(bad[0].validity.reasons)})")
     if cfg.strict_rate:
         from ..loadgen.run import rate_short
 
