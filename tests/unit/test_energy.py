@@ -195,7 +195,7 @@ def test_a_noisy_idle_gives_an_interval_that_carries_into_joules_per_inference()
 
 
 def test_repeats_pool_energy_over_runs_with_an_interval_between_them() -> None:
-    from inferperf.measure.energy import pool_energy
+    from inferperf.measure.energy_pool import pool_energy
 
     def run(e_j: float, idle_w: float, n: int) -> dict:
         row = {"domain": "intel-rapl:0", "name": "package-0", "source": "rapl", "status": "measured",

@@ -27,7 +27,7 @@ from ..config import BenchConfig
 from ..results.model import ColdStart, LatencySummary, Result, Throughput, Validity
 from ..stats import latency_summary, mean_ci, percentile_notes
 from .allocator import allocator_env
-from .energy import pool_energy
+from .energy_pool import pool_energy
 from .jobs import run_job
 from .placement import numactl_prefix
 from .rounds import shuffled_rounds
