@@ -130,55 +130,27 @@ def plan_command(
     target x burst, by simulating the server's own batching over measured service times. Writes the plan Result,
     a serve --config file and a Triton config.pbtxt. Exit 3 when no option meets the SLO, when --validate finds the
     prediction wrong, or (--fail-on-invalid) when the plan is INVALID."""
-    from ..plan import PlanOptions, plan
-    from ..plan.validations import misses_text
-    from ..system import collect_system
+    from ..plan import PlanOptions
+    from ..plan.spec import LadderSpec, PlanSpec, ValidateSpec, gate_message, run_spec
 
     if target_rate <= 0 or slo_p99_ms <= 0:
         raise UsageError("plan needs --target-rate R (req/s) and --slo-p99-ms S, e.g. --target-rate 500 --slo-p99-ms 50")
-    measure = measure or not from_dir  # nothing measured given: measure what the plan needs
-    opts = PlanOptions(target_rate, slo_p99_ms, burst, price_per_core_hour, balancer, arrival, sim_requests, rounds,
-                       seed, duration_s=sim_duration_s, max_replicas=max_replicas)
-    opts.check()
-    if measure_rounds < 1:
-        raise UsageError(f"--measure-rounds {measure_rounds}: must be >= 1 (3 shows the spread of a noisy machine)")
-    if validate and (validate_rounds < 1 or not validate_step_s > 0):
-        raise UsageError("--validate-rounds must be >= 1 and --validate-step-s > 0 (e.g. --validate-rounds 3 "
-                         "--validate-step-s 5)")
-    out = output or Path(f"inferperf-plan-{Path(model.removeprefix('zoo:')).stem}")
     base = build_config({"backend": backend, "workload.shapes": shape, "workload.dims": dim})
-    ladder = None
-    if measure:
-        cpus = collect_system().effective_cpus
-        if validate:  # measure on the server's share: the validation serves on it, the load runs on the rest
-            import os
-
-            from ..serve.child import split_cpus
-
-            pin = split_cpus(sorted(os.sched_getaffinity(0)))[1]
-            cpus = len(pin)
-        ladder = {"batch_sizes": _ints(batch_sizes, "--batch-sizes"), "instances": _ints(instances, "--instances"),
-                  "cpus": cpus, "duration_s": measure_duration_s, "base": base, "pin": pin if validate else None,
-                  "rounds": measure_rounds}
-
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    outcome = plan(model, opts, out, [str(p) for p in from_dir or []], ladder, command=["inferperf", *sys.argv[1:]],
-                   progress=progress,
-                   validate={"rounds": validate_rounds, "step_s": validate_step_s} if validate else None,
-                   shapes=dict(base.workload.shapes) or None)
+    spec = PlanSpec(
+        model, PlanOptions(target_rate, slo_p99_ms, burst, price_per_core_hour, balancer, arrival, sim_requests, rounds,
+                           seed, duration_s=sim_duration_s, max_replicas=max_replicas),
+        out_dir=output, from_paths=[str(p) for p in from_dir or []], shapes=dict(base.workload.shapes) or None,
+        ladder=LadderSpec(_ints(batch_sizes, "--batch-sizes"), _ints(instances, "--instances"), measure_duration_s,
+                          measure_rounds, base) if measure or not from_dir else None,
+        validate=ValidateSpec(validate_rounds, validate_step_s) if validate else None, fail_on_invalid=fail_on_invalid)
+    outcome = run_spec(spec, command=["inferperf", *sys.argv[1:]],
+                       progress=lambda line: print(line, file=sys.stderr, flush=True))
     doc = outcome.result.metrics.plan or {}
     if json_out:
         print(json.dumps(doc, indent=1, allow_nan=False, default=str))
     else:
         print_plan(doc, outcome.notes, outcome.files)
-    where = f"(the plan is in {outcome.files['result']})"
-    if outcome.chosen is None:
-        raise GateFailed(f"no option meets p99 <= {slo_p99_ms:g} ms at {opts.planned_rate_per_s:g} req/s {where}")
-    if outcome.validation_wrong:
-        raise GateFailed(f"validation found the prediction wrong: {misses_text(doc['validation_points']['summary'])} "
-                         f"{where}")
-    if fail_on_invalid and not outcome.result.validity.valid:
-        raise GateFailed(f"the plan is INVALID (--fail-on-invalid): {'; '.join(outcome.result.validity.reasons)} {where}")
+    gate = gate_message(spec, outcome)
+    if gate:
+        raise GateFailed(gate)
     return 0
