@@ -9,19 +9,17 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from ..config import BenchConfig
 from ..errors import GateFailed, UsageError
 from ..measure.loop import LiveState
+from ..measure.spec import DEFAULT_MODEL
 from ..results.io import save
 from ..results.model import Result
 from . import app
 from .history import HistoryOpt, record
 from .outputs import check_writable, output_path
 from .options import (BatchSize, Dim, ExecutionMode, GraphOptimizationLevel, InputData, InterOpThreads,
-    IntraOpThreads, Providers, SessionConfig, Shape, build_config)
+    IntraOpThreads, Providers, SessionConfig, Shape, build_config, config_flags)
 from .render import live_progress, print_result
-
-DEFAULT_MODEL = "zoo:resnet50"
 
 Opt = typer.Option
 
@@ -84,110 +82,58 @@ def bench_command(
 ) -> int:
     """Measure latency percentiles, throughput and cold start of MODEL (SingleStream by default;
     Concurrent with --concurrency N; Offline with --scenario offline --batch-size N)."""
-    flags = {
-        "backend": backend,
-        "session.intra_op_num_threads": intra_op_num_threads,
-        "session.inter_op_num_threads": inter_op_num_threads,
-        "session.execution_mode": execution_mode,
-        "session.graph_optimization_level": graph_optimization_level,
-        "session.providers": providers,
-        "session.enable_mem_pattern": False if disable_mem_pattern else None,
-        "session.enable_cpu_mem_arena": False if disable_cpu_mem_arena else None,
-        "session.session_config": session_config,
-        "workload.shapes": shape,
-        "workload.dims": dim,
-        "workload.batch_size": batch_size,
-        "workload.input_pool_size": input_pool_size,
-        "workload.seed": seed,
-        "workload.int_ranges": int_range,
-        "workload.values": value,
-        "workload.input_data": str(input_data) if input_data else None,
-        "workload.force": True if force else None,
-        "warmup.iterations": warmup,
-        "warmup.duration_s": warmup_s,
-        "stop.min_iterations": iterations,
-        "stop.min_duration_s": duration_s,
-        "stop.max_duration_s": max_duration_s,
-        "percentile_method": percentile_method,
-        "scenario": scenario,
-        "concurrency": concurrency,
-        "session_mode": session_mode,
-        "placement.numa_node": numa_node,
-        "repeat": repeat,
-        "sampler": False if no_sampler else None,
-        "allocator": allocator,
-    }
-    if fail_on_leak and soak_s is None:
-        raise UsageError("--fail-on-leak needs --soak-s N (a soak without a duration)")
-    _check_flags(flags, model, cpus, null_latency_ms)
-    compare = backend is not None and "," in backend
-    if compare:
-        flags["backend"] = None  # each runtime of the comparison is set per case
-    cfg = build_config(flags, config)
-    if soak_s is not None:
-        from ..measure.soak import soak_config
+    from ..measure.spec import BenchSpec, gate_message
 
-        cfg = soak_config(cfg, soak_s)
+    compare = backend is not None and "," in backend  # each runtime of a comparison is set per case
+    flags = config_flags(locals(), **_parsed(cpus, null_latency_ms), **({"backend": None} if compare else {}))
+    cfg = build_config(flags, config)
+    spec = BenchSpec(DEFAULT_MODEL if model is None else model, cfg, soak_s, backend, ab, pre, post, pre_input,
+                     bool(history), fail_on_leak, fail_on_invalid).check()
     if output is not None:
         check_writable(output)
-    if history and (ab or compare):
-        raise UsageError("--history adds one bench Result: drop --ab or the backend list, and add their folders "
-                         "with `inferperf history add`")
     if ab:
         from .compare import ab_command
 
-        return ab_command(ab, cfg, output, repeat)
-    if compare:
+        return ab_command(ab, spec.cfg, output, repeat)
+    if spec.compare:
         from .runtimes import compare_command
 
-        return compare_command(model or DEFAULT_MODEL, backend, cfg, output, json_out, fail_on_invalid)
-    staging = None
-    if pre or post or pre_input:
-        if ab or compare:
-            raise UsageError("--pre/--post measure one model on one runtime: drop --ab or the backend list")
-        from ..measure.staged import make_staging
-
-        staging = make_staging(pre, post, pre_input, cfg.workload.input_pool_size)
-    result = _measure(model or DEFAULT_MODEL, cfg, output, staging)
-    if soak_s is not None:
-        from ..measure.soak import apply_bench_soak
-
-        block = apply_bench_soak(result)
+        return compare_command(spec.model, backend, spec.cfg, output, json_out, fail_on_invalid)
+    result = _measure(spec, output)
     _report(result, output, json_out)
     if history:
         record(history, [(str(output or "bench"), result)])
-    if fail_on_leak and block["verdict"] == "leak":
-        raise GateFailed(f"--fail-on-leak: {block['rss']['reason']}")
-    if fail_on_invalid and not result.validity.valid:
-        raise GateFailed(f"result is INVALID ({'; '.join(result.validity.reasons)}) and --fail-on-invalid is set")
+    gate = gate_message(spec, result)
+    if gate:
+        raise GateFailed(gate)
     return 0
 
 
-def _check_flags(flags: dict[str, Any], model: str | None, cpus: str | None, null_latency_ms: str | None) -> None:
-    """Parse ``--cpus`` and ``--null-latency-ms`` into ``flags``; refuse an empty model (the settings check
-    their own combinations: BenchConfig).
+def _parsed(cpus: str | None, null_latency_ms: str | None) -> dict[str, Any]:
+    """``--cpus`` and ``--null-latency-ms`` as settings (the settings check their own combinations: BenchConfig).
 
     Raises:
         UsageError: one line naming the flag and the fix.
     """
+    flags: dict[str, Any] = {}
     if cpus is not None:
         from ..measure.placement import parse_cpus
 
         flags["placement.cpus"] = parse_cpus(cpus)
-    if model is not None and not model.strip():
-        raise UsageError("empty model argument: pass an .onnx path or zoo:NAME (or nothing for zoo:resnet50)")
     if null_latency_ms:
         try:
             flags["null_latency_ms"] = [float(x) for x in null_latency_ms.split(",") if x.strip()]
         except ValueError:
             raise UsageError(f"malformed --null-latency-ms {null_latency_ms!r}: use numbers in ms, e.g. 1.5,2") from None
+    return flags
 
 
-def _measure(model: str, cfg: BenchConfig, output: Path | None, staging: Any = None) -> Result:
-    """Run :func:`inferperf.measure.bench.bench` with progress on stderr; with repeats each finished run is
+def _measure(spec: Any, output: Path | None) -> Result:
+    """Run :func:`inferperf.measure.spec.run_bench` with progress on stderr; with repeats each finished run is
     printed, and saved under ``OUTPUT/runs/`` when ``--output`` is a folder."""
-    from ..measure.bench import bench
+    from ..measure.spec import run_bench
 
+    cfg = spec.cfg
     err = Console(stderr=True)
     argv = ["inferperf", *sys.argv[1:]]
     run_dir = output if output is not None and output.suffix != ".json" else None
@@ -202,10 +148,10 @@ def _measure(model: str, cfg: BenchConfig, output: Path | None, staging: Any = N
                   f" (pid {pid}){where}", highlight=False)
 
     if cfg.repeat > 1 or cfg.placement.numa_node is not None:
-        return bench(model, cfg, command=argv, on_run=on_run, staging=staging)
+        return run_bench(spec, command=argv, on_run=on_run)
     live = LiveState()
     with live_progress(live, cfg.stop.min_iterations, cfg.stop.min_duration_s, err):
-        return bench(model, cfg, live=live, command=argv, staging=staging)
+        return run_bench(spec, command=argv, live=live)
 
 
 def _report(result: Result, output: Path | None, json_out: bool) -> None:

@@ -55,29 +55,70 @@ ConcurrencyAxis = Annotated[_CommaList, _Opt(help="axis: comma list of closed-lo
                                                   " model)")]
 SessionModeAxis = Annotated[_CommaList, _Opt(help="axis: shared,per-stream")]
 
-#: config field path -> the flag that sets it, for error messages.
-FLAG_OF = {
-    "stop.min_iterations": "--iterations",
-    "stop.min_duration_s": "--duration-s",
-    "stop.max_duration_s": "--max-duration-s",
-    "warmup.iterations": "--warmup",
-    "warmup.duration_s": "--warmup-s",
-    "workload.batch_size": "--batch-size",
-    "workload.input_pool_size": "--input-pool-size",
-    "session.intra_op_num_threads": "--intra-op-num-threads",
-    "session.inter_op_num_threads": "--inter-op-num-threads",
-    "concurrency": "--concurrency",
-    "scenario": "--scenario",
-    "percentile_method": "--percentile-method",
-    "session.execution_mode": "--execution-mode",
-    "session.graph_optimization_level": "--graph-optimization-level",
-    "session_mode": "--session-mode",
-    "repeat": "--repeat",
-    "workload.seed": "--seed",
-    "null_latency_ms": "--null-latency-ms",
-    "placement.numa_node": "--numa-node",
-    "backend": "--backend",
+#: a command's parameter (its flag, ``_`` for ``-``) -> the BenchConfig setting it sets: declared once for every
+#: command that builds a BenchConfig (bench, serve, optimize, profile, plan, tune's fixed settings); a command
+#: passes its parameters to :func:`config_flags` instead of mapping them again.
+SETTING_OF: dict[str, str] = {
+    "backend": "backend",
+    "intra_op_num_threads": "session.intra_op_num_threads",
+    "inter_op_num_threads": "session.inter_op_num_threads",
+    "execution_mode": "session.execution_mode",
+    "graph_optimization_level": "session.graph_optimization_level",
+    "providers": "session.providers",
+    "session_config": "session.session_config",
+    "shape": "workload.shapes",
+    "dim": "workload.dims",
+    "batch_size": "workload.batch_size",
+    "input_pool_size": "workload.input_pool_size",
+    "seed": "workload.seed",
+    "int_range": "workload.int_ranges",
+    "value": "workload.values",
+    "input_data": "workload.input_data",
+    "warmup": "warmup.iterations",
+    "warmup_s": "warmup.duration_s",
+    "iterations": "stop.min_iterations",
+    "duration_s": "stop.min_duration_s",
+    "max_duration_s": "stop.max_duration_s",
+    "percentile_method": "percentile_method",
+    "scenario": "scenario",
+    "concurrency": "concurrency",
+    "session_mode": "session_mode",
+    "numa_node": "placement.numa_node",
+    "repeat": "repeat",
+    "allocator": "allocator",
 }
+
+#: on/off switches that set a setting only when on: parameter -> (setting, its value when on).
+SWITCH_OF: dict[str, tuple[str, Any]] = {
+    "disable_mem_pattern": ("session.enable_mem_pattern", False),
+    "disable_cpu_mem_arena": ("session.enable_cpu_mem_arena", False),
+    "force": ("workload.force", True),
+    "no_sampler": ("sampler", False),
+}
+
+#: config field path -> the flag that sets it, for error messages.
+FLAG_OF = {dotted: "--" + name.replace("_", "-") for name, dotted in SETTING_OF.items()} | {
+    "null_latency_ms": "--null-latency-ms", "placement.cpus": "--cpus"}
+
+
+def config_flags(params: dict[str, Any], **override: Any) -> dict[str, Any]:
+    """The BenchConfig settings a command's parameters set, for :func:`build_config`: ``params`` is the command's
+    ``locals()`` (or any name -> value mapping); names outside :data:`SETTING_OF` / :data:`SWITCH_OF` are skipped,
+    None means not given. ``override``: settings by dotted path that the command computes itself (``None`` drops
+    one: a comparison sets its backend per case).
+
+    >>> config_flags({"warmup": 3, "force": True, "no_sampler": False, "output": "x"})
+    {'warmup.iterations': 3, 'workload.force': True}
+    """
+    flags: dict[str, Any] = {}
+    for name, value in params.items():
+        if name in SETTING_OF and value is not None:
+            flags[SETTING_OF[name]] = str(value) if isinstance(value, Path) else value
+        elif name in SWITCH_OF and value:
+            setting, on = SWITCH_OF[name]
+            flags[setting] = on
+    flags.update(override)
+    return flags
 
 
 def parse_session_config(entries: list[str]) -> dict[str, str]:
