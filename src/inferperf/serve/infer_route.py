@@ -21,8 +21,8 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import RuntimeFailure
 from .errors import Cancelled, ServeError
+from .infer_core import InferCore, failure
 from .protocol import HEADER_LENGTH, decode_request, encode_response
 from .tensor_types import ProtocolError
 
@@ -89,72 +89,55 @@ async def send_error(send: Send, message: str, status: int, retry_after_s: int |
     await _send(send, status, orjson.dumps({"error": message}), head, _JSON_TYPE)
 
 
-def _refusal(send: Send, e: ServeError) -> Any:
-    return send_error(send, str(e), e.status, getattr(e, "retry_after_s", None) if e.status == 503 else None)
-
-
 class InferEndpoint:
-    """The infer route as an ASGI app over a ``ServeApp`` (its ``lookup``, ``metrics``, ``clock`` and
-    ``last_used``); the path parameters come in ``scope["path_params"]`` (set by :class:`InferFirst` or by
-    Starlette's router)."""
+    """The infer route as an ASGI app over a ``ServeApp``: the body in, the answer out, and everything between
+    in the transport-independent :class:`~inferperf.serve.infer_core.InferCore` (lookup, counting, checks,
+    queueing, the status of a failure). The path parameters come in ``scope["path_params"]`` (set by
+    :class:`InferFirst` or by Starlette's router)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.core = InferCore(app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         params = scope["path_params"]
         try:
-            model = self.app.lookup(params["model_name"], params.get("model_version"))
+            model = self.core.open(params["model_name"], params.get("model_version"))
         except ServeError as e:  # unknown model or version (404), being unloaded (503)
-            await _refusal(send, e)
+            await _answer_failure(send, e)
             return
-        app = self.app
-        metrics, name = app.metrics, model.name
-        app.last_used[name] = app.clock.now_ns()
-        t0 = metrics.request_started(name)
-        status = 500
+        call = self.core.start(model)
         try:
-            status = await self._infer(scope, receive, send, model)
+            call.status = await self._infer(scope, receive, send, model)
         finally:
-            metrics.request_finished(name, status, t0)
+            self.core.finish(call)
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, model: Any) -> int:
         """Answer one infer request; returns the status sent."""
-        clock, metrics, name = self.app.clock, self.app.metrics, model.name
+        core = self.core
         try:
             body = await read_body(scope, receive, model.options.max_body_bytes)
-            t = clock.now_ns()
-            md = model.metadata
-            req = decode_request(body, _header(scope, _HEADER_LENGTH), md.inputs, md.outputs, model.max_batch_size)
-            metrics.decoded(name, clock.now_ns() - t)
-            timing: dict[str, Any] = {}
-            access = scope.get("state", {}).get("access")
-            if access is not None:
-                access.update(model=name, version=model.version, rows=req.rows)
-            extra = {"timing": timing} if access is not None else {}  # only asked of models when logging
+            header_length = _header(scope, _HEADER_LENGTH)
+            req = core.decode(model, lambda inputs, outputs, mbs: decode_request(body, header_length, inputs,
+                                                                                outputs, mbs))
             watch = DisconnectWatch(receive)
-            outputs = await watch.race(model.infer(req.inputs, req.rows, req.outputs, watch.is_disconnected, **extra),
-                                       name)
-            if access is not None:
-                access.update(timing)
-            t = clock.now_ns()
-            data, headers = encode_response(name, model.version, req, outputs, model.options.json_nonfinite)
-            metrics.encoded(name, clock.now_ns() - t)
+            outputs = await watch.race(core.run(model, req, watch.is_disconnected,
+                                                scope.get("state", {}).get("access")), model.name)
+            data, headers = core.encode(model, lambda: encode_response(model.name, model.version, req, outputs,
+                                                                        model.options.json_nonfinite))
             await _send(send, 200, data, [(k.encode(), v.encode()) for k, v in headers.items()])
             return 200
         except ClientDisconnect:  # the client went away mid-upload: nobody to answer, and not the server's error
             return Cancelled.status
-        except ProtocolError as e:
-            await send_error(send, str(e), e.status)
-            return e.status
-        except ServeError as e:
-            await _refusal(send, e)
-            return e.status
-        except RuntimeFailure as e:
-            await send_error(send, str(e), 500)
-        except Exception as e:  # a bug must not take the server down: answer 500 and keep serving
-            await send_error(send, f"internal error: {type(e).__name__}: {e}", 500)
-        return 500
+        except Exception as e:  # a refusal, a runtime failure, or a bug: answer it and keep serving
+            return await _answer_failure(send, e)
+
+
+async def _answer_failure(send: Send, e: Exception) -> int:
+    """Answer ``e`` with the status :func:`~inferperf.serve.infer_core.failure` gives it; returns that status."""
+    status, message, retry_after_s = failure(e)
+    await send_error(send, message, status, retry_after_s)
+    return status
 
 
 class DisconnectWatch:

@@ -47,6 +47,7 @@ import orjson
 from . import json_tensors
 from .classification import ClassificationError, top_k
 from .binary_tensors import binary_data, decode_binary
+from .request_checks import check_input, request_rows
 from .tensor_types import NUMPY_DTYPE, ProtocolError, TensorLike, datatype_of
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -128,24 +129,6 @@ def _nonfinite_json(text: bytes, error: Exception) -> Any:
     return header
 
 
-def _shape_of(entry: dict[str, Any], name: str) -> tuple[int, ...]:
-    shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(type(d) is int for d in shape):
-        raise ProtocolError(f"input '{name}': 'shape' must be a list of integers, got {shape!r}")
-    if any(d < 0 for d in shape):
-        raise ProtocolError(f"input '{name}': shape {shape} has a negative dim")
-    return tuple(shape)
-
-
-def _check_against_spec(name: str, datatype: Any, shape: tuple[int, ...], spec: TensorLike) -> None:
-    if datatype != spec.datatype:
-        raise ProtocolError(f"input '{name}': datatype {datatype!r} does not match the model's {spec.datatype}")
-    expected = list(spec.shape)
-    ok = len(shape) == len(expected) and all(e < 0 or e == d for e, d in zip(expected, shape, strict=True))
-    if not ok:
-        raise ProtocolError(f"input '{name}': shape {list(shape)} does not match the model's {expected} (-1 = any)")
-
-
 def _decode_json_data(name: str, data: Any, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
     n = math.prod(shape)
     if json_tensors.is_lazy(data):  # a large body parsed by simdjson: flat numbers go straight to numpy
@@ -221,13 +204,7 @@ def decode_request(
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise ProtocolError("each input must be an object with a 'name'")
         name = entry["name"]
-        spec = specs.get(name)
-        if spec is None:
-            raise ProtocolError(f"unknown input '{name}': the model's inputs are {sorted(specs)}")
-        if name in arrays:
-            raise ProtocolError(f"input '{name}' is given twice")
-        shape = _shape_of(entry, name)
-        _check_against_spec(name, entry.get("datatype"), shape, spec)
+        spec, shape = check_input(name, entry.get("datatype"), entry.get("shape"), specs, arrays)
         params = _as_dict(entry.get("parameters"), f"input '{name}' parameters")
         if "binary_data_size" in params:
             if "data" in entry:
@@ -241,10 +218,7 @@ def decode_request(
             raise ProtocolError(f"input '{name}' has neither 'data' nor parameters.binary_data_size")
     if offset != len(body):
         raise ProtocolError(f"{len(body) - offset} bytes of binary data follow the last binary input: check sizes")
-    missing = [n for n in specs if n not in arrays]
-    if missing:
-        raise ProtocolError(f"missing input(s) {missing}: the model needs {list(specs)}")
-    rows = _rows(arrays, max_batch_size)
+    rows = request_rows(arrays, inputs, max_batch_size)
     req_params = _as_dict(header.get("parameters"), "request parameters")
     request_id = header.get("id")
     req = InferRequest(
@@ -257,18 +231,6 @@ def decode_request(
     )
     _requested_outputs(header.get("outputs"), {s.name: s for s in outputs}, req)
     return req
-
-
-def _rows(arrays: dict[str, np.ndarray], max_batch_size: int) -> int:
-    if max_batch_size <= 0:
-        return 1
-    rows = {name: (a.shape[0] if a.ndim else 0) for name, a in arrays.items()}
-    first = next(iter(rows.values()))
-    if any(r != first for r in rows.values()):
-        raise ProtocolError(f"inputs disagree on the batch dim (rows): {rows}")
-    if first < 1 or first > max_batch_size:
-        raise ProtocolError(f"batch of {first} rows is outside 1..max_batch_size ({max_batch_size})")
-    return first
 
 
 def _requested_outputs(entries: Any, known: dict[str, TensorLike], req: InferRequest) -> None:
