@@ -154,3 +154,53 @@ def test_request_checks_directly() -> None:
         request_rows({"x": np.zeros((2, 3)), "w": np.zeros(3)}, list(specs.values()), 8)
     assert request_rows({"x": np.zeros((2, 3)), "w": np.zeros(2)}, list(specs.values()), 8) == 2
     assert request_rows({"x": np.zeros((2, 3)), "w": np.zeros(2)}, list(specs.values()), 0) == 1
+
+
+def _endpoint_call(app: SimpleNamespace, body: bytes, send_ns: int) -> list[dict[str, Any]]:
+    """One in-process request to the HTTP infer route whose send takes ``send_ns`` of the app's fake clock (a
+    client reading slowly, or flow control); returns the messages sent."""
+    from inferperf.serve.infer_route import InferEndpoint
+
+    app.model.options = SimpleNamespace(max_body_bytes=1 << 20, json_nonfinite="error")
+    sent: list[dict[str, Any]] = []
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(3600)  # the client stays: no disconnect
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            app.clock.advance_ns(send_ns)
+        sent.append(message)
+
+    scope = {"type": "http", "path_params": {"model_name": "m"}, "headers": [], "state": {}}
+    asyncio.run(InferEndpoint(app)(scope, receive, send))
+    return sent
+
+
+@pytest.mark.parametrize(("inputs", "status", "server_ns"), [
+    ([{"name": "x", "datatype": "FP32", "shape": [2, 3], "data": [0] * 6}], 200, 5_000_000),
+    ([{"name": "x", "datatype": "INT8", "shape": [2, 3], "data": [0] * 6}], 400, 0),
+])
+def test_the_request_time_ends_when_the_answer_is_handed_to_the_transport(inputs: list, status: int,
+                                                                          server_ns: int) -> None:
+    """A send that takes 300 ms (a slow reader) is not the server's time: the request's recorded time ends when
+    the answer is handed over, so it is the 5 ms the decode took (0 for a request refused in its decode),
+    answered or refused (issue 39 item 1)."""
+    app = _app()
+    clock = app.clock
+
+    real_decoded = app.metrics.decoded
+
+    def decoded(model: str, ns: int) -> None:  # the decode "takes" 5 ms of the fake clock
+        clock.advance_ns(5_000_000)
+        real_decoded(model, ns)
+
+    app.metrics.decoded = decoded
+    sent = _endpoint_call(app, orjson.dumps({"inputs": inputs}), send_ns=300_000_000)
+    assert sent[0]["status"] == status and sent[1]["type"] == "http.response.body"
+    finished = [e for e in app.metrics.events if e[0] == "finished"]
+    assert finished == [("finished", "m", status, server_ns)]

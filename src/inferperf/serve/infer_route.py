@@ -71,29 +71,52 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _send(send: Send, status: int, body: bytes, head: list[tuple[bytes, bytes]],
-                tail: tuple[tuple[bytes, bytes], ...] = ()) -> None:
-    """Send one whole response: headers ``head``, ``content-length``, ``tail`` (Starlette's order), then the body."""
-    headers = [*head, (b"content-length", str(len(body)).encode()), *tail]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 _JSON_TYPE = ((b"content-type", b"application/json"),)
 
 
-async def send_error(send: Send, message: str, status: int, retry_after_s: int | None = None) -> None:
-    """Answer ``{"error": message}`` with ``status`` (and ``Retry-After`` when given): the same headers, in the
-    same order, as the app's Starlette ``_error`` response."""
+class Answer:
+    """One whole response: ``status``, ``body``, headers ``head`` then ``content-length`` then ``tail``
+    (Starlette's order); ``body`` None: nothing to send (the client went away)."""
+
+    __slots__ = ("status", "body", "head", "tail")
+
+    def __init__(self, status: int, body: bytes | None, head: list[tuple[bytes, bytes]],
+                 tail: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+        self.status, self.body, self.head, self.tail = status, body, head, tail
+
+    async def send(self, send: Send) -> None:
+        """Hand the response to the transport (nothing when ``body`` is None)."""
+        if self.body is None:
+            return
+        headers = [*self.head, (b"content-length", str(len(self.body)).encode()), *self.tail]
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body})
+
+
+def error_answer(message: str, status: int, retry_after_s: int | None = None) -> Answer:
+    """``{"error": message}`` with ``status`` (and ``Retry-After`` when given): the same headers, in the same
+    order, as the app's Starlette ``_error`` response."""
     head = [(b"retry-after", str(retry_after_s).encode())] if retry_after_s is not None else []
-    await _send(send, status, orjson.dumps({"error": message}), head, _JSON_TYPE)
+    return Answer(status, orjson.dumps({"error": message}), head, _JSON_TYPE)
+
+
+def _failure_answer(e: Exception) -> Answer:
+    """The answer to ``e``, with the status :func:`~inferperf.serve.infer_core.failure` gives it."""
+    status, message, retry_after_s = failure(e)
+    return error_answer(message, status, retry_after_s)
 
 
 class InferEndpoint:
     """The infer route as an ASGI app over a ``ServeApp``: the body in, the answer out, and everything between
     in the transport-independent :class:`~inferperf.serve.infer_core.InferCore` (lookup, counting, checks,
     queueing, the status of a failure). The path parameters come in ``scope["path_params"]`` (set by
-    :class:`InferFirst` or by Starlette's router)."""
+    :class:`InferFirst` or by Starlette's router).
+
+    The request's time (``inferperf_request_duration_seconds``, the serve Result's ``request_ms``) runs from
+    the route receiving the request (its headers read; the body is read inside the time) to the answer being
+    handed to the transport: it ends before the answer is sent, so a client that reads slowly, or a send that
+    waits on flow control, does not count as the server's time.
+    """
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -104,16 +127,18 @@ class InferEndpoint:
         try:
             model = self.core.open(params["model_name"], params.get("model_version"))
         except ServeError as e:  # unknown model or version (404), being unloaded (503)
-            await _answer_failure(send, e)
+            await _failure_answer(e).send(send)
             return
         call = self.core.start(model)
         try:
-            call.status = await self._infer(scope, receive, send, model)
+            answer = await self._answer(scope, receive, model)
+            call.status = answer.status
         finally:
-            self.core.finish(call)
+            self.core.finish(call)  # the request's time ends here: the answer is handed to the transport next
+        await answer.send(send)
 
-    async def _infer(self, scope: Scope, receive: Receive, send: Send, model: Any) -> int:
-        """Answer one infer request; returns the status sent."""
+    async def _answer(self, scope: Scope, receive: Receive, model: Any) -> Answer:
+        """The answer to one infer request (a refusal or failure answered too: the server keeps serving)."""
         core = self.core
         try:
             body = await read_body(scope, receive, model.options.max_body_bytes)
@@ -125,19 +150,11 @@ class InferEndpoint:
                                                 scope.get("state", {}).get("access")), model.name)
             data, headers = core.encode(model, lambda: encode_response(model.name, model.version, req, outputs,
                                                                         model.options.json_nonfinite))
-            await _send(send, 200, data, [(k.encode(), v.encode()) for k, v in headers.items()])
-            return 200
+            return Answer(200, data, [(k.encode(), v.encode()) for k, v in headers.items()])
         except ClientDisconnect:  # the client went away mid-upload: nobody to answer, and not the server's error
-            return Cancelled.status
+            return Answer(Cancelled.status, None, [])
         except Exception as e:  # a refusal, a runtime failure, or a bug: answer it and keep serving
-            return await _answer_failure(send, e)
-
-
-async def _answer_failure(send: Send, e: Exception) -> int:
-    """Answer ``e`` with the status :func:`~inferperf.serve.infer_core.failure` gives it; returns that status."""
-    status, message, retry_after_s = failure(e)
-    await send_error(send, message, status, retry_after_s)
-    return status
+            return _failure_answer(e)
 
 
 class DisconnectWatch:

@@ -66,7 +66,8 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _DURATION_BOUNDS_NS = [round(b * 1e9) for b in DURATION_BUCKETS_S]
 _HISTOGRAMS = {  # kind -> (name, help)
-    "request": ("inferperf_request_duration_seconds", "Request time in the server: body read to response ready."),
+    "request": ("inferperf_request_duration_seconds", "Request time in the server: from the infer route receiving "
+                "the request (body read inside) to the answer handed to the transport (a slow reader does not count)."),
     "queue": ("inferperf_queue_duration_seconds", "Time a request waited in the batcher's queue."),
     "compute": ("inferperf_compute_duration_seconds", "Model call time of each executed batch."),
     "decode": ("inferperf_request_decode_duration_seconds", "Request body decode and validation time."),
