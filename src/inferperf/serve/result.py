@@ -1,7 +1,7 @@
 """The server-side Result (kind ``serve``) written when ``inferperf serve --output`` stops.
 
 Figures are the server's own over its serving window (start to stop): the
-request duration (body read to response ready) as ``metrics.latency_ms``,
+request duration (the route receiving the request to the answer handed to the transport) as ``metrics.latency_ms``,
 answered requests per second as throughput, and ``metrics.server`` with the
 queue, compute, decode and encode distributions and the batch-size histogram
 (see docs/results-schema.md, "Server block"), so ``report`` can set them beside
