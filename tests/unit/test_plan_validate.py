@@ -303,3 +303,48 @@ def test_a_stop_request_in_a_validation_step_ends_the_validation_at_once(base: R
     finally:
         STOP.reset()
     assert steps == [0]
+
+
+def test_p99_is_judged_by_the_simulated_range_for_the_same_request_count_both_ways() -> None:
+    """Issue 39 item 6: the old rule called a p99 of 62.1 right against rounds of 64.8 to 286 ms (the rounds'
+    range, widened by 25 %, held it). The measured rounds are held against the simulated 95 % range of runs of the
+    same length, widened by 15 %: a round at 286 beside a range of 55-80 is wrong, rounds inside it are right,
+    and rounds all under it are wrong too."""
+    from inferperf.plan.validate import P99_WIDEN, p99_verdict
+
+    assert verdict(62.1, [64.8, 120.0, 286.0], 0.25)["right"]  # the old rule: a wide range holds anything
+    wrong = p99_verdict(62.1, [64.8, 120.0, 286.0], [55.0, 80.0], 2000)
+    assert not wrong["right"] and wrong["widened"] == pytest.approx([55.0 * (1 - P99_WIDEN), 80.0 * (1 + P99_WIDEN)])
+    assert wrong["simulated"] == [55.0, 80.0] and wrong["requests"] == 2000 and wrong["interval"] == [64.8, 286.0]
+    right = p99_verdict(62.1, [50.0, 64.8, 91.0], [55.0, 80.0], 2000)  # 46.75-92 holds every round
+    assert right["right"] and right["error"] == pytest.approx(62.1 / 64.8 - 1)
+    assert not p99_verdict(62.1, [40.0, 44.0, 46.0], [55.0, 80.0], 2000)["right"]  # all under: over-predicted
+    with pytest.raises(ValueError):
+        p99_verdict(1.0, [1.0], [2.0, 1.0], 10)
+
+
+def test_the_simulated_p99_range_holds_the_long_run_p99_and_narrows_with_longer_runs(base: Result) -> None:
+    """The range of p99s of short runs holds the long run's p99 and is wider for shorter runs (a p99 of 300
+    requests rests on its 3 slowest), and the same seed gives the same range."""
+    from inferperf.plan.validate import p99_range
+
+    opt = options_for(_cands(base), PlanOptions(500.0, 20.0))[0]
+    sim = Simulator(PlanOptions(500.0, 20.0, requests=200_000), None)
+    rate = capacity_per_s(opt) * 0.7
+    long_p99 = sim.predict(opt, rate, 1).latency_ms["p99"]
+    short, longer = p99_range(sim, opt, rate, 300), p99_range(sim, opt, rate, 5000)
+    assert short[0] < long_p99 < short[1] and longer[0] < long_p99 < longer[1]
+    assert short[1] - short[0] > 1.5 * (longer[1] - longer[0])
+    assert p99_range(sim, opt, rate, 300) == short
+    with pytest.raises(ValueError):
+        p99_range(sim, opt, rate, 1)
+
+
+def test_a_validation_point_records_the_p99_rule_it_was_judged_by(base: Result) -> None:
+    opt = options_for(_cands(base), PlanOptions(500.0, 20.0))[0]
+    sim = Simulator(PlanOptions(500.0, 20.0, requests=4000), None)
+    v = validate("mlp", opt, sim, None, rounds=3, step_s=1.0, runner=scripted(1.0))
+    for p in v["points"]:
+        m = p["metrics"]["p99_ms"]
+        assert m["requests"] == round(p["rate_per_s"]) and m["simulated"][0] < m["simulated"][1]
+        assert m["widened"] == pytest.approx([m["simulated"][0] * 0.85, m["simulated"][1] * 1.15])
