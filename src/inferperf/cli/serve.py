@@ -1,21 +1,35 @@
-"""``inferperf serve``: a KServe v2 REST server (Triton's binary, config and statistics extensions) for one model."""
+"""``inferperf serve``: a KServe v2 REST server (Triton's binary, config and statistics extensions) for one model
+(or a model repository). The flags map onto :class:`~inferperf.serve.spec.ServeSpec` (which refuses
+contradictions), :func:`~inferperf.serve.spec.run_serve` serves, and this module prints."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from pydantic import ValidationError
 
 from ..errors import UsageError
+from ..results.io import save
 from . import app
-from .outputs import check_writable
+from .outputs import check_writable, output_path
 from .options import (Backend, Dim, ExecutionMode, GraphOptimizationLevel, InterOpThreads, IntraOpThreads, Providers,
-    SessionConfig, Shape, build_config)
+    SessionConfig, Shape, build_config, config_flags)
+
+if TYPE_CHECKING:
+    from ..config import BenchConfig
+    from ..serve.options import ServeOptions
 
 Opt = typer.Option
+
+#: the parameters of :func:`serve_command` that set up one model, declared once: refused with --model-repository
+#: (each of its models has its own model.yaml or config.pbtxt) and with --mock-generate (no model at all); given
+#: means not None, False, 0 or [].
+MODEL_PARAMS = ("model", "model_name", "max_batch_size", "dynamic_batching", "max_queue_delay_us",
+                "preferred_batch_size", "max_queue_size", "instance_count", "cpus", "backend", "intra_op_num_threads",
+                "shape", "dim", "config", "output", "json_nonfinite", "request_timeout_ms", "input_data")
 
 
 def serve_options(flags: dict[str, Any], section: dict[str, Any], config_file: Path | None) -> Any:
@@ -113,148 +127,62 @@ def serve_command(
     """Serve MODEL (or every model of --model-repository) over KServe v2 REST (gRPC is out of scope) with
     Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
     gracefully on SIGTERM/SIGINT."""
-    from ..serve.options import ConnectionLimits, ListenOptions
+    from ..serve.options import ListenOptions
+    from ..serve.spec import RepositoryControl, ServeSpec, run_serve
 
-    per_model = {"MODEL": model, "--model-name": model_name, "--max-batch-size": max_batch_size,
-                 "--dynamic-batching": dynamic_batching or None, "--max-queue-delay-us": max_queue_delay_us,
-                 "--preferred-batch-size": preferred_batch_size, "--max-queue-size": max_queue_size,
-                 "--instance-count": instance_count, "--cpus": cpus, "--backend": backend,
-                 "--intra-op-num-threads": intra_op_num_threads, "--shape": shape, "--dim": dim,
-                 "--config": config, "--output": output, "--json-nonfinite": json_nonfinite,
-                 "--request-timeout-ms": request_timeout_ms, "--input-data": input_data}
-    given = [k for k, v in per_model.items() if v not in (None, False, [])]
+    params = dict(locals())
+    given = [_flag(name) for name in MODEL_PARAMS if params[name] not in (None, False, [])]
     if mock_generate or mock_profile is not None or mock_log is not None:
         from .serve_mock import serve_mock
 
         ListenOptions(host=host, port=port, grace_s=grace_s)  # the real server's checks (--port 99999: exit 2)
         return serve_mock(mock_generate, given, model_repository, mock_profile, mock_log, host, port, loop, http)
-    _check_auth(api_key, metrics_auth, host)
-    ListenOptions(host=host, port=port, grace_s=grace_s)  # the library's checks, before any model loads
-    conn = ConnectionLimits(request_receipt_timeout_s=request_receipt_timeout_s,
-                            timeout_keep_alive_s=timeout_keep_alive_s, limit_concurrency=limit_concurrency)
-    if access_log not in (None, "-"):
-        from ..serve.access_log import AccessLog
-
-        AccessLog(access_log).close()  # appendable now (the library's check), before the models load
-    if model_repository is not None:
-        if given:
-            raise UsageError(f"{', '.join(given)} with --model-repository: set them per model in its model.yaml"
-                             " (or config.pbtxt), or serve one model without --model-repository")
-        return _serve_repository(model_repository, host, port, loop, http, grace_s, not no_metrics,
-                                 model_control_mode, load_model or [],
-                                 (max_concurrent_loads, max_loaded_models, exit_on_error),
-                                 (api_key, metrics_auth, access_log), conn)
-    if model is None:
-        raise UsageError("give a MODEL (ONNX file or zoo:NAME) or --model-repository DIR")
-    if load_model or model_control_mode != "none" or exit_on_error:
-        raise UsageError("--model-control-mode / --load-model / --exit-on-error need --model-repository DIR")
-    flags = {
-        "backend": backend,
-        "session.intra_op_num_threads": intra_op_num_threads,
-        "session.inter_op_num_threads": inter_op_num_threads,
-        "session.execution_mode": execution_mode,
-        "session.graph_optimization_level": graph_optimization_level,
-        "session.providers": providers,
-        "session.session_config": session_config,
-        "workload.shapes": shape,
-        "workload.dims": dim,
-        "workload.seed": seed,
-        "workload.input_data": str(input_data) if input_data else None,
-        "warmup.iterations": warmup or None,
-        "allocator": allocator,
-    }
-    if warmup is not None and warmup < 0:
-        raise UsageError(f"--warmup {warmup}: use 0 (ready without warm-up) or more runs")
-    section: dict[str, Any] = {}
-    cfg = build_config(flags, config, serve_section=section)
-    if cfg.allocator != "system":
-        from ..measure.allocator import reexec_with_allocator
-
-        reexec_with_allocator(cfg.allocator)  # before any model loads
-    serve_flags: dict[str, Any] = {
-        "max_batch_size": max_batch_size,
-        "dynamic_batching": True if dynamic_batching else None,
-        "max_queue_delay_us": max_queue_delay_us,
-        "preferred_batch_size": preferred_batch_size or None,
-        "max_queue_size": max_queue_size,
-        "instance_count": instance_count,
-        "max_body_bytes": max_body_bytes,
-        "metrics": False if no_metrics else None,
-        "json_nonfinite": json_nonfinite,
-        "request_timeout_ms": request_timeout_ms,
-    }
-    if cpus is not None:
-        from ..measure.placement import parse_cpus
-
-        serve_flags["cpus"] = parse_cpus(cpus)
-    opts = serve_options(serve_flags, section, config)
-    if output is not None:
-        check_writable(output)
-    from ..serve.server import prepare, uvicorn_stack
-
-    stack = uvicorn_stack(loop, http)  # a bad or missing one: one line, before the model loads
-    served = prepare(model, cfg, opts, name=model_name, warmup=warmup != 0)  # loads, warms up, then binds
-    _run(served, host, port, stack, grace_s, (api_key, metrics_auth, access_log), conn)
-    if output is not None:
-        from ..results.io import save
-        from ..serve.result import serve_result
-        from .outputs import output_path
-
-        result = serve_result(served, model, cfg, command=["inferperf", *sys.argv[1:]])
+    spec = ServeSpec(
+        model, model_repository, RepositoryControl(model_control_mode, load_model or [], max_concurrent_loads,
+                                                   max_loaded_models, exit_on_error),
+        host=host, port=port, grace_s=grace_s, request_receipt_timeout_s=request_receipt_timeout_s,
+        timeout_keep_alive_s=timeout_keep_alive_s, limit_concurrency=limit_concurrency, api_key=api_key,
+        metrics_auth=metrics_auth, access_log=access_log, loop=loop, http=http, metrics=not no_metrics,
+        model_name=model_name, warmup=warmup, result=output is not None, model_flags=given,
+    ).check(warn=_warn)  # the refusals, before any file is read or model loaded
+    if model_repository is None:
+        spec.cfg, spec.opts = _settings(params, config)
+        if output is not None:
+            check_writable(output)
+    result = run_serve(spec, on_started=lambda line: print(line, flush=True), warn=_warn,
+                       command=["inferperf", *sys.argv[1:]])
+    if result is not None and output is not None:
         print(f"result written to {save(result, output_path(output, result))}", file=sys.stderr)
     return 0
 
 
-def _serve_repository(root: Path, host: str, port: int, loop: str, http: str, grace_s: float, metrics: bool,
-                      mode: str, load_models: list[str], limits: tuple[int, int, bool],
-                      auth: tuple[str | None, bool, str | None], conn: Any) -> int:  # fmt: skip
-    """``inferperf serve --model-repository DIR``: load the models, then serve until SIGTERM/SIGINT."""
-    from ..serve.server import prepare_repository, uvicorn_stack
-
-    stack = uvicorn_stack(loop, http)
-    served = prepare_repository(root, metrics=metrics, warn=lambda line: print(f"warning: {line}", file=sys.stderr),
-                                mode=mode, load_models=load_models, max_concurrent_loads=limits[0],
-                                max_loaded_models=limits[1], exit_on_error=limits[2])
-    _run(served, host, port, stack, grace_s, auth, conn)
-    return 0
+def _flag(param: str) -> str:
+    """A parameter of :func:`serve_command` as the command line names it (``MODEL``, ``--max-batch-size``)."""
+    return "MODEL" if param == "model" else "--" + param.replace("_", "-")
 
 
-def _check_auth(key: str | None, metrics_auth: bool, host: str) -> None:
-    """Refuse an empty key (the library's check) or --metrics-auth alone; warn when listening on every address
-    without a key.
+def _warn(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr)
+
+
+def _settings(params: dict[str, Any], config: Path | None) -> tuple[BenchConfig, ServeOptions]:
+    """One model's (BenchConfig, ServeOptions) from the command's parameters over the settings file (and its
+    ``serve:`` section); ``--warmup 0`` leaves the file's count.
 
     Raises:
-        UsageError: the bad combination (one line naming the fix).
+        UsageError: a malformed or out-of-range flag or setting (names the flag or the file).
     """
-    if key is not None:
-        from ..serve.auth import check_api_key
+    from ..serve.options import ServeOptions
 
-        check_api_key(key)
-    if key is None and metrics_auth:
-        raise UsageError("--metrics-auth needs --api-key KEY (or INFERPERF_API_KEY)")
-    if key is None and host in ("0.0.0.0", "::", ""):
-        print(f"warning: --host {host or '(all)'} without --api-key: anyone who can reach this port can use"
-              " the server; pass --api-key KEY (or INFERPERF_API_KEY)", file=sys.stderr)
+    section: dict[str, Any] = {}
+    cfg = build_config(config_flags(params, **{"warmup.iterations": params["warmup"] or None}), config,
+                       serve_section=section)
+    flags = {name: params.get(name) for name in ServeOptions.model_fields}  # a flag per field, of the same name
+    flags.update(dynamic_batching=True if params["dynamic_batching"] else None,
+                 preferred_batch_size=params["preferred_batch_size"] or None,
+                 metrics=False if params["no_metrics"] else None)
+    if params["cpus"] is not None:
+        from ..measure.placement import parse_cpus
 
-
-def _run(served: Any, host: str, port: int, stack: tuple[str, str], grace_s: float,
-         auth: tuple[str | None, bool, str | None], conn: Any) -> None:  # fmt: skip
-    """Bind, print the banner once serving, and serve in this thread until SIGTERM/SIGINT (graceful);
-    ``auth`` = (API key or None, whether /metrics needs it, access log target or None); ``conn`` = the
-    :class:`~inferperf.serve.options.ConnectionLimits`."""
-    from ..serve.server import banner, run_server
-
-    served.limits = conn
-
-    key, metrics_auth, access_log = auth
-    if key is not None:
-        served.require_api_key(key, metrics_auth)
-    if access_log is not None:
-        served.log_access(access_log)
-
-    host_url = f"[{host}]" if ":" in host else host
-
-    def on_started(port_bound: int) -> None:
-        print(banner(served, f"http://{host_url}:{port_bound}", stack), flush=True)
-
-    run_server(served, host, port, grace_s=grace_s, on_started=on_started, loop=stack[0], http=stack[1])
+        flags["cpus"] = parse_cpus(params["cpus"])
+    return cfg, serve_options(flags, section, config)
