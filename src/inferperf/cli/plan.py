@@ -25,6 +25,10 @@ def _pm(v: dict[str, Any]) -> str:
     lo, hi = v["interval"]
     mark = "ok" if v["right"] else "MISS"
     err = "-" if v["error"] is None else f"{v['error'] * 100:+.0f} %"  # None: nothing measured (JSON has no inf)
+    if v.get("simulated"):  # p99: the rounds against the simulated range of runs of their length
+        a, b = v["simulated"]
+        return (f"{_ms(v['predicted'])} / {_ms(lo)}-{_ms(hi)} ({err}; every round within simulated {_ms(a)}-{_ms(b)} "
+                f"for {v['requests']} requests +-{v['tolerance'] * 100:.0f} % {mark})")
     return f"{_ms(v['predicted'])} / {_ms(lo)}-{_ms(hi)} ({err}, +-{v['tolerance'] * 100:.0f} % {mark})"
 
 
