@@ -46,6 +46,7 @@ from ..backends.base import create_backend
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import SessionOptions
 from ..errors import UsageError
+from ..measure.threads import name_this_thread
 from ..results.model import TensorInfo
 
 
@@ -84,6 +85,13 @@ def oversubscription_note(count: int, threads: int | None, effective_cpus: int) 
             " lower --instance-count or --intra-op-threads"
         )
     return None
+
+
+def _name_instance(index: int, cpus: list[int] | None) -> None:
+    """A shared-session instance's thread: pinned to ``cpus`` (when given) and named ``ip-inst-INDEX``."""
+    if cpus:
+        pin_this_thread(cpus)
+    name_this_thread(f"ip-inst-{index}")
 
 
 def pin_this_thread(cpus: Sequence[int]) -> list[int]:
@@ -201,10 +209,9 @@ class InstancePool:
             for i in range(count):
                 if shared and i > 0:
                     self._calls.append(self._calls[0])
-                    if parts[i]:
-                        self._threads[i].submit(pin_this_thread, parts[i]).result()
+                    self._threads[i].submit(_name_instance, i, parts[i]).result()
                     continue
-                self._threads[i].submit(self._load, backend, session, model_path, parts[i], kwargs).result()
+                self._threads[i].submit(self._load, i, backend, session, model_path, parts[i], kwargs).result()
         except BaseException:
             self.close()
             raise
@@ -218,12 +225,14 @@ class InstancePool:
         self.output_names = [o.name for o in first.outputs()]
         self._free: deque[int] = deque(range(count))
 
-    def _load(self, backend: str, session: SessionOptions, path: Path | str, cpus: list[int] | None,
+    def _load(self, index: int, backend: str, session: SessionOptions, path: Path | str, cpus: list[int] | None,
               kwargs: dict[str, Any]) -> None:
         if cpus:
             pin_this_thread(cpus)  # before the session exists: its intra-op threads inherit the mask
+        name_this_thread(f"ip-pool-{index}")  # the runtime's threads started by the session inherit this name
         b = create_backend(backend, session, **kwargs)
         b.load(Path(path))
+        name_this_thread(f"ip-inst-{index}")  # the thread that calls the runtime (measure/threads.py's roles)
         self._backends.append(b)
         self._calls.append(_call_of(b))
 

@@ -30,6 +30,7 @@ import uvicorn
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import BenchConfig
 from ..errors import UsageError
+from ..measure.threads import LOOP_NAME, name_this_thread
 from .app import ServeApp
 from .build import close_models, prepare, prepare_repository  # noqa: F401 - prepare*: public here too
 from .http_protocol import http_protocol
@@ -107,6 +108,7 @@ class _Server(uvicorn.Server):
         self._exit_at: float | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        name_this_thread(LOOP_NAME)  # the event loop's thread, by name (measure/threads.py's roles)
         await super().startup(sockets)
         self.serve_app.metrics.start_window()
         if self.on_started is not None and sockets and not self.should_exit:

@@ -1,0 +1,115 @@
+"""Per-thread CPU time and run-queue wait of a process, read from Linux's ``/proc/PID/task/TID/schedstat``, and
+the thread names a served replica gives its threads so each figure can be put on the right role.
+
+``schedstat`` holds three numbers per thread (Linux's Documentation/scheduler/sched-stats.rst): the time spent
+on a CPU (ns), the time spent waiting on a run queue (ns), and the number of timeslices run. It needs no
+privileges and counts in nanoseconds (``/proc/PID/task/TID/stat`` counts 10 ms ticks). Waits for Python's GIL
+are not in it: a thread blocked on the GIL sleeps, it does not wait on a run queue.
+
+Roles, by the name (``comm``, 15 bytes at most) a served replica sets (:func:`name_this_thread`):
+
+- ``inferperf-loop``: the event loop (HTTP, decode, encode, the batcher; it keeps "inferperf" in its name, since
+  where it is the main thread its name is the process's, which ``pgrep inferperf`` finds);
+- ``ip-inst-N``: instance N's thread, the one that calls the runtime;
+- ``ip-pool-N``: threads the runtime started while instance N's session was created (its intra-op pool: they
+  inherit the name the instance thread had then);
+- anything else: ``other`` (the main thread, the runtime's later threads, the resource sampler).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Linux prctl option that names the calling thread (linux/prctl.h)
+_PR_SET_NAME = 15
+_ROLE = re.compile(r"^(?:inferperf-(loop)|ip-(inst|pool)-(\d+))$")
+#: the event loop's thread name
+LOOP_NAME = "inferperf-loop"
+
+
+def name_this_thread(name: str) -> bool:
+    """Name the calling OS thread ``name`` (its ``comm``: what ``top -H`` and ``/proc/.../comm`` show; cut to 15
+    bytes). Returns False where the name cannot be set (not Linux, no libc); never raises."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True)
+class ThreadTimes:
+    """One thread's ``schedstat``: ``cpu_ns`` on a CPU, ``wait_ns`` waiting on a run queue, ``slices`` run; and
+    its ``name`` (comm)."""
+
+    tid: int
+    name: str
+    cpu_ns: int
+    wait_ns: int
+    slices: int
+
+
+def read_threads(pid: int) -> dict[int, ThreadTimes]:
+    """Every thread of process ``pid`` now (a thread that ends while it is read is left out).
+
+    Raises:
+        FileNotFoundError: no such process, or no ``/proc`` (not Linux).
+    """
+    out: dict[int, ThreadTimes] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            cpu, wait, slices = (int(x) for x in (task / "schedstat").read_text().split()[:3])
+            name = (task / "comm").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        out[int(task.name)] = ThreadTimes(int(task.name), name, cpu, wait, slices)
+    return out
+
+
+def thread_delta(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes]) -> dict[int, ThreadTimes]:
+    """What each thread of ``after`` did since ``before`` (a thread new in ``after`` counts from zero; one that
+    ended between the two is lost: read often enough, or keep threads alive)."""
+    out = {}
+    for tid, a in after.items():
+        b = before.get(tid)
+        if b is None:
+            out[tid] = a
+        else:
+            out[tid] = ThreadTimes(tid, a.name, a.cpu_ns - b.cpu_ns, a.wait_ns - b.wait_ns, a.slices - b.slices)
+    return out
+
+
+def role_of(name: str) -> str:
+    """``event-loop``, ``instance-N``, ``pool-N`` or ``other`` for a thread name (see the module docstring)."""
+    m = _ROLE.match(name)
+    if m is None:
+        return "other"
+    loop, kind, n = m.groups()
+    if loop:
+        return "event-loop"
+    return f"{'instance' if kind == 'inst' else 'pool'}-{n}"
+
+
+def by_role(times: dict[int, ThreadTimes]) -> dict[str, dict[str, int]]:
+    """``{role: {"threads", "cpu_ns", "wait_ns", "slices"}}`` summed over the threads of each role."""
+    out: dict[str, dict[str, int]] = {}
+    for t in times.values():
+        r = out.setdefault(role_of(t.name), {"threads": 0, "cpu_ns": 0, "wait_ns": 0, "slices": 0})
+        r["threads"] += 1
+        r["cpu_ns"] += t.cpu_ns
+        r["wait_ns"] += t.wait_ns
+        r["slices"] += t.slices
+    return out
+
+
+def native_id() -> int:
+    """The calling thread's OS thread id (the TID in ``/proc/PID/task``)."""
+    return threading.get_native_id()
+
+
+__all__ = ["LOOP_NAME", "ThreadTimes", "by_role", "name_this_thread", "native_id", "read_threads", "role_of", "thread_delta"]

@@ -1,0 +1,63 @@
+"""Per-thread CPU and run-queue wait from /proc (issue 39 item 2): a named thread's own CPU time, its role, and
+the difference between two reads."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from inferperf.measure.threads import ThreadTimes, by_role, name_this_thread, native_id, read_threads, role_of, thread_delta
+
+
+def test_a_named_busy_thread_shows_its_cpu_time_under_its_role() -> None:
+    """A thread named ip-pool-1 spins 150 ms of its own CPU time between two reads: the difference holds its
+    name and about that CPU time, and it sums under its role."""
+    tid: list[int] = []
+    ready, go, done, leave = (threading.Event() for _ in range(4))
+
+    def spin() -> None:
+        name_this_thread("ip-pool-1")
+        tid.append(native_id())
+        ready.set()
+        go.wait()
+        t_end = time.thread_time() + 0.15
+        while time.thread_time() < t_end:
+            pass
+        done.set()
+        leave.wait()
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        ready.wait(5)
+        before = read_threads(os.getpid())
+        go.set()
+        done.wait(10)
+        after = read_threads(os.getpid())
+    finally:
+        leave.set()
+        t.join()
+    d = thread_delta(before, after)[tid[0]]
+    assert d.name == "ip-pool-1" and 0.14e9 <= d.cpu_ns <= 0.5e9 and d.slices >= 1 and d.wait_ns >= 0
+    roles = by_role({tid[0]: d})
+    assert roles == {"pool-1": {"threads": 1, "cpu_ns": d.cpu_ns, "wait_ns": d.wait_ns, "slices": d.slices}}
+
+
+@pytest.mark.parametrize(("name", "role"), [("inferperf-loop", "event-loop"), ("ip-inst-0", "instance-0"),
+                                            ("ip-inst-12", "instance-12"), ("ip-pool-2", "pool-2"),
+                                            ("python", "other"), ("ip-loop", "other"), ("inferperf", "other"),
+                                            ("ip-inst-", "other")])
+def test_roles(name: str, role: str) -> None:
+    assert role_of(name) == role
+
+
+def test_delta_counts_a_new_thread_from_zero_and_sums_by_role() -> None:
+    b = {1: ThreadTimes(1, "inferperf-loop", 100, 10, 1)}
+    a = {1: ThreadTimes(1, "inferperf-loop", 350, 30, 4), 2: ThreadTimes(2, "ip-inst-0", 500, 5, 2),
+         3: ThreadTimes(3, "ip-inst-0", 100, 1, 1)}
+    d = thread_delta(b, a)
+    assert d[1] == ThreadTimes(1, "inferperf-loop", 250, 20, 3) and d[2] == a[2]
+    assert by_role(d)["instance-0"] == {"threads": 2, "cpu_ns": 600, "wait_ns": 6, "slices": 3}
