@@ -93,6 +93,7 @@ def test_interrupted_sweep_resumes_without_remeasuring(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="--resume"):
         run_sweep(cases, tmp_path, repeat=1)
     out = run_sweep(cases, tmp_path, repeat=1, resume=True)
+    assert not out.failures, out.failures  # a run that failed says why (seen once on a loaded machine)
     assert out.skipped_runs == 2 and out.measured_runs == 2 and len(out.results) == 4
     for cid, pid in first_pids.items():
         rel = json.loads((tmp_path / "index.json").read_text())["cases"][cid]["runs"]["0"]
