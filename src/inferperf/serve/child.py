@@ -56,7 +56,8 @@ def _serve_child(model: str, cpus: list[int], cfg_doc: dict[str, Any] | None, op
 def own_server(model: str, server_cpus: list[int], cfg: Any = None,
                opts: dict[str, Any] | None = None) -> Iterator[tuple[str, str, Callable[[], Any]]]:
     """Start ``inferperf serve MODEL`` in a child process; yields (url, model name, stop) where ``stop()``
-    stops it gracefully and returns its Result (kind serve) or None.
+    stops it gracefully and returns its Result (kind serve) or None; ``stop.pid`` is the server's process id
+    (its threads' CPU time: :mod:`inferperf.measure.threads`).
 
     Args:
         cfg: the BenchConfig of the served sessions (threads, backend, shapes); defaults if None.
@@ -94,6 +95,7 @@ def own_server(model: str, server_cpus: list[int], cfg: Any = None,
         kind, *rest = here.recv()
         if kind == "error":
             raise rest[0]
+        stop.pid = proc.pid  # type: ignore[attr-defined]
         yield rest[0], rest[1], stop
         stop()
     finally:

@@ -1,0 +1,142 @@
+"""A served replica's own cost under load (issue 39 item 2): CPU time per thread role, per request and per model
+call, and the run-queue waits, from a short served run at two or more loads on the replica's own CPUs.
+
+Each step drives open-loop Poisson load at one rate at the replica (:func:`.validate.served`: pinned as the plan
+costs it) and reads, before and after, every server thread's ``schedstat`` (:mod:`inferperf.measure.threads`:
+CPU ns and run-queue wait ns, by role from the names the server gives its threads) and the model's statistics
+(Triton's statistics extension: requests, rows, model calls). Per step (:func:`step_cost`):
+
+- the event loop's CPU per request (HTTP, decode, encode, batching) and its run-queue wait per request;
+- the instances' CPU per model call (the thread calling the runtime, and the runtime's own pool threads);
+- each role's share of the replica's cores (its utilisation: the utilisation law U = X x D holds by construction
+  on these figures, so a simulator fed them is checked against the same U).
+
+Why two loads: a cost measured at one stream under-predicts at high load (BENCHMARKS.md, "Capacity plans:
+predicted vs measured": squeezenet's server time per request grew with the load). :func:`split_loop_cost` splits
+the event loop's CPU into a per-request and a per-batch part by least squares over the steps when their mean
+batch sizes differ (batching on), and reports it per request only when they do not (batching off).
+
+Left out: waits for Python's GIL (a thread waiting on it sleeps; it is not on a run queue), so with more than one
+CPU the loop's and the instances' Python parts may overlap less than the figures suggest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..clock import monotonic_s
+from ..measure.threads import ThreadTimes, by_role, read_threads, thread_delta
+
+#: fractions of the replica's predicted capacity a calibration runs at
+CALIBRATION_LOADS = (0.3, 0.7)
+
+
+def _stats_counts(doc: dict[str, Any]) -> dict[str, int]:
+    """``{"requests", "rows", "executions"}`` from a model's statistics entry (Triton's extension)."""
+    return {"requests": int(doc["inference_stats"]["success"]["count"]), "rows": int(doc["inference_count"]),
+            "executions": int(doc["execution_count"])}
+
+
+def step_cost(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes], stats_before: dict[str, Any],
+              stats_after: dict[str, Any], seconds: float, cores: int, rate_per_s: float) -> dict[str, Any]:
+    """One calibration step's figures from two reads of the server's threads and statistics ``seconds`` apart.
+
+    Returns:
+        ``{"rate_per_s", "seconds", "requests", "rows", "executions", "throughput_per_s", "mean_batch_requests",
+        "roles": by_role, "loop_cpu_ms_per_request", "loop_wait_ms_per_request", "call_cpu_ms" (instance +
+        pool CPU per model call), "call_wait_ms", "utilisation": {role: CPU ns / (seconds x 1e9)},
+        "replica_utilisation": all server threads' CPU / (seconds x cores)}``; per-request and per-call figures
+        are None when the step served nothing.
+
+    Raises:
+        ValueError: ``seconds`` or ``cores`` not positive.
+    """
+    if not seconds > 0 or cores < 1:
+        raise ValueError("a calibration step needs seconds > 0 and cores >= 1")
+    roles = by_role(thread_delta(before, after))
+    a, b = _stats_counts(stats_after), _stats_counts(stats_before)
+    n = {k: a[k] - b[k] for k in a}
+    loop = roles.get("event-loop", {"cpu_ns": 0, "wait_ns": 0})
+    calls = [v for k, v in roles.items() if k.startswith(("instance-", "pool-"))]
+    call_cpu, call_wait = sum(v["cpu_ns"] for v in calls), sum(v["wait_ns"] for v in calls)
+    per = lambda x, k: x / n[k] / 1e6 if n[k] else None  # noqa: E731 - ns per count -> ms
+    return {"rate_per_s": rate_per_s, "seconds": seconds, **n, "throughput_per_s": n["requests"] / seconds,
+            "mean_batch_requests": n["requests"] / n["executions"] if n["executions"] else None, "roles": roles,
+            "loop_cpu_ms_per_request": per(loop["cpu_ns"], "requests"),
+            "loop_wait_ms_per_request": per(loop["wait_ns"], "requests"),
+            "call_cpu_ms": per(call_cpu, "executions"), "call_wait_ms": per(call_wait, "executions"),
+            "utilisation": {k: v["cpu_ns"] / (seconds * 1e9) for k, v in roles.items()},
+            "replica_utilisation": sum(v["cpu_ns"] for v in roles.values()) / (seconds * 1e9 * cores)}
+
+
+def split_loop_cost(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The event loop's CPU per request and per batch (ms): least squares of ``loop CPU = a x requests +
+    b x executions`` over the steps (no intercept), when the steps' requests per execution differ by 5 % or
+    more; otherwise ``a`` alone (every figure per request; ``per_batch_ms`` None).
+
+    Returns:
+        ``{"per_request_ms", "per_batch_ms", "method": "regression" | "per request", "steps"}``.
+
+    Raises:
+        ValueError: no step served a request.
+    """
+    rows = [s for s in steps if s["requests"]]
+    if not rows:
+        raise ValueError("no calibration step served a request")
+    req = np.array([s["requests"] for s in rows], float)
+    exe = np.array([s["executions"] for s in rows], float)
+    cpu = np.array([s["roles"].get("event-loop", {"cpu_ns": 0})["cpu_ns"] for s in rows], float) / 1e6
+    ratio = req / np.maximum(exe, 1)
+    if len(rows) >= 2 and ratio.max() >= ratio.min() * 1.05:
+        (a, b), *_ = np.linalg.lstsq(np.column_stack([req, exe]), cpu, rcond=None)
+        if a >= 0 and b >= 0:
+            return {"per_request_ms": float(a), "per_batch_ms": float(b), "method": "regression", "steps": len(rows)}
+    return {"per_request_ms": float(cpu.sum() / req.sum()), "per_batch_ms": None, "method": "per request",
+            "steps": len(rows)}
+
+
+def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
+              loads: Sequence[float] = CALIBRATION_LOADS, command: list[str] | None = None,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Serve ``opt``'s replica for real (:func:`.validate.served`) and measure its cost at each of ``loads`` x
+    ``capacity_per_s`` for ``step_s`` seconds of Poisson arrivals (plus the load's warm-up, inside the step).
+
+    Returns:
+        ``{"steps": [step_cost(...)], "loop": split_loop_cost(...), "placement", "server_cpus": n}``.
+
+    Raises:
+        UsageError, MeasurementError: as :func:`.validate.served` and the load.
+    """
+    import httpx
+
+    from ..loadgen.options import LoadConfig
+    from ..loadgen.run import load
+    from .validate import REQUEST_TIMEOUT_MS, _load_shapes, served
+
+    steps = []
+    with served(model, opt) as (url, name, stop, placement):
+        pid = stop.pid
+
+        def stats() -> dict[str, Any]:
+            return httpx.get(f"{url}/v2/models/{name}/stats", timeout=10).json()["model_stats"][0]
+
+        for f in loads:
+            rate = capacity_per_s * f
+            if progress:
+                progress(f"calibrate: {rate:.4g} req/s ({f * 100:.0f} % of capacity) for {step_s:g} s")
+            lc = LoadConfig(url=url, model=name, protocol="binary", request_rate=[rate], arrival="poisson",
+                            duration_s=step_s, shapes=_load_shapes(opt), warmup_s=0.0, max_trials=1,
+                            timeout_ms=REQUEST_TIMEOUT_MS)
+            s0, t0, th0 = stats(), monotonic_s(), read_threads(pid)
+            load(lc, command=command)
+            th1, t1, s1 = read_threads(pid), monotonic_s(), stats()
+            steps.append(step_cost(th0, th1, s0, s1, t1 - t0, len(placement["server_cpus"]), rate))
+        stop()
+    return {"steps": steps, "loop": split_loop_cost(steps), "placement": placement,
+            "server_cpus": len(placement["server_cpus"])}
+
+
+__all__ = ["CALIBRATION_LOADS", "calibrate", "split_loop_cost", "step_cost"]

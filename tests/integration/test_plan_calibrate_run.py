@@ -1,0 +1,32 @@
+"""A calibration run on a real served replica (issue 39 item 2): a seeded MLP served on one CPU with Poisson load
+from the other at two rates; the figures are the server's own threads' and agree with its statistics."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from inferperf.analysis.candidates import candidates
+from inferperf.analysis.fleet import PlanOptions, options_for
+from inferperf.plan.calibrate import calibrate
+from tests.plan_results import base_result, measured
+
+pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a CPU for the server and one for the load")
+
+
+def test_calibration_measures_the_replicas_threads_at_two_loads(tmp_path: Path) -> None:
+    base = base_result(tmp_path)
+    opt = options_for(candidates([(Path("b1.json"), measured(base, 1, 1, 1, 1.0, seed=1))]),
+                      PlanOptions(100.0, 50.0))[0]  # batching off, 1 instance of 1 thread: 1 core
+    cal = calibrate(str(tmp_path / "mlp.onnx"), opt, capacity_per_s=400.0, step_s=1.5, loads=(0.25, 0.5))
+    assert cal["server_cpus"] == 1 and [s["rate_per_s"] for s in cal["steps"]] == [100.0, 200.0]
+    for s in cal["steps"]:
+        # open-loop Poisson at the rate: the server answered about rate x seconds (the load's own start inside)
+        assert 0.6 * s["rate_per_s"] <= s["throughput_per_s"] <= 1.4 * s["rate_per_s"], s
+        assert s["executions"] == s["requests"] == s["rows"]  # batching off: one request a call
+        assert s["roles"]["event-loop"]["threads"] == 1 and s["roles"]["instance-0"]["threads"] == 1
+        assert 0 < s["loop_cpu_ms_per_request"] < 20 and 0 < s["call_cpu_ms"] < 20
+        assert 0 < s["replica_utilisation"] <= 1.05  # one core: what its threads ran fits in it
+    assert cal["loop"]["method"] == "per request" and cal["loop"]["per_request_ms"] > 0

@@ -1,0 +1,55 @@
+"""The served replica's cost figures (issue 39 item 2): a step's per-request and per-call CPU and waits from two
+reads, and the event loop's split into per-request and per-batch parts, on exact synthetic figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferperf.measure.threads import ThreadTimes as T
+from inferperf.plan.calibrate import split_loop_cost, step_cost
+
+
+def _stats(requests: int, rows: int, executions: int) -> dict:
+    return {"inference_stats": {"success": {"count": requests, "ns": 0}}, "inference_count": rows,
+            "execution_count": executions}
+
+
+def test_a_step_puts_each_threads_time_on_its_role_per_request_and_per_call() -> None:
+    before = {1: T(1, "inferperf-loop", 1_000, 0, 1), 2: T(2, "ip-inst-0", 0, 0, 0), 3: T(3, "ip-pool-0", 0, 0, 0),
+              4: T(4, "inferperf", 50, 0, 1)}
+    after = {1: T(1, "inferperf-loop", 1_000 + 300_000_000, 20_000_000, 9), 2: T(2, "ip-inst-0", 400_000_000, 10_000_000, 5),
+             3: T(3, "ip-pool-0", 100_000_000, 0, 5), 4: T(4, "inferperf", 50, 0, 1)}
+    s = step_cost(before, after, _stats(10, 10, 4), _stats(1010, 1010, 504), seconds=2.0, cores=2, rate_per_s=500.0)
+    assert (s["requests"], s["rows"], s["executions"]) == (1000, 1000, 500)
+    assert s["throughput_per_s"] == 500.0 and s["mean_batch_requests"] == 2.0
+    assert s["loop_cpu_ms_per_request"] == pytest.approx(0.3) and s["loop_wait_ms_per_request"] == pytest.approx(0.02)
+    assert s["call_cpu_ms"] == pytest.approx(1.0) and s["call_wait_ms"] == pytest.approx(0.02)
+    # the utilisation law U = X x D, role by role: the loop's 0.15 of a core = 500/s x 0.3 ms
+    assert s["utilisation"]["event-loop"] == pytest.approx(s["throughput_per_s"] * s["loop_cpu_ms_per_request"] / 1e3)
+    assert s["replica_utilisation"] == pytest.approx(0.8e9 / (2.0 * 1e9 * 2))
+    idle = step_cost(before, before, _stats(0, 0, 0), _stats(0, 0, 0), 1.0, 1, 10.0)
+    assert idle["loop_cpu_ms_per_request"] is None and idle["call_cpu_ms"] is None
+    with pytest.raises(ValueError):
+        step_cost(before, after, _stats(0, 0, 0), _stats(1, 1, 1), 0.0, 1, 1.0)
+
+
+def _step(requests: int, executions: int, loop_ms: float) -> dict:
+    return {"requests": requests, "executions": executions,
+            "roles": {"event-loop": {"cpu_ns": round(loop_ms * 1e6)}}}
+
+
+def test_the_loop_cost_splits_per_request_and_per_batch_when_the_batches_differ() -> None:
+    """0.2 ms a request + 0.5 ms a batch, at mean batches of 1 and 4 requests: the regression finds both."""
+    steps = [_step(1000, 1000, 1000 * 0.2 + 1000 * 0.5), _step(2000, 500, 2000 * 0.2 + 500 * 0.5)]
+    got = split_loop_cost(steps)
+    assert got["method"] == "regression"
+    assert got["per_request_ms"] == pytest.approx(0.2) and got["per_batch_ms"] == pytest.approx(0.5)
+
+
+def test_the_loop_cost_is_per_request_only_when_the_batches_do_not_differ() -> None:
+    """Batching off (one request a call at both loads): the parts cannot be told apart; the total per request."""
+    got = split_loop_cost([_step(1000, 1000, 700.0), _step(2000, 2000, 1500.0)])
+    assert got == {"per_request_ms": pytest.approx(2200 / 3000), "per_batch_ms": None, "method": "per request",
+                   "steps": 2}
+    with pytest.raises(ValueError):
+        split_loop_cost([_step(0, 0, 0.0)])
