@@ -149,7 +149,7 @@ def test_a_second_signal_is_a_hard_stop_that_says_which_steps_are_on_disk(monkey
         raise KeyboardInterrupt
 
     monkeypatch.setattr("inferperf.loadgen.target.read_target", lambda cfg: target)
-    monkeypatch.setattr("inferperf.cli.load._runner", lambda cfg: runner)
+    monkeypatch.setattr("inferperf.loadgen.spec.runner_for", lambda cfg: runner)
     out = tmp_path / "out"
     assert main(["load", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1,2,4", "-o", str(out)]) == 130
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "result written" not in ln]

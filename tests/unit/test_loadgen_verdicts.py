@@ -323,6 +323,7 @@ def test_a_requests_n_step_that_waits_for_its_backlog_is_still_overloaded() -> N
 
 def test_fail_on_invalid_counts_invalid_steps_only_after_every_step_ran(monkeypatch, capsys) -> None:  # noqa: ANN001
     import inferperf.cli.load as cli
+    import inferperf.loadgen.spec as spec
     import inferperf.loadgen.target as tgt
     from inferperf.errors import GateFailed
 
@@ -338,8 +339,9 @@ def test_fail_on_invalid_counts_invalid_steps_only_after_every_step_ran(monkeypa
                 on_step(r)
             return steps
 
-        monkeypatch.setattr(cli, "_runner", lambda cfg: runner)
-        return cli._run(LoadConfig(request_rate=[200, 100], **flags), [], None, None, placement=None)
+        monkeypatch.setattr(spec, "runner_for", lambda cfg: runner)
+        load = spec.LoadSpec("http://127.0.0.1:9", LoadConfig(request_rate=[200, 100], **flags)).check()
+        return cli._run(load, [], None)
 
     assert run_with([overloaded], fail_on_invalid=True) == 0  # OVERLOADED is a valid measurement
     with pytest.raises(GateFailed, match=r"--fail-on-invalid: 1 of 2 step\(s\) INVALID \(first, at 100 req/s: errors"):

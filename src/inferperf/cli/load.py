@@ -9,32 +9,37 @@ is ready, runs the steps, stops it gracefully and writes the server-side
 Result (kind ``serve``) beside the client's. Composed in ``tune/`` because
 ``loadgen`` never imports ``serve``.
 
-Adding a mode (stress, soak, Locust import): add its flags to
-:func:`load_command`, put them in the ``flags`` dict (LoadConfig fields) and
-route to its library function in :func:`_runner`.
+The command maps its flags onto a :class:`~inferperf.loadgen.spec.LoadSpec` (a flag named as its LoadConfig
+field needs no mapping: :func:`load_flags`), makes one library call
+(:func:`inferperf.tune.served.run_load_spec`) and renders (:class:`~.load_lines.LoadConsole`); the spec refuses
+contradictions and :func:`~inferperf.loadgen.spec.outcome_error` decides the exit code. Adding a mode: a
+LoadConfig field, its flag here under the field's name, and its library function in
+:func:`inferperf.loadgen.spec.runner_for`.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from pydantic import ValidationError
 
-from ..errors import GateFailed, Interrupted, MeasurementError, UsageError
-from ..interrupt import STOP, cooperative
-from ..serve.child import own_server, split_cpus
+from ..errors import Interrupted, UsageError
+from ..interrupt import STOP
+from ..loadgen.spec import load_config
 from . import app
 from .history import HistoryOpt, record_written, stamps
-from .load_lines import (IntervalLog, findings_line, hard_stop_line, interval_line, kept_line, lost_line, refused_line,
-                         soak_intervals, step_label, table_header, table_row)
+from .load_lines import LoadConsole, hard_stop_line, kept_line
 from .outputs import check_writable, output_path
 
 Opt = typer.Option
+
+#: load's parameters named otherwise in LoadConfig (every other parameter named as a LoadConfig field sets it).
+_FIELD_OF = {"shape": "shapes", "header": "headers"}
+#: comma lists of numbers: parameter -> the number type.
+_LISTS: dict[str, Callable[[str], Any]] = {"concurrency": int, "request_rate": float, "shape_weights": float}
 
 
 def _numbers(text: str | None, flag: str, cast: Callable[[str], Any]) -> list[Any]:
@@ -46,33 +51,22 @@ def _numbers(text: str | None, flag: str, cast: Callable[[str], Any]) -> list[An
         raise UsageError(f"{flag} {text!r}: give comma-separated numbers, e.g. {flag} 1,4,16") from None
 
 
-def load_config(flags: dict[str, Any]) -> Any:
-    """LoadConfig from the flags given (None = default); a refused value is one UsageError line naming its flag."""
+def load_flags(params: dict[str, Any]) -> dict[str, Any]:
+    """The LoadConfig settings ``load``'s parameters (its ``locals()``) set: a parameter named as a field (or
+    through :data:`_FIELD_OF`) sets it unless None or off; comma lists parsed; ``--no-stream`` is ``stream`` off.
+
+    Raises:
+        UsageError: a comma list that is not numbers (names its flag).
+    """
     from ..loadgen.options import LoadConfig
 
-    try:
-        return LoadConfig.model_validate({k: v for k, v in flags.items() if v is not None})
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
-        msg = err["msg"].replace("Value error, ", "")
-        flag = f"--{where.replace('_', '-')}: " if where and not msg.startswith("--") else ""
-        raise UsageError(f"{flag}{msg}") from None
-
-
-def _runner(cfg: Any) -> Callable[..., list[Any]]:
-    """The library function a run dispatches to (stress, soak add their branches here)."""
-    from ..loadgen.run import load
-
-    if getattr(cfg, "soak_s", None) is not None:
-        from ..loadgen.soak import soak
-
-        return soak
-    if getattr(cfg, "stress", False) or getattr(cfg, "find_max_rate", False):
-        from ..loadgen.stress import stress
-
-        return stress
-    return load
+    flags: dict[str, Any] = {"stream": False} if params.get("no_stream") else {}
+    for name, value in params.items():
+        field = _FIELD_OF.get(name, name)
+        if field not in LoadConfig.model_fields or value is None or value is False:
+            continue
+        flags[field] = _numbers(value, f"--{name.replace('_', '-')}", _LISTS[name]) or None if name in _LISTS else value
+    return flags
 
 
 @app.command("load")
@@ -150,63 +144,27 @@ def load_command(
     cannot be trusted) or OVERLOADED (open loop: the server fell behind the offered rate). Exit 1 if the target
     stopped answering (the step ends then, later steps are skipped), 3 with --strict-rate when a rate fell short
     or with --fail-on-invalid when a step is INVALID."""
-    flags: dict[str, Any] = {
-        "model": model, "concurrency": _numbers(concurrency, "--concurrency", int) or None,
-        "request_rate": _numbers(request_rate, "--request-rate", float) or None, "arrival": arrival,
-        "trace_speed": trace_speed, "protocol": protocol, "shapes": shape, "input_data": input_data, "body": body,
-        "shape_weights": _numbers(shape_weights, "--shape-weights", float) or None, "headers": header,
-        "warmup_s": warmup_s, "duration_s": duration_s, "requests": requests,
-        "measurement_interval_ms": measurement_interval_ms, "stability_percentage": stability_percentage,
-        "max_trials": max_trials, "max_connections": max_connections, "workers": workers, "timeout_ms": timeout_ms,
-        "strict_rate": strict_rate or None, "fail_on_invalid": fail_on_invalid or None, "seed": seed,
-        "input_pool_size": input_pool_size,
-        "soak_s": soak_s, "soak_interval_s": soak_interval_s, "server_pid": server_pid,
-        "fail_on_leak": fail_on_leak or None,
-        "stress": stress or None, "find_max_rate": find_max_rate or None, "slo_p99_ms": slo_p99_ms,
-        "max_error_rate": max_error_rate, "stress_gain_percent": stress_gain_percent,
-        "api": api, "stream": False if no_stream else None, "max_tokens": max_tokens, "ignore_eos": ignore_eos or None,
-        "input_tokens": input_tokens, "input_tokens_std": input_tokens_std, "input_tokens_min": input_tokens_min,
-        "input_tokens_max": input_tokens_max, "input_distribution": input_distribution, "tokenizer": tokenizer,
-        "dataset": dataset, "slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms,
-    }  # fmt: skip
-    if from_locust_csv is not None:
-        return _import_locust(from_locust_csv, target, output)
-    if target is None:
-        raise UsageError("give a TARGET (URL, ONNX file or zoo:NAME) or --from-locust-csv PREFIX")
-    is_url = "://" in target
-    cfg = load_config({**flags, "url": target if is_url else None})
-    if cfg.api != "kserve" and not is_url:
-        raise UsageError(f"--api {cfg.api} loads a running server: give its URL (e.g. http://127.0.0.1:8000; a mock:"
-                         " inferperf serve --mock-generate)")
+    from ..loadgen.spec import LoadSpec
+
+    spec = LoadSpec(target, load_flags(locals()), from_locust_csv, output, bool(history)).check()
     if output is not None:
         check_writable(output)
-    elif history:
-        raise UsageError("--history adds the step Results load writes: pass --output DIR")
-    if cfg.arrival.startswith("trace:"):
-        from ..measure.arrivals import load_trace
-
-        load_trace(cfg.arrival[len("trace:"):])
     command = ["inferperf", *sys.argv[1:]]
+    if spec.from_locust_csv is not None:
+        return _import_locust(spec.from_locust_csv, output, command)
     before = stamps(output)
-    if is_url:
-        code = _run(cfg, command, output, csv_path, placement=None)
-    else:
-        code = _run_own_server(target, cfg, command, output, csv_path)
+    code = _run(spec, command, csv_path)
     if history and output is not None:
         record_written(history, output, before)
     return code
 
 
-def _import_locust(prefix: str, target: str | None, output: Path | None) -> int:
+def _import_locust(prefix: str, output: Path | None, command: list[str]) -> int:
     """``--from-locust-csv``: Locust CSVs -> summary-only Results, written like other load Results."""
     from ..loadgen.locust_import import describe, locust_results
     from ..results.io import save
 
-    if target is not None:
-        raise UsageError("--from-locust-csv takes no TARGET: drop it")
-    if output is not None:
-        check_writable(output)
-    results = locust_results(prefix, command=["inferperf", *sys.argv[1:]])
+    results = locust_results(prefix, command=command)
     print(f"{'name':<28} {'users':>5} {'requests':>8} {'failures':>8} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9}")
     for row in describe(results):
         print(f"{row['name']:<28} {row['users']:>5d} {row['requests']:>8d} {row['failures']:>8d}"
@@ -217,114 +175,28 @@ def _import_locust(prefix: str, target: str | None, output: Path | None) -> int:
     return 0
 
 
-def _run_own_server(model_arg: str, cfg: Any, command: list[str], output: Path | None, csv_path: Path | None) -> int:
-    cpus = sorted(os.sched_getaffinity(0))
-    gen, srv = split_cpus(cpus)
-    placement = {"generator_cpus": gen, "server_cpus": srv, "disjoint": not set(gen) & set(srv)}
-    with own_server(model_arg, srv) as (url, name, stop):
-        cfg = cfg.model_copy(update={"url": url, "model": cfg.model or name, "shapes": _zoo_shapes(model_arg, cfg)})
-        before = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, gen)
-        try:
-            code = _run(cfg, command, output, csv_path, placement=placement, after=stop)
-        finally:
-            os.sched_setaffinity(0, before)
-    return code
+def _run(spec: Any, command: list[str], csv_path: Path | None) -> int:
+    """Run the checked ``spec`` (:func:`inferperf.tune.served.run_load_spec`) printing as it goes; then say what
+    an interrupted run kept, or raise what :func:`inferperf.loadgen.spec.outcome_error` decided."""
+    from ..loadgen.spec import outcome_error
+    from ..tune.served import run_load_spec
 
-
-def _zoo_shapes(model_arg: str, cfg: Any) -> list[str]:
-    """``--shape`` values of a run on its own server: the given ones, else the zoo model's default shapes (as
-    ``bench`` measures it: ``load zoo:ppocr-cls`` sends x:1x3x48x192), none with ``--input-data``."""
-    from ..zoo import default_shapes
-
-    if cfg.shapes or cfg.input_data is not None:
-        return list(cfg.shapes)
-    return [f"{k}:{'x'.join(map(str, dims))}" for k, dims in default_shapes(model_arg).items()]
-
-
-def _run(cfg: Any, command: list[str], output: Path | None, csv_path: Path | None,
-         placement: dict | None, after: Callable[[], Any] | None = None) -> int:  # fmt: skip
-    from ..loadgen.gen_target import read_load_target as read_target
-    from ..results.io import save
-
+    view = LoadConsole(spec.output, command)
     try:
-        target = read_target(cfg)  # an unreachable target or a shape the model refuses: one line, no table
-    except KeyboardInterrupt:  # Ctrl-C / SIGTERM before the steps' cooperative section: say nothing was kept
-        raise Interrupted(kept_line(cfg, [], [], STOP.signal_name), STOP.exit_code) from None
-    header = [table_header(cfg.mode)]  # printed with the first step: an input error comes before any table
-    written: list[Path] = []
-    shown: list[Any] = []  # the Results handed to the console (what a hard stop keeps)
-
-    def on_step(r: Any) -> None:
-        shown.append(r)
-        if header:
-            print(header.pop(), flush=True)
-        if placement is not None:
-            r.run["placement"] = placement
-            r.config.placement.cpus = placement["generator_cpus"]
-            if not placement["disjoint"]:
-                r.notes.append("one CPU: the generator and the server share it")
-        print(table_row(r), flush=True)
-        if r.metrics.generation is not None:
-            from .gen_lines import generation_line
-
-            print(generation_line(r.metrics.generation), flush=True)
-        for note in r.notes:
-            print(f"  note: {note}", flush=True)
-        if output is not None:
-            written.append(save(r, output_path(output, r)))
-            print(f"  result written to {written[-1]}", file=sys.stderr)
-
-    extra: dict[str, Any] = {}
-    if cfg.stress or cfg.find_max_rate:  # the plan, then a line before each step (stderr: the table stays clean)
-        extra["on_progress"] = lambda line: print(line, file=sys.stderr, flush=True)
-    log = None
-    if cfg.soak_s is not None:  # a line per interval as it ends, and on disk with -o
-        total = soak_intervals(cfg)
-        log = IntervalLog(output, cfg, command) if output is not None else None
-
-        def on_interval(iv: dict) -> None:
-            print(interval_line(iv, total), flush=True)
-            if log is not None:
-                log(iv)
-
-        extra["on_interval"] = on_interval
-    try:
-        with cooperative():  # Ctrl-C / SIGTERM end the step in progress, kept and marked (inferperf.interrupt)
-            results = _runner(cfg)(cfg, command=command, on_step=on_step, target=target, **extra)
+        outcome = run_load_spec(spec, command=command, on_start=view.start, on_step=view.step,
+                                on_interval=view.interval, on_progress=view.progress, on_end=view.end)
     except KeyboardInterrupt:  # a second signal: the hard stop; say what the finished steps left on disk
-        raise Interrupted(hard_stop_line(cfg, shown, written, STOP.signal_name, log), STOP.exit_code) from None
-    found = (results[-1].metrics.client or {}).get("stress") if results else None
-    if found:
-        print(findings_line(found), flush=True)
-    server = after() if after is not None else None
-    if server is not None and output is not None:
-        server.run["placement"] = placement
-        print(f"server result written to {save(server, output_path(output, server))}", file=sys.stderr)
-    if csv_path is not None:
-        from ..loadgen.csv import write_csv
-
-        print(f"csv written to {write_csv(results, csv_path)}", file=sys.stderr)
+        if not view.running:
+            raise  # a server starting or stopping: no step in progress
+        raise Interrupted(hard_stop_line(view.cfg, view.shown, view.written, STOP.signal_name, view.log),
+                          STOP.exit_code) from None
+    view.finish(outcome, csv_path)
     if STOP.requested:
-        raise Interrupted(kept_line(cfg, results, written, STOP.signal_name), STOP.exit_code)
-    refused = next(((r.metrics.client or {})["rejected"] for r in results if (r.metrics.client or {}).get("rejected")),
-                   None)  # fmt: skip
-    if refused:
-        raise UsageError(refused_line(cfg, refused))
-    lost = [r for r in results if (r.metrics.client or {}).get("target_lost")]
-    if lost:
-        raise MeasurementError(lost_line(lost[0], results, cfg))
-    if cfg.fail_on_invalid:
-        bad = [r for r in results if not r.validity.valid]
-        if bad:
-            raise GateFailed(f"--fail-on-invalid: {len(bad)} of {len(results)} step(s) INVALID (first, at"
-                             f" {step_label(bad[0])}: {'; '.join(bad[0].validity.reasons)})")
-    if cfg.strict_rate:
-        from ..loadgen.run import rate_short
-
-        short = [r for r in results if rate_short(r)]
-        if short:
-            c = short[0].metrics.client or {}
-            raise GateFailed(f"--strict-rate: achieved {c['achieved_rate']:.1f} req/s of the {c['scheduled_rate']:.1f}"
-                             f" scheduled (target {c['target_rate']:g})")
+        raise Interrupted(kept_line(outcome.cfg, outcome.results, view.written, STOP.signal_name), STOP.exit_code)
+    error = outcome_error(outcome)
+    if error is not None:
+        raise error
     return 0
+
+
+__all__ = ["load_command", "load_config", "load_flags"]

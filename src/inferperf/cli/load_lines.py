@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_json
+from ..loadgen.spec import lost_line, nothing_kept, refused_line, step_label
 from .render import plain
 
 
@@ -62,7 +64,7 @@ def kept_line(cfg: Any, results: list[Any], written: list[Path], signal_name: st
     where = f" in {_folder(written)}" if written else " (printed above; pass -o DIR to write them)"
     head = f"interrupted by {signal_name}"
     if not results:
-        return f"{head} before any step finished: nothing measured to keep"
+        return nothing_kept(signal_name)
     cut = [r for r in results if (r.metrics.client or {}).get("interrupted")]
     if getattr(cfg, "soak_s", None) is not None:
         ivs = (results[0].metrics.client or {}).get("soak", {}).get("intervals", [])
@@ -93,26 +95,10 @@ def hard_stop_line(cfg: Any, results: list[Any], written: list[Path], signal_nam
         return (f"interrupted by {signal_name} after {n} of {soak_intervals(cfg)} soak intervals: kept their live"
                 f" figures in {log.path}; a second {signal_name} stopped at once: the soak's Result was not written")
     if not results:
-        return f"interrupted by {signal_name} before any step finished: nothing measured to keep{tail}"
+        return nothing_kept(signal_name) + tail
     done = len(results)
     where = f" in {_folder(written)}" if written else " (printed above; pass -o DIR to write them)"
     return f"interrupted by {signal_name}: kept {done} finished step{'' if done == 1 else 's'}{where}{tail}"
-
-
-def refused_line(cfg: Any, refused: dict[str, Any]) -> str:
-    """The one line for a step the server refused (``metrics.client.rejected``): what happened, then the fix for
-    the API spoken. A token-stream request answered 404 or 405 is a server that does not serve that route (not an
-    OpenAI-compatible server, or another path): KServe's hints (--shape, --protocol) mean nothing there."""
-    said = " ".join(str(refused.get("body") or "").split()) or "(no body)"
-    head = f"the server refused the requests ({refused['in_a_row']} answers {refused['status']} in a row; the first said: {said})"
-    if getattr(cfg, "api", "kserve") == "kserve":
-        return f"{head}: fix --shape, --input-data, --protocol or --model"
-    if refused["status"] in (404, 405):
-        from ..loadgen.gen_target import request_path
-
-        return (f"{head}: {cfg.url} does not serve POST {request_path(cfg, cfg.model or 'MODEL')} (--api {cfg.api}): "
-                "point the URL at an OpenAI-compatible server (or Triton's generate extension with --api triton-generate)")
-    return f"{head}: fix --model, --max-tokens or --header"
 
 
 def _folder(written: list[Path]) -> str:
@@ -178,20 +164,76 @@ def findings_line(found: dict[str, Any]) -> str:
                                     for k in FINDINGS if k in found)
 
 
-def step_label(r: Any) -> str:
-    """A load step named by its load: ``concurrency 8``, ``50 req/s`` or ``the trace``."""
-    c = r.metrics.client or {}
-    if r.config.scenario == "concurrent":
-        return f"concurrency {r.config.concurrency}"
-    return f"{plain(c.get('target_rate'))} req/s" if c.get("target_rate") else "the trace"
+class LoadConsole:
+    """What ``inferperf load`` prints and writes while its steps run (hooks of
+    :func:`inferperf.loadgen.spec.run_steps`): the table (its header with the first step), each step's notes and
+    file, a soak's line per interval (and its :class:`IntervalLog` with ``-o``), a search's lines on stderr; then
+    the findings, the server's Result and the CSV. ``shown`` / ``written``: what an interrupted run kept."""
+
+    def __init__(self, output: Path | None, command: list[str]) -> None:
+        self.output, self.command = output, command
+        self.cfg: Any = None  # the settings as run, once the target answered (:meth:`start`)
+        self.shown: list[Any] = []  # the Results handed to the console (what a hard stop keeps)
+        self.written: list[Path] = []
+        self.log: IntervalLog | None = None
+        self.running = False  # between the target's answer and the steps' end: where a signal is a hard stop
+        self._header: list[str] = []
+
+    def start(self, cfg: Any) -> None:
+        """The target answered: the table's header waits for the first step (an input error comes before it)."""
+        self.cfg, self._header, self.running = cfg, [table_header(cfg.mode)], True
+        if cfg.soak_s is not None and self.output is not None:
+            self.log = IntervalLog(self.output, cfg, self.command)
+
+    def step(self, r: Any) -> None:
+        """One step ended: its row, token figures and notes; its Result written with ``-o``."""
+        from ..results.io import save
+        from .outputs import output_path
+
+        self.shown.append(r)
+        if self._header:
+            print(self._header.pop(), flush=True)
+        print(table_row(r), flush=True)
+        if r.metrics.generation is not None:
+            from .gen_lines import generation_line
+
+            print(generation_line(r.metrics.generation), flush=True)
+        for note in r.notes:
+            print(f"  note: {note}", flush=True)
+        if self.output is not None:
+            self.written.append(save(r, output_path(self.output, r)))
+            print(f"  result written to {self.written[-1]}", file=sys.stderr)
+
+    def end(self) -> None:
+        """The steps ended: a signal now is no hard stop of a step."""
+        self.running = False
+
+    def interval(self, iv: dict[str, Any]) -> None:
+        """A soak interval ended: its line, and the interval log on disk with ``-o``."""
+        print(interval_line(iv, soak_intervals(self.cfg)), flush=True)
+        if self.log is not None:
+            self.log(iv)
+
+    def progress(self, line: str) -> None:
+        """A search's plan and a line before each step (stderr: the table stays clean)."""
+        print(line, file=sys.stderr, flush=True)
+
+    def finish(self, outcome: Any, csv_path: Path | None) -> None:
+        """After the steps: a search's findings, the own server's Result (with ``-o``), the CSV rows."""
+        from ..results.io import save
+        from .outputs import output_path
+
+        found = (outcome.results[-1].metrics.client or {}).get("stress") if outcome.results else None
+        if found:
+            print(findings_line(found), flush=True)
+        if outcome.server is not None and self.output is not None:
+            where = save(outcome.server, output_path(self.output, outcome.server))
+            print(f"server result written to {where}", file=sys.stderr)
+        if csv_path is not None:
+            from ..loadgen.csv import write_csv
+
+            print(f"csv written to {write_csv(outcome.results, csv_path)}", file=sys.stderr)
 
 
-def lost_line(r: Any, results: list[Any], cfg: Any) -> str:
-    """The one line ``load`` exits 1 with when the target stopped answering during step ``r``."""
-    kept = f"{len(results)} step Result(s) kept, no later step run"
-    reason = (r.metrics.client or {}).get("lost_reason") or "it stopped answering"
-    return (f"the target stopped answering during the step at {step_label(r)}: {reason}; {kept}; check that the"
-            f" server at {cfg.url} is up")
-
-
-__all__ = ["IntervalLog", "hard_stop_line", "interval_line", "kept_line", "soak_intervals"]
+__all__ = ["IntervalLog", "LoadConsole", "findings_line", "hard_stop_line", "interval_line", "kept_line", "lost_line",
+           "refused_line", "soak_intervals", "step_label", "table_header", "table_row"]

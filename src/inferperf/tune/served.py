@@ -6,6 +6,9 @@ The server (a spawned child, :func:`inferperf.serve.child.own_server`) gets the 
 generator runs ``concurrency`` closed-loop streams with Triton's binary tensors (so JSON parsing does not
 stand in for the model) and stops after the stage's sample count (``requests``). The Result is the load
 step's (kind load: latency from the client, the server's queue/compute split in ``metrics.server``).
+
+:func:`run_load_spec` is ``inferperf load``'s library call: a URL is driven as is, a model is served here first (the
+composition ``loadgen`` cannot make: it never imports ``serve``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import os
 from typing import Any
 
 from ..config import BenchConfig
+from ..errors import UsageError
+from ..loadgen.spec import LoadOutcome, LoadSpec
 from ..results.model import Result
 from ..serve.child import own_server, split_cpus
 from .space import serve_params
@@ -69,3 +74,36 @@ class ServedEvaluator:
         r.run.update(serve_options=opts, placement={"generator_cpus": gen, "server_cpus": srv,
                                                      "disjoint": not set(gen) & set(srv)}, repeat_index=repeat_index)
         return r
+
+
+def run_load_spec(spec: LoadSpec, *, command: list[str] | None = None, **hooks: Any) -> LoadOutcome:
+    """Check ``spec`` and run it: a URL driven as :func:`inferperf.loadgen.spec.run_load` drives it; an ONNX file or ``zoo:NAME``
+    served first on a free 127.0.0.1 port by a child ``inferperf serve`` pinned to CPUs disjoint from the
+    generator's (both recorded: ``placement``), loaded (its zoo shapes unless told), then stopped gracefully: its
+    own Result (kind serve) is ``outcome.server``. ``hooks``: :func:`inferperf.loadgen.spec.run_steps`'s callbacks.
+
+    Raises:
+        UsageError: as :meth:`~inferperf.loadgen.spec.LoadSpec.check`; the server refuses the model.
+        MeasurementError: the server never became ready. Interrupted, GateFailed: as ``run_steps``.
+    """
+    from ..loadgen.spec import run_steps, served_shapes
+
+    if spec.check().cfg is None or spec.target is None:
+        raise UsageError("run_load_spec runs a load: a Locust import is inferperf.loadgen.locust_import")
+    if spec.is_url:
+        return run_steps(spec.cfg, command=command, **hooks)
+    gen, srv = split_cpus(sorted(os.sched_getaffinity(0)))
+    placement = {"generator_cpus": gen, "server_cpus": srv, "disjoint": not set(gen) & set(srv)}
+    with own_server(spec.target, srv) as (url, name, stop):
+        cfg = spec.cfg.model_copy(update={"url": url, "model": spec.cfg.model or name,
+                                          "shapes": served_shapes(spec.target, spec.cfg)})
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, gen)
+        try:
+            outcome = run_steps(cfg, command=command, placement=placement, **hooks)
+            outcome.server = stop()
+        finally:
+            os.sched_setaffinity(0, before)
+    if outcome.server is not None:
+        outcome.server.run["placement"] = placement
+    return outcome
