@@ -7,15 +7,13 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ..errors import GateFailed, UsageError
-from ..zoo import with_default_shapes
 from . import app
-from .options import BatchSize, Dim, IntraOpThreads, Shape, build_config
+from .options import BatchSize, Dim, IntraOpThreads, Shape, build_config, config_flags
 
 Opt = typer.Option
 
@@ -175,52 +173,33 @@ def optimize_command(
 ) -> int:
     """Build fp16 / int8 / offline-optimized variants of MODEL, check each against fp32 on the same inputs,
     measure each in its own process, and give each an honest verdict."""
-    from ..optimize.spec import ImagePrep, OptimizeOptions, QuantOptions, parse_accuracy_drop
+    from ..optimize.report import gate_message
+    from ..optimize.run import run_optimize, summary_doc
+    from ..optimize.spec import OptimizeSpec, parse_accuracy_drop
 
-    flags = {
-        "session.intra_op_num_threads": intra_op_num_threads, "workload.shapes": shape, "workload.dims": dim,
-        "workload.batch_size": batch_size, "workload.seed": seed, "warmup.iterations": warmup,
-        "stop.min_iterations": iterations, "stop.min_duration_s": duration_s, "stop.max_duration_s": max_duration_s,
-        "repeat": repeat,
-    }
-    bench_cfg = with_default_shapes(model, build_config(flags))  # zoo:ppocr-cls at 48x192 unless --shape
-    gates = [parse_accuracy_drop(t) for t in max_accuracy_drop or []]
-    img: dict[str, Any] = {"resize": image_resize, "scale": scale, "layout": layout,
-                           "channel_order": "bgr" if bgr else "rgb"}
-    if mean is not None:
-        img["mean"] = _floats(mean, "--mean")
-    if std is not None:
-        img["std"] = _floats(std, "--std")
-    try:
-        opts = OptimizeOptions(
-            variants=_words(variants), keep_fp32=_words(keep_fp32),
-            quant=QuantOptions(calibration_method=calibration_method, per_channel=per_channel,
-                               reduce_range=reduce_range, activation_type=activation_type, weight_type=weight_type,
-                               exclude_op_types=_words(exclude_op_types), exclude_nodes=_words(exclude_nodes)),
-            calibration_data=calibration_data, eval_data=eval_data, calibration_samples=calibration_samples,
-            eval_samples=eval_samples, image=ImagePrep(**img), gates=gates, metric=metric,
-            fail_on_gate=fail_on_gate, sensitivity=sensitivity or auto_exclude, auto_exclude=auto_exclude,
-            max_auto_exclude=max_auto_exclude, bench=bench_cfg, measure=not no_measure,
-        )
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = "--" + str(err["loc"][-1]).replace("_", "-") if err["loc"] else ""
-        raise UsageError(f"{where} {err['msg'].replace('Value error, ', '')}".strip()) from None
-    if not opts.variants:
-        raise UsageError("--variants names no variant to build: choose from fp16,int8-dynamic,int8-static,ort-basic,ort-extended,ort-all")
-    from ..optimize.run import optimize, summary_doc
-
+    spec = OptimizeSpec(model, output, {
+        "bench": build_config(config_flags(locals())),
+        "gates": [parse_accuracy_drop(t) for t in max_accuracy_drop or []],
+        "image": {"resize": image_resize, "scale": scale, "layout": layout, "channel_order": "bgr" if bgr else "rgb",
+                  **{k: _floats(v, f"--{k}") for k, v in (("mean", mean), ("std", std)) if v is not None}},
+        "variants": _words(variants), "keep_fp32": _words(keep_fp32),
+        "quant": {"calibration_method": calibration_method, "per_channel": per_channel, "reduce_range": reduce_range,
+                  "activation_type": activation_type, "weight_type": weight_type,
+                  "exclude_op_types": _words(exclude_op_types), "exclude_nodes": _words(exclude_nodes)},
+        "calibration_data": calibration_data, "eval_data": eval_data, "calibration_samples": calibration_samples,
+        "eval_samples": eval_samples, "metric": metric, "fail_on_gate": fail_on_gate,
+        "sensitivity": sensitivity or auto_exclude, "auto_exclude": auto_exclude, "max_auto_exclude": max_auto_exclude,
+        "measure": not no_measure})
     err = Console(stderr=True)
-    report = optimize(model, opts, output=output, command=["inferperf", *sys.argv[1:]],
-                      progress=lambda m: err.print(f"[dim]{m}[/dim]", highlight=False))
+    report = run_optimize(spec, command=["inferperf", *sys.argv[1:]],
+                          progress=lambda m: err.print(f"[dim]{m}[/dim]", highlight=False))
     if json_out:
         import json
 
         sys.stdout.write(json.dumps(summary_doc(report), indent=1) + "\n")
     else:
         print_report(report, Console(width=max(160, Console().width)))
-    if report.gate_failed and report.gates_explicit:
-        bad = [r.name for r in report.variants if r.verdict == "REJECT"]
-        raise GateFailed(f"accuracy gate failed for {', '.join(bad)} (see the table): relax --max-accuracy-drop,"
-                         " exclude nodes (--auto-exclude) or drop those variants")
+    gate = gate_message(report)
+    if gate:
+        raise GateFailed(gate)
     return 0

@@ -72,3 +72,13 @@ def summary_doc(report: OptimizeReport) -> dict[str, Any]:
     return {"model": report.model, "rows": rows, "notes": report.notes, "auto_exclude": report.auto_exclude,
             "gate_failed": report.gate_failed, "gates_explicit": report.gates_explicit,
             "sensitivity_top": (report.sensitivity or [])[:10]}
+
+
+def gate_message(report: OptimizeReport) -> str | None:
+    """Why the command exits 3, or None: a variant rejected on accuracy under gates the user set (explicit
+    ``--max-accuracy-drop``, or ``--fail-on-gate``)."""
+    if not (report.gate_failed and report.gates_explicit):
+        return None
+    bad = [r.name for r in report.variants if r.verdict == "REJECT"]
+    return (f"accuracy gate failed for {', '.join(bad)} (see the table): relax --max-accuracy-drop, exclude nodes"
+            " (--auto-exclude) or drop those variants")

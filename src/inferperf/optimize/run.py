@@ -30,17 +30,16 @@ from ..system import collect_system
 from ..workload.signature import check_model_file
 from ..zoo import resolve as zoo_resolve
 from .accuracy import check_gates, compare, run_outputs
-from .spec import AGREEMENT_METRICS, CLOSENESS_METRICS
 from .convert import (
     Built, ConversionFailed, convert_fp16, normalize_source, optimize_offline, preprocess, quantize_int8_dynamic, quantize_int8_static,
     recommended_quant, timed_build,
 )
 from .data import Inputs, load_inputs
-from .spec import REFERENCE, OptimizeOptions
+from .spec import REFERENCE, OptimizeOptions, OptimizeSpec, check_gate_metrics
 from .report import OptimizeReport, VariantReport, summary_doc
 from .verdict import speedup, verdict
 
-__all__ = ["OptimizeReport", "VariantReport", "optimize", "summary_doc"]
+__all__ = ["OptimizeReport", "VariantReport", "optimize", "run_optimize", "summary_doc"]
 
 
 def _inputs_of(path: Path) -> list[Any]:
@@ -117,17 +116,6 @@ class _Job:
 
     def calib_feeds(self) -> list[Any]:
         return self.calib.feeds if self.calib else []
-
-
-def _check_gate_metrics(opts: OptimizeOptions) -> None:
-    task = opts.metric.split(":")[-1] if opts.metric else None
-    for gate in opts.gates:
-        if gate.metric not in ("*", *AGREEMENT_METRICS, *CLOSENESS_METRICS) and gate.metric != task:
-            raise UsageError(
-                f"--max-accuracy-drop names metric {gate.metric!r}, which no check computes: use"
-                f" {', '.join((*AGREEMENT_METRICS, *CLOSENESS_METRICS))}"
-                + (f" or {task}" if task else " (or a --metric module:function)")
-            )
 
 
 def _prepare(model: str | Path, opts: OptimizeOptions, output: Path, say: Callable[[str], None]) -> _Job:
@@ -357,7 +345,7 @@ def optimize(
         A variant that fails to build, load or run does not raise: its row says FAILED and why.
     """
     opts = options or OptimizeOptions()
-    _check_gate_metrics(opts)
+    check_gate_metrics(opts)
     job = _prepare(model, opts, output, progress or (lambda _m: None))
     with tempfile.TemporaryDirectory(prefix="inferperf-opt-") as work:
         rows = _build_variants(job, Path(work))
@@ -372,3 +360,16 @@ def optimize(
                             gates_explicit=bool(opts.gates) or opts.fail_on_gate, isa_flags=job.isa)
     atomic_write_text(job.out / "optimize-summary.json", json.dumps(summary_doc(report), indent=1))
     return report
+
+
+def run_optimize(spec: OptimizeSpec, *, command: list[str] | None = None,
+                 progress: Callable[[str], None] | None = None) -> OptimizeReport:
+    """Check ``spec`` and build, check and measure its variants (:func:`optimize`).
+
+    Raises:
+        UsageError: as :meth:`OptimizeSpec.check` and :func:`optimize`.
+        ModelError, RuntimeFailure: as :func:`optimize`.
+    """
+    spec.check()
+    assert isinstance(spec.options, OptimizeOptions)
+    return optimize(spec.model, spec.options, output=spec.output, command=command, progress=progress)

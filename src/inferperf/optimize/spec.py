@@ -1,4 +1,7 @@
-"""Plain-data options of ``inferperf optimize``: variants, conversion settings, data, gates.
+"""Plain-data options of ``inferperf optimize``: variants, conversion settings, data, gates; and the command as
+one validated spec (:class:`OptimizeSpec`): :meth:`OptimizeSpec.check` refuses what cannot run, so
+:func:`~inferperf.optimize.run.run_optimize` (the library call behind the command) gets the same one-line refusals
+as the CLI, and :func:`~inferperf.optimize.report.gate_message` decides its exit 3.
 
 Nothing here imports a runtime. Variant names follow DESIGN.md's precision words
 (``fp16``, ``int8-dynamic``, ``int8-static`` = QDQ) plus ``ort-basic``,
@@ -15,10 +18,11 @@ unit: ``cosine:0.01`` (absolute, on a named metric) or ``1%`` / ``top1:0.5%``
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..config import BenchConfig
 from ..errors import UsageError
@@ -232,3 +236,66 @@ class OptimizeOptions(_Opts):
         if self.gates:
             return list(self.gates)
         return list(DEFAULT_GATES if predictive else SYNTHETIC_GATES)
+
+
+def check_gate_metrics(opts: OptimizeOptions) -> None:
+    """Refuse a gate on a metric no check computes.
+
+    Raises:
+        UsageError: a ``--max-accuracy-drop`` metric that is neither an agreement or closeness metric nor the
+            ``--metric`` task metric's name.
+    """
+    task = opts.metric.split(":")[-1] if opts.metric else None
+    for gate in opts.gates:
+        if gate.metric not in ("*", *AGREEMENT_METRICS, *CLOSENESS_METRICS) and gate.metric != task:
+            raise UsageError(
+                f"--max-accuracy-drop names metric {gate.metric!r}, which no check computes: use"
+                f" {', '.join((*AGREEMENT_METRICS, *CLOSENESS_METRICS))}"
+                + (f" or {task}" if task else " (or a --metric module:function)")
+            )
+
+
+def options_from(doc: dict[str, Any]) -> OptimizeOptions:
+    """:class:`OptimizeOptions` from plain settings (``quant`` and ``image`` as mappings or their models).
+
+    Raises:
+        UsageError: a refused value, one line naming its flag (``--calibration-method Input should be ...``).
+    """
+    doc = dict(doc)
+    try:
+        for key, cls in (("quant", QuantOptions), ("image", ImagePrep)):  # checked first, as the flags are read
+            if isinstance(doc.get(key), dict):
+                doc[key] = cls.model_validate(doc[key])
+        return OptimizeOptions.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = "--" + str(err["loc"][-1]).replace("_", "-") if err["loc"] else ""
+        raise UsageError(f"{where} {err['msg'].replace('Value error, ', '')}".strip()) from None
+
+
+@dataclass
+class OptimizeSpec:
+    """One optimize run: ``model`` (fp32 ONNX file or ``zoo:NAME``), ``output`` (the folder for variant files,
+    Results and the summary) and its options (an :class:`OptimizeOptions`, or its fields as plain settings)."""
+
+    model: str
+    output: Path
+    options: OptimizeOptions | dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> OptimizeSpec:
+        """Refuse what cannot run; returns self with ``options`` validated and the zoo model's default shapes in
+        its bench settings (``zoo:ppocr-cls`` at 48x192 unless ``--shape``).
+
+        Raises:
+            UsageError: a refused setting (:func:`options_from`), no variant to build, a gate on a metric no check
+                computes (:func:`check_gate_metrics`).
+        """
+        from ..zoo import with_default_shapes
+
+        opts = options_from(self.options) if isinstance(self.options, dict) else self.options
+        if not opts.variants:
+            raise UsageError("--variants names no variant to build: choose from fp16,int8-dynamic,int8-static,ort-basic,"
+                             "ort-extended,ort-all")
+        check_gate_metrics(opts)
+        self.options = opts.model_copy(update={"bench": with_default_shapes(self.model, opts.bench)})
+        return self
