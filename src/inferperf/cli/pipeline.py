@@ -10,7 +10,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from ..errors import GateFailed, UsageError
+from ..errors import GateFailed, Interrupted, UsageError
+from ..interrupt import STOP
 from . import app
 from .outputs import check_writable
 
@@ -99,55 +100,28 @@ def pipeline_command(
     """Measure a pipeline stage by stage: service time, utilisation, queue occupancy, blocked and starved
     time per stage; end-to-end throughput and latency; the bottleneck and what removing it would give."""
     from ..pipeline.engine import StopRule
-    from ..pipeline.run import PipelineOptions, parse_queue_sizes, run_pipeline
+    from ..pipeline.options import PipelineOptions, gate_message
+    from ..pipeline.run import parse_queue_sizes, run_pipeline
     from ..pipeline.spec import load
 
-    if queue_policy is not None and queue_policy not in ("block", "reject"):
-        raise UsageError(f"--queue-policy {queue_policy!r}: use block or reject")
-    for flag, v in (("--items", items), ("--pool-size", pool_size)):
-        if v < 1:
-            raise UsageError(f"{flag} {v}: must be >= 1")
-    if concurrency is not None and concurrency < 1:
-        raise UsageError(f"--concurrency {concurrency}: must be >= 1")
-    if warmup is not None and warmup < 0:
-        raise UsageError(f"--warmup {warmup}: must be >= 0 items")
-    if request_rate is None and arrival != "constant":
-        raise UsageError(f"--arrival {arrival} needs --request-rate R (the open loop's items/s)")
-    for flag, v, low in (("--duration-s", duration_s, 0.0), ("--max-duration-s", max_duration_s, None),
-                         ("--drain-timeout-s", drain_timeout_s, None), ("--standalone-s", standalone_s, None)):
-        if not (v >= low if low is not None else v > 0):
-            raise UsageError(f"{flag} {v:g}: must be {'>= 0' if low is not None else '> 0'} seconds")
     opts = PipelineOptions(
         concurrency=concurrency, request_rate=request_rate, arrival=arrival, warmup=warmup, seed=seed,
-        stop=StopRule(items, duration_s, max(max_duration_s, duration_s), drain_timeout_s),
+        stop=StopRule(items, duration_s, max_duration_s, drain_timeout_s),
         workers=parse_stage_values(workers, "--workers", _workers),
         executors=parse_stage_values(executor, "--executor", _executor),
         queue_sizes_by_stage=parse_stage_values(queue_size, "--queue-size", _queue_size), queue_policy=queue_policy,
         queue_sizes=parse_queue_sizes(queue_sizes) if queue_sizes else [], standalone=not no_standalone,
-        standalone_s=standalone_s, fail_fast=fail_fast, pool_size=pool_size)  # fmt: skip
+        standalone_s=standalone_s, fail_fast=fail_fast, pool_size=pool_size, fail_on_invalid=fail_on_invalid).check()
     spec = load(file)
     if output is not None:
         check_writable(output)
-    err = Console(stderr=True)
-    err.print(f"pipeline {spec.name}: {' -> '.join(s.name for s in spec.stages)}", highlight=False)
-    done: list[Any] = []
-    kept: list[str] = []
-
-    def on_result(r: Any) -> None:
-        done.append(r)
-        kept.extend(_save([r], output, spec.name, len(done) - 1))
-
+    Console(stderr=True).print(f"pipeline {spec.name}: {' -> '.join(s.name for s in spec.stages)}", highlight=False)
+    kept = _Kept(output, spec.name)
     try:  # each run written as it ends: Ctrl-C or SIGTERM during a later one keeps it
         results = run_pipeline(spec, opts, command=["inferperf", *sys.argv[1:]], source=str(file),
-                               on_progress=lambda phase, n: None, on_result=on_result)
+                               on_progress=lambda phase, n: None, on_result=kept)
     except KeyboardInterrupt:
-        from ..errors import Interrupted
-        from ..interrupt import STOP
-
-        what = (f"kept {len(kept)} finished run(s) in {', '.join(kept)}" if kept else
-                f"{len(done)} finished run(s) not written (no -o)" if done else "no run had finished: nothing kept")
-        raise Interrupted(f"interrupted by {STOP.signal_name}: {what}; the run in progress is dropped (a pipeline"
-                          " run is measured whole)", STOP.exit_code) from None
+        raise Interrupted(kept.line(STOP.signal_name), STOP.exit_code) from None
     written = _save(results, output, spec.name)
     if json_out:
         sys.stdout.write(results[0].model_dump_json(indent=1) + "\n")
@@ -156,9 +130,31 @@ def pipeline_command(
 
         out = Console()
         print_pipeline(results, out if out.is_terminal else Console(width=200), written)
-    if fail_on_invalid and not results[0].validity.valid:
-        raise GateFailed(f"result is INVALID ({'; '.join(results[0].validity.reasons)}) and --fail-on-invalid is set")
+    gate = gate_message(opts, results)
+    if gate:
+        raise GateFailed(gate)
     return 0
+
+
+class _Kept:
+    """Each run's Result written as it ends (``on_result``), and the one line an interrupted command ends with."""
+
+    def __init__(self, output: Path | None, name: str) -> None:
+        self.output, self.name = output, name
+        self.done: list[Any] = []
+        self.kept: list[str] = []
+
+    def __call__(self, r: Any) -> None:
+        self.done.append(r)
+        self.kept.extend(_save([r], self.output, self.name, len(self.done) - 1))
+
+    def line(self, signal_name: str) -> str:
+        """What Ctrl-C or SIGTERM left: the finished runs' files (a run in progress is measured whole: dropped)."""
+        kept, done = self.kept, self.done
+        what = (f"kept {len(kept)} finished run(s) in {', '.join(kept)}" if kept else
+                f"{len(done)} finished run(s) not written (no -o)" if done else "no run had finished: nothing kept")
+        return (f"interrupted by {signal_name}: {what}; the run in progress is dropped (a pipeline run is measured"
+                " whole)")
 
 
 def _save(results: list[Any], output: Path | None, name: str, first: int = 0) -> list[str]:

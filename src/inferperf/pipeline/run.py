@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import closing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,47 +24,13 @@ from ..results.model import Result
 from ..system import collect_system
 from . import analysis as an
 from .engine import StageRuntime, StopRule, cycle, run
+from .options import PipelineOptions
 from .result import assemble
 from .spec import PipelineSpec, QueueSpec, StageSpec, resolve_callable
 from .trace import Trace
 from .workers import ProcessWorker, ThreadWorker, build_stage
 
 CAPTURE = 16  # inputs copied per stage in the warm-up, replayed to measure the stage alone
-
-
-@dataclass
-class PipelineOptions:
-    """How to drive the pipeline.
-
-    Attributes:
-        concurrency: closed loop: items in flight (None: every worker busy plus one waiting per queue).
-        request_rate: open loop: items/s on ``arrival`` (``constant`` | ``poisson``); excludes concurrency.
-        stop: when to stop sending; ``warmup`` items first (never counted).
-        workers / executors / queue_sizes_by_stage: per-stage overrides of the file (``--workers det=2``).
-        queue_policy: overrides every queue's policy.
-        queue_sizes: extra runs with every queue at these sizes (int, ``recommended`` or ``unbounded``).
-        standalone / standalone_s: measure each stage alone (seconds per stage).
-        fail_fast: stop at the first stage error.
-        pool_size: items taken from a generator (cycled); keep_outputs: final items kept in the Result.
-        seed: the Poisson schedule's seed.
-    """
-
-    concurrency: int | None = None
-    request_rate: float | None = None
-    arrival: str = "constant"
-    stop: StopRule = field(default_factory=StopRule)
-    warmup: int | None = None
-    workers: dict[str, int] = field(default_factory=dict)
-    executors: dict[str, str] = field(default_factory=dict)
-    queue_sizes_by_stage: dict[str, int | None] = field(default_factory=dict)
-    queue_policy: str | None = None
-    queue_sizes: list[int | str] = field(default_factory=list)
-    standalone: bool = True
-    standalone_s: float = 1.5
-    fail_fast: bool = False
-    pool_size: int = 64
-    keep_outputs: int = 32
-    seed: int = 0
 
 
 def apply_overrides(spec: PipelineSpec, opts: PipelineOptions) -> PipelineSpec:
@@ -243,12 +208,11 @@ def run_pipeline(spec: PipelineSpec, opts: PipelineOptions | None = None, *, com
             the returned list.
 
     Raises:
-        UsageError: bad overrides, source, function or model (before anything is measured).
+        UsageError: refused options (:meth:`PipelineOptions.check`), bad overrides, source, function or model
+            (before anything is measured).
         RuntimeFailure: ``fail_fast`` and a stage raised.
     """
-    opts = opts or PipelineOptions()
-    if opts.concurrency is not None and opts.request_rate is not None:
-        raise UsageError("--concurrency and --request-rate contradict: a closed loop or an open loop, not both")
+    opts = (opts or PipelineOptions()).check()
     spec = apply_overrides(spec, opts)
     items = source_items(spec, opts.pool_size)
     check = resolve_callable(spec.check, spec.base_dir, "check") if spec.check else None
