@@ -1,0 +1,185 @@
+"""One served replica as it runs on its own cores (issue 39 item 3): the event loop is a queue of its own, with
+each request's decode (and HTTP read) before the batcher and its encode (and write) after the model call, the
+instances are threads beside it in the same process, and the replica's cores are shared among whatever threads
+are runnable. Batching off: each request is one model call (the server's batcher with ``dynamic`` off hands
+each request to the first free instance, in arrival order). Pure and seeded; no clock.
+
+Mechanisms:
+
+- **Event loop**: one thread, FIFO over its jobs in the order they became ready (uvicorn's ready queue): a
+  request's "in" part (``loop_in``: read, decode, hand to the batcher) on arrival, its "out" part (``loop_out``:
+  encode, write) when its model call ends. ``loop_out`` None: no out part (the answer leaves at the call's end).
+- **Instances**: ``instances`` threads, each running one call at a time, fed from one FIFO queue (the batcher's).
+  A call's work is its time alone on its threads (``service``, drawn per call: the measured bench latency at one
+  row); an instance of ``threads_per_instance`` intra-op threads is that many runnable threads while it runs.
+- **Shared cores** (egalitarian processor sharing among runnable OS threads, as Linux's CFS approximates for
+  threads of equal weight over intervals longer than its slice): with ``W`` runnable threads on ``cores`` cores,
+  each busy station progresses at ``min(1, cores / W)`` of its own speed. So a 1-core replica's ceiling follows
+  from loop time plus call time, not from the call alone.
+
+Left out: Python's GIL (the loop and the instances' Python parts, batch assembly and the runtime call's entry,
+take turns on it; on a 1-core replica that is already serialised by the core, so 1-core replicas are modelled
+exactly as far as the mechanisms above go, and with more cores the model lets those parts overlap), and CFS's
+slice granularity (a thread that wakes may wait up to a slice; the run-queue waits the calibration measures).
+
+Closed forms it is tested against: tandem M/M/1 queues (cores enough for every thread), M/D/1 under processor
+sharing (mean sojourn D / (1 - rho), one core shared by as many instances as requests), and the utilisation law
+U = X x D (the cores' busy share is the rate times the work per request).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from .service_model import ServiceModel, ServiceStream, stream_seed
+from .serving_sim import Setup, SimRun
+
+#: a station's remaining work at or under this (ns) counts as done (float rounding of the shared speeds)
+_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica's threads and cores.
+
+    Attributes:
+        cores: CPUs the replica's threads share (>= 1). instances: model instances (threads), >= 1.
+        threads_per_instance: runnable threads an instance's call keeps busy (its intra-op threads), >= 1.
+        loop_in: event-loop work per request before the batcher (ns). loop_out: after the call (ns), or None.
+    """
+
+    cores: int
+    instances: int
+    loop_in: ServiceModel | None
+    loop_out: ServiceModel | None = None
+    threads_per_instance: int = 1
+
+    def check(self) -> None:
+        """Raises UsageError naming the bad field."""
+        if self.cores < 1 or self.instances < 1 or self.threads_per_instance < 1:
+            raise UsageError(f"replica: cores {self.cores}, instances {self.instances}, threads per instance "
+                             f"{self.threads_per_instance}: each must be >= 1")
+
+
+def _draws(model: ServiceModel | None, n: int, seed: int, stage: int) -> np.ndarray | None:
+    return None if model is None else ServiceStream(model, stream_seed(seed, 0, stage)).take_ns(np.ones(n, np.int64))
+
+
+def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, *, seed: int = 0,
+                     policy: Any = None) -> tuple[SimRun, dict[str, float]]:
+    """Simulate ``arrivals_ns`` (int ns from 0, sorted) through one replica until every request is answered.
+
+    Args:
+        service: model-call time alone (ns) by rows (1 row each here). seed: seeds the three work streams
+            (calls: stage 0, loop in: 1, loop out: 2; :func:`~.service_model.stream_seed`). policy: recorded in
+            the returned run's setup (batching off is what is simulated).
+
+    Returns:
+        (:class:`~.serving_sim.SimRun`: ``admit_ns`` when the loop handed the request to the batcher,
+        ``dispatch_ns`` its call's start, ``done_ns`` when its out part ended; one call per request), and busy
+        time in ns: ``{"cores", "loop", "instances", "span"}`` (``cores``: integral of the cores in use).
+
+    Raises:
+        UsageError: a bad replica, unsorted or negative arrivals.
+    """
+    replica.check()
+    arr = np.asarray(arrivals_ns, dtype=np.int64).ravel()
+    if arr.size and (arr[0] < 0 or np.any(np.diff(arr) < 0)):
+        raise UsageError("simulated arrivals must be non-negative and sorted ascending")
+    n = arr.size
+    calls = ServiceStream(service, stream_seed(seed, 0, 0)).take_ns(np.ones(n, np.int64)).astype(float)
+    w_in, w_out = _draws(replica.loop_in, n, seed, 1), _draws(replica.loop_out, n, seed, 2)
+    admit, dispatch, call_end, done = (np.zeros(n) for _ in range(4))
+    loop_q: deque[tuple[int, int]] = deque()  # (request, 0 = in / 1 = out)
+    batch_q: deque[int] = deque()
+    loop_job: list[Any] = [None, 0.0]  # (request, phase) and remaining work
+    inst: list[list[Any]] = [[None, 0.0] for _ in range(replica.instances)]
+    free = deque(range(replica.instances))
+    busy = {"cores": 0.0, "loop": 0.0, "instances": 0.0}
+    t, i, answered = 0.0, 0, 0
+    tpi, cores = replica.threads_per_instance, replica.cores
+
+    def finish_in(r: int) -> None:
+        admit[r] = t
+        batch_q.append(r)
+
+    def finish_call(r: int) -> None:
+        call_end[r] = t
+        if w_out is None:
+            answer(r)
+        else:
+            loop_q.append((r, 1))
+
+    def answer(r: int) -> None:
+        nonlocal answered
+        done[r] = t
+        answered += 1
+
+    while answered < n:
+        # start what can start at t: the loop's next job, calls on free instances (zero-work jobs end at once)
+        progressed = True
+        while progressed:
+            progressed = False
+            if loop_job[0] is None and loop_q:
+                r, phase = loop_q.popleft()
+                work = (w_in if phase == 0 else w_out)[r]  # type: ignore[index]
+                if work <= _EPS:
+                    (finish_in if phase == 0 else answer)(r)
+                else:
+                    loop_job[0], loop_job[1] = (r, phase), float(work)
+                progressed = True
+            while batch_q and free:
+                r, k = batch_q.popleft(), free.popleft()
+                dispatch[r] = t
+                inst[k][0], inst[k][1] = r, calls[r]
+                progressed = True
+        running = [s for s in inst if s[0] is not None]
+        width = (1 if loop_job[0] is not None else 0) + tpi * len(running)
+        speed = 1.0 if width <= cores else cores / width
+        next_done = min([s[1] for s in running] + ([loop_job[1]] if loop_job[0] is not None else []),
+                        default=np.inf) / speed
+        next_arr = arr[i] - t if i < n else np.inf
+        dt = max(0.0, min(next_done, next_arr))
+        if not np.isfinite(dt):
+            raise RuntimeError("replica simulation stalled")  # unreachable: every request has work queued
+        busy["cores"] += min(width, cores) * dt
+        if loop_job[0] is not None:
+            loop_job[1] -= dt * speed
+            busy["loop"] += dt * speed
+        for s in running:
+            s[1] -= dt * speed
+            busy["instances"] += dt * speed * tpi
+        t += dt
+        while i < n and arr[i] <= t + _EPS:
+            if w_in is None:
+                admit[i] = arr[i]
+                batch_q.append(i)
+            else:
+                loop_q.append((i, 0))
+            i += 1
+        if loop_job[0] is not None and loop_job[1] <= _EPS:
+            (r, phase), loop_job[0] = loop_job[0], None
+            (finish_in if phase == 0 else answer)(r)
+        for k, s in enumerate(inst):
+            if s[0] is not None and s[1] <= _EPS:
+                r, s[0] = s[0], None
+                free.append(k)
+                finish_call(r)
+    span = float(done.max() - arr[0]) if n else 0.0
+    busy["span"] = span
+    ints = [np.round(x).astype(np.int64) for x in (admit, dispatch, call_end, done)]
+    ones = np.ones(n, np.int64)
+    run = SimRun(arrival_ns=arr, replica=np.zeros(n, np.int32), admit_ns=ints[0], dispatch_ns=ints[1],
+                 done_ns=ints[3], batching_ns=np.zeros(n, np.int64), rejected=np.zeros(n, bool), batch_rows=ones,
+                 batch_start_ns=ints[1], batch_end_ns=ints[2], batch_size_rows=ones, batch_requests=ones,
+                 batch_replica=np.zeros(n, np.int32), setup=Setup(policy, 1, replica.instances),
+                 method="shared cores", seed=seed)
+    return run, busy
+
+
+__all__ = ["Replica", "simulate_replica"]

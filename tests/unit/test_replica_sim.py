@@ -1,0 +1,77 @@
+"""The served replica as it runs (issue 39 item 3), each mechanism against its closed form: tandem M/M/1 queues
+(the event loop, then the instance), M/D/1 under processor sharing (one core shared by every running call), and
+the utilisation law on the cores; and a 1-core replica's ceiling from loop time plus call time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inferperf.analysis.replica_sim import Replica, simulate_replica
+from inferperf.analysis.service_model import Deterministic, Exponential
+from inferperf.errors import UsageError
+
+
+def _poisson(rate_per_s: float, n: int, seed: int) -> np.ndarray:
+    gaps = np.random.default_rng(seed).exponential(1e9 / rate_per_s, n)
+    return np.round(np.cumsum(gaps)).astype(np.int64)
+
+
+def _mean_sojourn_ms(run, skip: int = 2000) -> float:  # noqa: ANN001
+    return float((run.done_ns[skip:] - run.arrival_ns[skip:]).mean()) / 1e6
+
+
+def test_tandem_mm1_when_every_thread_has_a_core() -> None:
+    """Loop Exp(1 ms) then one instance Exp(2 ms) at 300/s on 2 cores: two M/M/1 queues in tandem (Jackson),
+    mean sojourn 1/(1000 - 300) + 1/(500 - 300) s = 6.43 ms."""
+    rep = Replica(cores=2, instances=1, loop_in=Exponential(1e6))
+    means = [_mean_sojourn_ms(simulate_replica(_poisson(300, 60_000, s), rep, Exponential(2e6), seed=s)[0])
+             for s in range(3)]
+    assert np.mean(means) == pytest.approx(1e3 / 700 + 1e3 / 200, rel=0.04)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_md1_under_processor_sharing(rho: float) -> None:
+    """Calls of D = 1 ms on one core shared by every running call (as many instances as calls in flight, no
+    loop): M/D/1-PS, mean sojourn D / (1 - rho), whatever the service distribution (insensitivity)."""
+    rep = Replica(cores=1, instances=400, loop_in=None)
+    means = [_mean_sojourn_ms(simulate_replica(_poisson(rho * 1000, 40_000, s), rep, Deterministic(1e6), seed=s)[0])
+             for s in range(3)]
+    assert np.mean(means) == pytest.approx(1.0 / (1 - rho), rel=0.05)
+    fifo = Replica(cores=1, instances=1, loop_in=None)  # one thread: FIFO M/D/1, D (1 + rho / (2 (1 - rho)))
+    m = _mean_sojourn_ms(simulate_replica(_poisson(rho * 1000, 40_000, 7), fifo, Deterministic(1e6), seed=7)[0])
+    assert m == pytest.approx(1.0 * (1 + rho / (2 * (1 - rho))), rel=0.06)
+
+
+def test_utilisation_law_on_the_cores() -> None:
+    """U = X x D: at 1,500/s with 0.3 ms of loop in, 0.1 ms out and 0.2 ms of call, one core is busy 90 % of the
+    time, the loop 60 % and the instance 30 %."""
+    rep = Replica(cores=1, instances=1, loop_in=Deterministic(0.3e6), loop_out=Deterministic(0.1e6))
+    run, busy = simulate_replica(_poisson(1500, 30_000, 3), rep, Deterministic(0.2e6), seed=3)
+    x = len(run.arrival_ns) / (busy["span"] / 1e9)
+    assert busy["cores"] / busy["span"] == pytest.approx(x * 0.6e-3, rel=0.01)
+    assert busy["loop"] / busy["span"] == pytest.approx(x * 0.4e-3, rel=0.01)
+    assert busy["instances"] / busy["span"] == pytest.approx(x * 0.2e-3, rel=0.01)
+    assert (run.done_ns >= run.batch_end_ns).all() and (run.batch_start_ns >= run.admit_ns).all()
+
+
+def test_a_one_core_replicas_ceiling_is_loop_plus_call() -> None:
+    """0.3 ms loop + 0.06 ms call on one core: the ceiling is 1 / 0.36 ms = 2,778/s, not the call's 16,667/s.
+    At 90 % of it the replica keeps up; at 110 % its backlog grows to the end."""
+    rep = Replica(cores=1, instances=1, loop_in=Deterministic(0.3e6))
+    ok, _ = simulate_replica(_poisson(2500, 20_000, 1), rep, Deterministic(0.06e6), seed=1)
+    over, _ = simulate_replica(_poisson(3055, 20_000, 1), rep, Deterministic(0.06e6), seed=1)
+    lat_ok = (ok.done_ns - ok.arrival_ns) / 1e6
+    lat_over = (over.done_ns - over.arrival_ns) / 1e6
+    assert lat_ok[-2000:].mean() < 5 and lat_over[-2000:].mean() > max(100.0, 3 * lat_over[1000:3000].mean())
+    with pytest.raises(UsageError):
+        simulate_replica([0, 1], Replica(cores=0, instances=1, loop_in=None), Deterministic(1e6))
+    with pytest.raises(UsageError):
+        simulate_replica([5, 1], Replica(cores=1, instances=1, loop_in=None), Deterministic(1e6))
+
+
+def test_same_seed_same_run() -> None:
+    rep = Replica(cores=1, instances=2, loop_in=Exponential(0.2e6), loop_out=Exponential(0.1e6))
+    a, _ = simulate_replica(_poisson(1000, 5000, 2), rep, Exponential(0.5e6), seed=4)
+    b, _ = simulate_replica(_poisson(1000, 5000, 2), rep, Exponential(0.5e6), seed=4)
+    assert (a.done_ns == b.done_ns).all()
