@@ -102,11 +102,18 @@ class Candidate:
 
 @dataclass
 class Overhead:
-    """The server's own time per request (ns, constant) and the serve Results it came from."""
+    """The server's own time per request (ns, constant) and the serve Results it came from.
+
+    ``calibrated``: measured as the event loop's CPU time under load (:mod:`inferperf.plan.calibrate`): ``model``
+    is then the loop's part before the batcher and ``loop_out_ms`` its part after the call (``mean_ms`` both),
+    and batching-off options of one replica are simulated as the replica runs
+    (:mod:`inferperf.analysis.replica_sim`: the loop and the instances sharing the replica's cores)."""
 
     model: Deterministic
     mean_ms: float
     sources: list[str] = field(default_factory=list)
+    loop_out_ms: float = 0.0
+    calibrated: bool = False
 
 
 def threads_of(r: Result) -> int:

@@ -28,7 +28,8 @@ from ..policy.arrivals import bursty, constant, poisson
 from ..policy.batching import BatchPolicy
 from .candidates import Candidate, Overhead
 from .serving_sim import BALANCERS, Setup, simulate
-from .serving_stats import Prediction, intervals, summarize
+from .fleet_detail import curve, limit_rate, resampled_intervals
+from .serving_stats import Prediction, summarize
 
 ARRIVALS = ("poisson", "constant", "mmpp")
 #: simulated arrivals at most in a joint simulation of several replicas
@@ -165,19 +166,32 @@ class Simulator:
         self.opts = opts
         self.overhead = overhead.model if overhead is not None else None
         self.overhead_ms = overhead.mean_ms if overhead is not None else None
+        self.calibrated = overhead if overhead is not None and overhead.calibrated else None
         self.runs = 0
         self.last: dict[str, Any] = {}
         self.held: dict[str, list[float]] = {}
         self.method = ("one replica stands for all (random routing: each replica sees the same process at rate / R)"
                        if opts.balancer == "random" else f"joint simulation of the replicas ({opts.balancer})")
 
+    def as_it_runs(self, opt: Option) -> bool:
+        """Whether ``opt`` is simulated as the replica runs (:mod:`.replica_sim`): a calibrated loop, batching
+        off, one replica standing for all (random routing)."""
+        return self.calibrated is not None and not opt.policy.dynamic and self.opts.balancer == "random"
+
     def utilisation(self, opt: Option, rate_per_s: float, replicas: int) -> float:
         """Offered load on one replica by mean times: rate / R over the replica's capacity (its instances', or its
         server worker's when the server's own time is known, whichever is less)."""
+        return rate_per_s / replicas / self.replica_capacity_per_s(opt)
+
+    def replica_capacity_per_s(self, opt: Option) -> float:
+        """One replica's most requests per s: its instances' (mean times), or its server worker's when the server's
+        own time is known, whichever is less; as it runs (:meth:`as_it_runs`), also its cores' (loop + call CPU)."""
+        if self.as_it_runs(opt):
+            from .replica_sim import option_capacity_per_s
+
+            return option_capacity_per_s(opt.candidate, self.calibrated)
         cap = capacity_per_s(opt)
-        if self.overhead_ms:
-            cap = min(cap, 1000.0 / self.overhead_ms)
-        return rate_per_s / replicas / cap
+        return min(cap, 1000.0 / self.overhead_ms) if self.overhead_ms else cap
 
     def count(self, rate_per_s: float, replicas: int, opt: Option | None = None) -> tuple[int, bool]:
         """Arrivals of one simulated point, and whether that is enough for a steady state.
@@ -228,7 +242,7 @@ class Simulator:
                       balancer="round-robin" if r_sim == 1 else self.opts.balancer)
         n, steady = self.count(rate_per_s, replicas, opt)
         arr = self.arrivals(rate_per_s, replicas, seed, n)
-        run = simulate(arr, setup, service or opt.candidate.service, overhead=self.overhead, seed=seed)
+        run = self.simulate(opt, arr, seed, setup, service)
         virtual_s = float(arr[-1]) / 1e9 if arr.size else 0.0
         self.last = {"replicas_simulated": r_sim, "engine": run.method, "arrivals": int(arr.size),
                      "virtual_s": virtual_s, "steady": steady}
@@ -236,6 +250,18 @@ class Simulator:
             lo, hi = self.held.get(k, [v, v])
             self.held[k] = [min(lo, v), max(hi, v)]
         return run
+
+    def simulate(self, opt: Option, arr: np.ndarray, seed: int, setup: Setup | None = None,
+                 service: Any = None) -> Any:
+        """``arr`` through one replica of ``opt`` (``setup``: the fleet's, default one replica): as it runs when
+        :meth:`as_it_runs`, else the server's batcher with the server's own time as one FIFO worker before it."""
+        service = service or opt.candidate.service
+        if self.as_it_runs(opt) and (setup is None or setup.replicas == 1):
+            from .replica_sim import simulate_option
+
+            return simulate_option(arr, opt, self.calibrated, service, seed)
+        setup = setup or Setup(opt.policy, replicas=1, instances=opt.candidate.instances, balancer="round-robin")
+        return simulate(arr, setup, service, overhead=self.overhead, seed=seed)
 
     def predict(self, opt: Option, rate_per_s: float, replicas: int) -> Prediction:
         """The figures of one run; ``steady`` False when the run could not hold a steady state (see :meth:`count`)."""
@@ -269,7 +295,7 @@ def size_fleet(opt: Option, sim: Simulator) -> None:
     if floor_ms > slo:
         opt.why_not = f"one call's measured p99 ({floor_ms:.3g} ms) is over the SLO"
         return
-    start = max(1, math.ceil(rate / capacity_per_s(opt) - 1e-9))
+    start = max(1, math.ceil(rate / sim.replica_capacity_per_s(opt) - 1e-9))
     if start > cap:
         opt.why_not = f"the mean service time alone needs {start} replicas, over --max-replicas {cap}"
         return
@@ -306,46 +332,6 @@ def size_fleet(opt: Option, sim: Simulator) -> None:
             break
     opt.replicas = best
     opt.at_plan, opt.simulation = seen[best]
-
-
-def limit_rate(opt: Option, sim: Simulator, steps: int = 7) -> None:
-    """The rate (per s) where ``opt``'s fleet stops meeting the SLO: bisection between the planned rate (met)
-    and the fleet's capacity from mean service times (never met)."""
-    assert opt.replicas is not None
-    lo, hi = sim.opts.planned_rate_per_s, capacity_per_s(opt) * opt.replicas
-    for _ in range(steps):
-        if hi <= lo * 1.01:
-            break
-        mid = (lo + hi) / 2
-        if sim.meets(sim.predict(opt, mid, opt.replicas)):
-            lo = mid
-        else:
-            hi = mid
-    opt.limit_rate_per_s = lo
-
-
-def curve(opt: Option, sim: Simulator, fractions: tuple[float, ...] = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.05)) -> None:
-    """p50/p99 versus rate for ``opt``'s fleet at these fractions of its capacity (points past saturation marked)."""
-    assert opt.replicas is not None
-    cap = capacity_per_s(opt) * opt.replicas
-    for f in fractions:
-        p = sim.predict(opt, cap * f, opt.replicas)
-        opt.curve.append({"rate_per_s": cap * f, "p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"],
-                          "utilisation": p.utilisation, "rejected_share": p.rejected_share,
-                          "past_saturation": p.backlog_growing or not p.steady or f >= 1.0})
-
-
-def resampled_intervals(opt: Option, sim: Simulator) -> None:
-    """``opt.intervals`` at the planned rate: rounds of resampled measured service times and new arrivals."""
-    assert opt.replicas is not None
-    rng = np.random.default_rng(sim.opts.seed + 7)
-    reps = opt.replicas
-
-    def one(k: int) -> Any:
-        return sim.run(opt, sim.opts.planned_rate_per_s, reps, seed_offset=1000 + k,
-                       service=opt.candidate.service.resampled(rng))
-
-    opt.intervals = intervals(one, rounds=sim.opts.rounds)
 
 
 def search(cands: list[Candidate], opts: PlanOptions, overhead: Overhead | None,

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from .service_model import ServiceModel, ServiceStream, stream_seed
+from .service_model import Deterministic, ServiceModel, ServiceStream, stream_seed
 from .serving_sim import Setup, SimRun
 
 #: a station's remaining work at or under this (ns) counts as done (float rounding of the shared speeds)
@@ -182,4 +182,38 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
     return run, busy
 
 
-__all__ = ["Replica", "simulate_replica"]
+def replica_capacity_per_s(cores: int, instances: int, threads_per_instance: int, loop_ms: float,
+                           call_ms: float) -> float:
+    """Requests per s a batching-off replica carries at most: the least of its instances' (``instances /
+    call``), its event loop's (``1 / loop``) and its cores' (``cores / (loop + threads x call)``: every request
+    needs that much CPU). Times in ms.
+
+    Raises:
+        ValueError: a time that is not positive.
+    """
+    if not (loop_ms > 0 and call_ms > 0):
+        raise ValueError("replica capacity needs loop and call times > 0 ms")
+    return 1e3 * min(instances / call_ms, 1 / loop_ms, cores / (loop_ms + threads_per_instance * call_ms))
+
+
+def _replica_of(candidate: Any, calibrated: Any) -> Replica:
+    """The replica a plan candidate runs as, with a calibrated loop (an ``Overhead`` with ``calibrated``)."""
+    out_ns = round(calibrated.loop_out_ms * 1e6)
+    return Replica(candidate.cores, candidate.instances, calibrated.model,
+                   Deterministic(out_ns) if out_ns > 0 else None, candidate.threads)
+
+
+def simulate_option(arrivals_ns: Any, opt: Any, calibrated: Any, service: ServiceModel, seed: int) -> SimRun:
+    """A plan option's one replica (``opt.candidate``: cores, instances, threads) as it runs, with the calibrated
+    loop, calls drawn from ``service`` (:func:`simulate_replica`)."""
+    return simulate_replica(arrivals_ns, _replica_of(opt.candidate, calibrated), service, seed=seed,
+                            policy=opt.policy)[0]
+
+
+def option_capacity_per_s(candidate: Any, calibrated: Any) -> float:
+    """:func:`replica_capacity_per_s` of a plan candidate with the calibrated loop (its calls' mean at one row)."""
+    return replica_capacity_per_s(candidate.cores, candidate.instances, candidate.threads, calibrated.mean_ms,
+                                  candidate.service.mean_ns(1) / 1e6)
+
+
+__all__ = ["Replica", "option_capacity_per_s", "replica_capacity_per_s", "simulate_option", "simulate_replica"]

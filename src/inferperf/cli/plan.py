@@ -49,6 +49,18 @@ def print_validation(v: dict[str, Any]) -> None:
     print(f"  {s['right']} of {s['points']} loads right (every figure within its widened interval); {where}")
 
 
+def print_calibration(c: dict[str, Any]) -> None:
+    """``--calibrate``'s figures: per load, the replica's threads' CPU per request and per call, and their waits."""
+    print(f"calibration: {c['label']} served on {c['server_cpus']} CPU(s); event loop {c['loop']['per_request_ms']:.3g} "
+          f"ms CPU per request ({c['loop']['method']}); server decode {_ms(c.get('decode_ms'))} ms, encode "
+          f"{_ms(c.get('encode_ms'))} ms")
+    for st in c["steps"]:
+        print(f"  {st['rate_per_s']:.4g} req/s offered, {st['throughput_per_s']:.4g} served: loop "
+              f"{_ms(st['loop_cpu_ms_per_request'])} ms CPU + {_ms(st['loop_wait_ms_per_request'])} ms run-queue wait "
+              f"per request; instances {_ms(st['call_cpu_ms'])} ms CPU + {_ms(st['call_wait_ms'])} ms wait per call; "
+              f"replica CPU {st['replica_utilisation'] * 100:.0f} %")
+
+
 def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) -> None:
     """The plan as text: inputs, the chosen option and why, the runner-ups, the notes, the files written."""
     i = doc["inputs"]
@@ -85,6 +97,8 @@ def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) ->
         if k == 0:  # the Results behind the answer; a runner-up's are in plan.json
             print("           from " + "; ".join(f"batch {b}: {', '.join(v)}" for b, v in o["measured_from"].items()))
         print(f"           [{o['validation']}]")
+    if doc.get("calibration"):
+        print_calibration(doc["calibration"])
     if doc.get("validation_points"):
         print_validation(doc["validation_points"])
     for n in notes:
@@ -127,6 +141,11 @@ def plan_command(
                                                      "vs measured")] = False,
     validate_rounds: Annotated[int, Opt(help="--validate: rounds (each runs every load)")] = 3,
     validate_step_s: Annotated[float, Opt(help="--validate: measured seconds per load and round")] = 5.0,
+    calibrate: Annotated[bool, Opt("--calibrate", help="serve one replica for real at two loads first and measure its "
+                                                       "own cost (event loop and instance CPU per request, from "
+                                                       "/proc); batching-off options are then simulated as the "
+                                                       "replica runs (loop and instances sharing its cores)")] = False,
+    calibrate_step_s: Annotated[float, Opt(help="--calibrate: seconds per load")] = 5.0,
     fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the plan is INVALID (its measured "
                                                                    "runs disagree, or validation found it wrong)")] = False,
 ) -> int:
@@ -146,7 +165,8 @@ def plan_command(
         out_dir=output, from_paths=[str(p) for p in from_dir or []], shapes=dict(base.workload.shapes) or None,
         ladder=LadderSpec(_ints(batch_sizes, "--batch-sizes"), _ints(instances, "--instances"), measure_duration_s,
                           measure_rounds, base) if measure or not from_dir else None,
-        validate=ValidateSpec(validate_rounds, validate_step_s) if validate else None, fail_on_invalid=fail_on_invalid)
+        validate=ValidateSpec(validate_rounds, validate_step_s) if validate else None, fail_on_invalid=fail_on_invalid,
+        calibrate_step_s=calibrate_step_s if calibrate else None)
     outcome = run_spec(spec, command=["inferperf", *sys.argv[1:]],
                        progress=lambda line: print(line, file=sys.stderr, flush=True))
     doc = outcome.result.metrics.plan or {}

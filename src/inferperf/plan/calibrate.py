@@ -102,10 +102,15 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
               loads: Sequence[float] = CALIBRATION_LOADS, command: list[str] | None = None,
               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Serve ``opt``'s replica for real (:func:`.validate.served`) and measure its cost at each of ``loads`` x
-    ``capacity_per_s`` for ``step_s`` seconds of Poisson arrivals (plus the load's warm-up, inside the step).
+    its capacity for ``step_s`` seconds of Poisson arrivals (the load starts inside the step). The capacity is
+    ``capacity_per_s`` for the first step, then at most what the replica's cores carry with the loop's CPU per
+    request measured so far and the candidate's mean call (:func:`~inferperf.analysis.replica_sim.
+    replica_capacity_per_s`), so a later step does not overload a replica whose loop is its bottleneck.
 
     Returns:
-        ``{"steps": [step_cost(...)], "loop": split_loop_cost(...), "placement", "server_cpus": n}``.
+        ``{"steps": [step_cost(...)], "loop": split_loop_cost(...), "placement", "server_cpus": n,
+        "decode_ms", "encode_ms": the server's mean decode and encode times over the run (None without its
+        Result)}``.
 
     Raises:
         UsageError, MeasurementError: as :func:`.validate.served` and the load.
@@ -116,7 +121,10 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
     from ..loadgen.run import load
     from .validate import REQUEST_TIMEOUT_MS, _load_shapes, served
 
-    steps = []
+    from ..analysis.replica_sim import replica_capacity_per_s
+
+    steps: list[dict[str, Any]] = []
+    c = opt.candidate
     with served(model, opt) as (url, name, stop, placement):
         pid = stop.pid
 
@@ -124,6 +132,10 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
             return httpx.get(f"{url}/v2/models/{name}/stats", timeout=10).json()["model_stats"][0]
 
         for f in loads:
+            if steps and steps[-1]["loop_cpu_ms_per_request"]:
+                capacity_per_s = min(capacity_per_s, replica_capacity_per_s(
+                    len(placement["server_cpus"]), c.instances, c.threads, steps[-1]["loop_cpu_ms_per_request"],
+                    c.service.mean_ns(1) / 1e6))
             rate = capacity_per_s * f
             if progress:
                 progress(f"calibrate: {rate:.4g} req/s ({f * 100:.0f} % of capacity) for {step_s:g} s")
@@ -134,9 +146,24 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
             load(lc, command=command)
             th1, t1, s1 = read_threads(pid), monotonic_s(), stats()
             steps.append(step_cost(th0, th1, s0, s1, t1 - t0, len(placement["server_cpus"]), rate))
-        stop()
+        r = stop()
+        server = (r.metrics.server if r is not None else None) or {}
     return {"steps": steps, "loop": split_loop_cost(steps), "placement": placement,
-            "server_cpus": len(placement["server_cpus"])}
+            "server_cpus": len(placement["server_cpus"]),
+            **{k: (server.get(k) or {}).get("mean") for k in ("decode_ms", "encode_ms")}}
 
 
-__all__ = ["CALIBRATION_LOADS", "calibrate", "split_loop_cost", "step_cost"]
+def calibrated_overhead(cal: dict[str, Any], source: str) -> Any:
+    """The calibrated loop as the planner's :class:`~inferperf.analysis.candidates.Overhead` (``calibrated``):
+    the loop's CPU per request (:func:`split_loop_cost`), its part after the call the server's mean encode time
+    (at most the whole), the rest before the batcher. ``source``: where the calibration is saved."""
+    from ..analysis.candidates import Overhead
+    from ..analysis.service_model import Deterministic
+
+    total = float(cal["loop"]["per_request_ms"])
+    out = min(float(cal.get("encode_ms") or 0.0), total)
+    return Overhead(Deterministic(max(1, round((total - out) * 1e6))), total, [source], loop_out_ms=out,
+                    calibrated=True)
+
+
+__all__ = ["CALIBRATION_LOADS", "calibrate", "calibrated_overhead", "split_loop_cost", "step_cost"]

@@ -127,6 +127,11 @@ def _notes(options: list[Option], cands: list[Candidate], over: Overhead | None,
     if over is None:
         notes.append("server overhead (HTTP, decode, encode) not measured: predictions leave it out; pass --from "
                      "a folder with a serve Result (inferperf serve -o) to include it")
+    elif over.calibrated:
+        notes.append(f"served replica calibrated under load ({', '.join(over.sources)}): event loop {over.mean_ms:.3g} "
+                     f"ms CPU per request ({over.loop_out_ms:.3g} ms of it after the call); batching-off options are "
+                     "simulated as the replica runs (the loop and the instances sharing its cores; the GIL left out), "
+                     "batching-on options with the loop as one worker before the batcher")
     else:
         notes.append(f"server overhead {over.mean_ms:.3g} ms per request, from {', '.join(over.sources)}")
     for c in cands:
@@ -211,6 +216,31 @@ def _measure_overhead(model: str, first: Option, out_dir: Path, command: list[st
     return overhead([(path, r)], model)
 
 
+def _calibrate(model: str, inputs: Inputs, opts: PlanOptions, out_dir: Path, settings: dict[str, Any],
+               command: list[str] | None, progress: Progress) -> tuple[Overhead | None, dict[str, Any] | None]:
+    """``--calibrate``: the first candidate's batching-off replica served for real at two loads
+    (:func:`.calibrate.calibrate`), saved as ``measured/calibration.json``; returns the calibrated loop
+    (:func:`.calibrate.calibrated_overhead`) and the calibration document.
+
+    Raises:
+        UsageError: no CPU left for the load beside the replica's (before measuring).
+    """
+    import json
+
+    from ..analysis.fleet import Simulator
+    from .calibrate import calibrate, calibrated_overhead
+    from .validate import replica_cpus
+
+    first = options_for(inputs.candidates[:1], opts)[0]  # batching off
+    replica_cpus(first, sorted(os.sched_getaffinity(0)))
+    cap = Simulator(opts, inputs.overhead).replica_capacity_per_s(first)
+    cal = calibrate(model, first, cap, step_s=settings.get("step_s", 5.0), command=command, progress=progress)
+    path = out_dir / "measured" / "calibration.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**cal, "label": first.label}, indent=1, default=str))
+    return calibrated_overhead(cal, str(path)), {**cal, "label": first.label, "file": str(path)}
+
+
 def check(model: str, found: Found, over: Overhead | None, fp: str, out_dir: Path, settings: dict[str, Any],
           command: list[str] | None, progress: Progress) -> Checked:
     """Step 3: run the chosen option for real (:func:`.validate.validate`) and store its points under this
@@ -253,7 +283,8 @@ def judge(inputs: Inputs, chosen: Option | None, stored: dict[str, Any] | None) 
 
 
 def write_plan(model: str, opts: PlanOptions, out_dir: Path, inputs: Inputs, found: Found,
-               checked: Checked | None, fp: str, system: SystemInfo, command: list[str] | None) -> PlanOutcome:
+               checked: Checked | None, fp: str, system: SystemInfo, command: list[str] | None,
+               calibration: dict[str, Any] | None = None) -> PlanOutcome:
     """Step 5: the plan Result (``out_dir/plan.json``) and the chosen configuration's deployable files."""
     ranked, chosen, sim = found.ranked, found.chosen, found.sim
     said = {id(o): describe(last(option_key(o, fp))) for o in ranked}
@@ -278,6 +309,8 @@ def write_plan(model: str, opts: PlanOptions, out_dir: Path, inputs: Inputs, fou
                        for o in ranked]}
     if checked is not None:
         doc["validation_points"] = checked.doc
+    if calibration is not None:
+        doc["calibration"] = calibration
     doc = json_safe(doc)
     files: dict[str, Path] = {}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -304,7 +337,7 @@ def write_plan(model: str, opts: PlanOptions, out_dir: Path, inputs: Inputs, fou
 def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | None = None,
          measure_ladder: dict[str, Any] | None = None, command: list[str] | None = None,
          progress: Progress = None, validate: dict[str, Any] | None = None,
-         shapes: dict[str, list[int]] | None = None) -> PlanOutcome:
+         shapes: dict[str, list[int]] | None = None, calibrate: dict[str, Any] | None = None) -> PlanOutcome:
     """Plan ``model``'s fleet for ``opts`` and write ``out_dir/plan.json`` plus the chosen configuration.
 
     Args:
@@ -320,6 +353,8 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
             replica's predicted capacity (:func:`.validate.validate`) and store the points.
         shapes: plan only Results of these input shapes (``--shape``; the leading dim is the rows), when
             ``--from`` holds several workloads.
+        calibrate: ``{"step_s": s}`` to measure the served replica's own cost under load first (:func:`_calibrate`)
+            and simulate batching-off options as the replica runs (:mod:`inferperf.analysis.replica_sim`).
 
     Raises:
         UsageError: bad options, ``out_dir`` an existing file, nothing to plan from, a mix of workloads, no
@@ -334,8 +369,14 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
     if validate and len(os.sched_getaffinity(0)) < 2:
         raise UsageError(f"--validate serves the replica on its own CPUs and drives the load from another: this process "
                          f"has {len(os.sched_getaffinity(0))} CPU (affinity or cgroup): run it where 2 or more are free")
+    if calibrate and len(os.sched_getaffinity(0)) < 2:
+        raise UsageError(f"--calibrate serves the replica on its own CPUs and drives the load from another: this "
+                         f"process has {len(os.sched_getaffinity(0))} CPU: run it where 2 or more are free")
     inputs = gather(model, out_dir, from_paths, measure_ladder, shapes, command, progress)
-    over = inputs.overhead
+    over, calibration = inputs.overhead, None
+    if calibrate and inputs.candidates:
+        over, calibration = _calibrate(model, inputs, opts, out_dir, calibrate, command, progress)
+        inputs.overhead = over
     if validate and over is None and inputs.candidates:
         from .validate import replica_cpus
 
@@ -350,7 +391,7 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
     checked = None
     if validate and found.chosen is not None:
         checked = check(model, found, over, fp, out_dir, validate, command, progress)
-    return write_plan(model, opts, out_dir, inputs, found, checked, fp, system, command)
+    return write_plan(model, opts, out_dir, inputs, found, checked, fp, system, command, calibration)
 
 
 __all__ = ["NOT_VALIDATED", "Checked", "Found", "Inputs", "PlanOutcome", "check", "gather", "judge", "option_key",

@@ -65,7 +65,8 @@ class ValidateSpec:
 @dataclass
 class PlanSpec:
     """One plan to make (see the module docstring). ``from_paths`` empty and no ``ladder``: the ladder is measured
-    (:meth:`check` fills the default). ``shapes``: ``--shape`` (the workload to plan among ``--from``'s)."""
+    (:meth:`check` fills the default). ``shapes``: ``--shape`` (the workload to plan among ``--from``'s).
+    ``calibrate_step_s``: ``--calibrate``'s seconds a load (None: no calibration)."""
 
     model: str
     opts: PlanOptions
@@ -75,6 +76,7 @@ class PlanSpec:
     validate: ValidateSpec | None = None
     shapes: dict[str, list[int]] | None = None
     fail_on_invalid: bool = False
+    calibrate_step_s: float | None = None
 
     def check(self) -> PlanSpec:
         """Refuse what cannot be planned; returns self with the defaults filled (an output folder, a ladder when
@@ -91,6 +93,8 @@ class PlanSpec:
             self.ladder.check()
         if self.validate is not None:
             self.validate.check()
+        if self.calibrate_step_s is not None and not self.calibrate_step_s > 0:
+            raise UsageError(f"--calibrate-step-s {self.calibrate_step_s!r}: must be > 0 seconds (e.g. 5)")
         self.out_dir = self.out_dir or Path(f"inferperf-plan-{Path(self.model.removeprefix('zoo:')).stem}")
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise UsageError(f"--output {self.out_dir}: a file of that name exists; plan writes a folder: pass a new "
@@ -124,8 +128,9 @@ def run_spec(spec: PlanSpec, command: list[str] | None = None,
     assert spec.out_dir is not None
     ladder = spec.ladder.doc(pinned=spec.validate is not None) if spec.ladder is not None else None
     validate = {"rounds": spec.validate.rounds, "step_s": spec.validate.step_s} if spec.validate else None
+    calibrate = {"step_s": spec.calibrate_step_s} if spec.calibrate_step_s is not None else None
     return plan(spec.model, spec.opts, spec.out_dir, spec.from_paths, ladder, command=command, progress=progress,
-                validate=validate, shapes=spec.shapes)
+                validate=validate, shapes=spec.shapes, calibrate=calibrate)
 
 
 __all__ = ["LadderSpec", "PlanSpec", "ValidateSpec", "gate_message", "run_spec"]

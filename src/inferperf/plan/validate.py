@@ -151,7 +151,6 @@ def p99_range(sim: Simulator, opt: Option, rate_per_s: float, requests: int, win
         ValueError: ``requests`` < 2.
     """
     from ..analysis.fleet import MAX_POINT_ARRIVALS, steady_arrivals
-    from ..analysis.serving_sim import Setup, simulate
     from ..stats import percentile
 
     if requests < 2:
@@ -161,8 +160,7 @@ def p99_range(sim: Simulator, opt: Option, rate_per_s: float, requests: int, win
     warm = min(int(math.ceil(steady_arrivals(rho))), MAX_POINT_ARRIVALS)
     seed = sim.opts.seed + 1
     arr = sim.arrivals(rate_per_s, 1, seed, warm + windows * requests)
-    setup = Setup(opt.policy, replicas=1, instances=opt.candidate.instances, balancer="round-robin")
-    run = simulate(arr, setup, opt.candidate.service, overhead=sim.overhead, seed=seed)
+    run = sim.simulate(opt, arr, seed)
     lat = (run.done_ns - run.arrival_ns).astype(np.float64) / 1e6
     p99s = []
     for k in range(windows):
@@ -335,7 +333,7 @@ def validate(model: str, opt: Option, sim: Simulator, overhead_ms: float | None,
     """
     if rounds < 1:
         raise ValueError("--validate-rounds must be >= 1")
-    cap = replica_capacity_per_s(opt, overhead_ms)
+    cap = min(sim.replica_capacity_per_s(opt), replica_capacity_per_s(opt, overhead_ms))
     rates = [cap * f for f in LOADS]
     measured, placement = (runner or run_rounds)(model, opt, rates, rounds, step_s, command=command,
                                                  progress=progress, arrival=sim.opts.arrival)
