@@ -12,7 +12,7 @@ import typer
 from ..errors import GateFailed, UsageError
 from . import app
 from .options import Backend, Dim, Shape, build_config
-from .sweep import _ints
+from .axes import ints
 
 Opt = typer.Option
 
@@ -163,7 +163,7 @@ def plan_command(
         model, PlanOptions(target_rate, slo_p99_ms, burst, price_per_core_hour, balancer, arrival, sim_requests, rounds,
                            seed, duration_s=sim_duration_s, max_replicas=max_replicas),
         out_dir=output, from_paths=[str(p) for p in from_dir or []], shapes=dict(base.workload.shapes) or None,
-        ladder=LadderSpec(_ints(batch_sizes, "--batch-sizes"), _ints(instances, "--instances"), measure_duration_s,
+        ladder=LadderSpec(ints(batch_sizes, "--batch-sizes"), ints(instances, "--instances"), measure_duration_s,
                           measure_rounds, base) if measure or not from_dir else None,
         validate=ValidateSpec(validate_rounds, validate_step_s) if validate else None, fail_on_invalid=fail_on_invalid,
         calibrate_step_s=calibrate_step_s if calibrate else None)

@@ -14,79 +14,13 @@ from rich.table import Table
 
 from ..errors import UsageError
 from ..measure.speedup import sig
-from ..workload.shapes import parse_shape
 from . import app
+from .axes import dim_axis, env_axis, ints, shape_axis, words
 from .history import HistoryOpt, record
 from .options import (BackendAxis, BatchSizeAxis, ConcurrencyAxis, ExecutionModeAxis, InterOpThreadsAxis,
     IntraOpThreadsAxis, SessionModeAxis)
 
 Opt = typer.Option
-
-
-def _ints(text: str | None, flag: str) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"malformed {flag} {text!r}: use comma-separated integers, e.g. 1,2,4") from None
-    if not vals or min(vals) < 0:
-        raise UsageError(f"{flag} {text!r}: give one or more integers >= 0")
-    return vals
-
-
-def _words(text: str | None) -> list[str] | None:
-    return [x.strip() for x in text.split(",") if x.strip()] if text else None
-
-
-def shape_axis(flags: list[str]) -> list[dict[str, list[int]]]:
-    """``--shape x:1x3x224x224,1x3x640x640`` (one flag per input; commas give that input's values) ->
-    the cartesian product of shape sets. A value without a name belongs to the flag's input."""
-    import itertools
-
-    per_input: list[list[tuple[str, list[int]]]] = []
-    for flag in flags:
-        name = ""
-        values = []
-        for item in flag.split(","):
-            n, dims = parse_shape(item)
-            name = n or name
-            values.append((name, dims))
-        per_input.append(values)
-    return [dict(combo) for combo in itertools.product(*per_input)]
-
-
-def dim_axis(flags: list[str]) -> list[dict[str, int]]:
-    """``--dim seq=64,128,256`` -> [{seq: 64}, {seq: 128}, {seq: 256}]; several flags multiply."""
-    import itertools
-
-    per: list[list[tuple[str, int]]] = []
-    for flag in flags:
-        name, sep, rest = flag.partition("=")
-        if not sep or not name.strip() or not rest.strip():
-            raise UsageError(f"malformed --dim {flag!r}: use SYMBOL=N[,N...], e.g. seq=64,128")
-        vals = _ints(rest, "--dim")
-        if not vals or min(vals) < 1:
-            raise UsageError(f"--dim {flag!r}: sizes must be >= 1")
-        if any(name.strip() == p[0][0] for p in per):
-            raise UsageError(f"--dim {name.strip()} given twice: list its values in one flag ({name.strip()}=A,B)")
-        per.append([(name.strip(), v) for v in vals])
-    return [dict(c) for c in itertools.product(*per)]
-
-
-def env_axis(flags: list[str]) -> list[dict[str, str]]:
-    """``--env OMP_WAIT_POLICY=PASSIVE,ACTIVE`` -> one env per value; several flags multiply."""
-    import itertools
-
-    per = []
-    for flag in flags:
-        name, sep, rest = flag.partition("=")
-        if not sep or not name.strip() or " " in name.strip() or not rest:
-            raise UsageError(f"malformed --env {flag!r}: use NAME=VALUE[,VALUE...] (no spaces in NAME)")
-        if any(name.strip() == p[0][0] for p in per):
-            raise UsageError(f"--env {name.strip()} given twice: list its values in one flag ({name.strip()}=A,B)")
-        per.append([(name.strip(), v) for v in rest.split(",")])
-    return [dict(c) for c in itertools.product(*per)]
 
 
 def _settings(base: dict[str, Any], stop_flags: dict[str, float | int | None], warmup: int | None,
@@ -155,7 +89,7 @@ def sweep_command(
     if matrix is not None:
         m = load_matrix(matrix)
     elif model:
-        m = Matrix(models=[ModelEntry(path=p) for p in _words(model) or []])
+        m = Matrix(models=[ModelEntry(path=p) for p in words(model) or []])
     else:
         raise UsageError("give a MODEL (or several, comma-separated) or --matrix FILE.yaml")
     shapes = shape_axis(shape) if shape else []
@@ -164,11 +98,11 @@ def sweep_command(
         entry.shapes = entry.shapes or shapes
         entry.dims = entry.dims or dims
     axes: dict[str, Any] = {
-        "backend": _words(backend), "intra_op_num_threads": _ints(intra_op_num_threads, "--intra-op-num-threads"),
-        "inter_op_num_threads": _ints(inter_op_num_threads, "--inter-op-num-threads"),
-        "execution_mode": _words(execution_mode), "batch_size": _ints(batch_size, "--batch-size"),
-        "concurrency": _ints(concurrency, "--concurrency"), "session_mode": _words(session_mode),
-        "env": env_axis(env) if env else None, "allocator": _words(allocator),
+        "backend": words(backend), "intra_op_num_threads": ints(intra_op_num_threads, "--intra-op-num-threads"),
+        "inter_op_num_threads": ints(inter_op_num_threads, "--inter-op-num-threads"),
+        "execution_mode": words(execution_mode), "batch_size": ints(batch_size, "--batch-size"),
+        "concurrency": ints(concurrency, "--concurrency"), "session_mode": words(session_mode),
+        "env": env_axis(env) if env else None, "allocator": words(allocator),
     }  # fmt: skip
     merged = m.axes.model_dump()
     merged.update({k: v for k, v in axes.items() if v is not None})

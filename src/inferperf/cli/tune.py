@@ -11,32 +11,12 @@ import typer
 from ..errors import GateFailed, UsageError
 from ..measure.speedup import sig
 from . import app
+from .axes import bools, ints, session_config_axis, words
 from .history import HistoryOpt, record
 from .options import (BackendAxis, BatchSizeAxis, ConcurrencyAxis, Dim, ExecutionModeAxis,
     GraphOptimizationLevelAxis, InterOpThreadsAxis, IntraOpThreadsAxis, SessionModeAxis, Shape)
-from .sweep import _ints, _words
 
 Opt = typer.Option
-
-
-def _bools(text: str | None, flag: str) -> list[bool] | None:
-    if text is None:
-        return None
-    table = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
-    try:
-        return [table[w.lower()] for w in _words(text) or []]
-    except KeyError:
-        raise UsageError(f"{flag} {text!r}: give true/false values, e.g. {flag} true,false") from None
-
-
-def _session_config(values: list[str] | None) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for v in values or []:
-        key, sep, rest = v.partition("=")
-        if not sep or not key.strip() or not rest:
-            raise UsageError(f"malformed --session-config {v!r}: use KEY=V1|V2, e.g. session.intra_op.allow_spinning=0|1")
-        out[key.strip()] = [x for x in rest.split("|") if x != ""]
-    return out
 
 
 def _space(flags: dict[str, Any], space_file: Path | None, serve: bool, max_oversubscription: float | None) -> Any:
@@ -146,17 +126,17 @@ def tune_command(
     if build_variants is not None and variants is not None:
         raise UsageError("pass --variants DIR (variants already built) or --build-variants LIST, not both")
     axes = {
-        "backend": _words(backend),
-        "intra_op_num_threads": _ints(intra_op_num_threads, "--intra-op-num-threads"),
-        "inter_op_num_threads": _ints(inter_op_num_threads, "--inter-op-num-threads"),
-        "execution_mode": _words(execution_mode), "graph_optimization_level": _words(graph_optimization_level),
-        "enable_mem_pattern": _bools(enable_mem_pattern, "--enable-mem-pattern"),
-        "enable_cpu_mem_arena": _bools(enable_cpu_mem_arena, "--enable-cpu-mem-arena"),
-        "session_config": _session_config(session_config), "batch_size": _ints(batch_size, "--batch-size"),
-        "concurrency": _ints(concurrency, "--concurrency"), "session_mode": _words(session_mode),
-        "allocator": _words(allocator), "max_batch_size": _ints(max_batch_size, "--max-batch-size"),
-        "max_queue_delay_us": _ints(max_queue_delay_us, "--max-queue-delay-us"),
-        "instance_count": _ints(instance_count, "--instance-count"),
+        "backend": words(backend),
+        "intra_op_num_threads": ints(intra_op_num_threads, "--intra-op-num-threads"),
+        "inter_op_num_threads": ints(inter_op_num_threads, "--inter-op-num-threads"),
+        "execution_mode": words(execution_mode), "graph_optimization_level": words(graph_optimization_level),
+        "enable_mem_pattern": bools(enable_mem_pattern, "--enable-mem-pattern"),
+        "enable_cpu_mem_arena": bools(enable_cpu_mem_arena, "--enable-cpu-mem-arena"),
+        "session_config": session_config_axis(session_config), "batch_size": ints(batch_size, "--batch-size"),
+        "concurrency": ints(concurrency, "--concurrency"), "session_mode": words(session_mode),
+        "allocator": words(allocator), "max_batch_size": ints(max_batch_size, "--max-batch-size"),
+        "max_queue_delay_us": ints(max_queue_delay_us, "--max-queue-delay-us"),
+        "instance_count": ints(instance_count, "--instance-count"),
     }  # fmt: skip
     base = build_config({"workload.shapes": shape, "workload.dims": dim, "warmup.iterations": warmup}, config)
     need = min_samples or (samples_for_percentile(99.0) if (slo_p99_ms is not None or objective == "p99"
@@ -166,7 +146,7 @@ def tune_command(
 
     def make_spec(found: dict[str, str]) -> TuneSpec:
         """The spec (it checks itself: budget, serving axes, precision ...) with ``found`` as the variants."""
-        wanted = _words(precision) or (sorted(found) if found else None)
+        wanted = words(precision) or (sorted(found) if found else None)
         return TuneSpec(model=model, base=base, space=_space({**axes, "precision": wanted}, space, serve,
                                                              max_oversubscription),
                         goal=goal, plan=plan, n_trials=n_trials, output=output, sampler=sampler, seed=seed,
@@ -175,8 +155,8 @@ def tune_command(
                         from_sweep=from_sweep, variants=found)
 
     if build_variants is not None:  # every other flag is checked before the build (minutes), with stand-in files
-        make_spec({name: model for name in ["fp32", *(_words(build_variants) or [])]})
-        variants = _build_variants(model, _words(build_variants) or [], output, shape)
+        make_spec({name: model for name in ["fp32", *(words(build_variants) or [])]})
+        variants = _build_variants(model, words(build_variants) or [], output, shape)
     spec = make_spec(load_variants(variants) if variants is not None else {})
     the_space = spec.space
     command = ["inferperf", *sys.argv[1:]]
