@@ -4,59 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from ..errors import GateFailed, UsageError
-from ..measure.speedup import sig
 from . import app
-from .axes import bools, ints, session_config_axis, words
+from .axes import axes_of, words
 from .history import HistoryOpt, record
 from .options import (BackendAxis, BatchSizeAxis, ConcurrencyAxis, Dim, ExecutionModeAxis,
-    GraphOptimizationLevelAxis, InterOpThreadsAxis, IntraOpThreadsAxis, SessionModeAxis, Shape)
+    GraphOptimizationLevelAxis, InterOpThreadsAxis, IntraOpThreadsAxis, SessionModeAxis, Shape, build_config,
+    config_flags)
 
 Opt = typer.Option
-
-
-def _space(flags: dict[str, Any], space_file: Path | None, serve: bool, max_oversubscription: float | None) -> Any:
-    """The space: the file's axes overlaid with the flags given; the machine's default space when none is given."""
-    from importlib.util import find_spec
-
-    from ..backends.base import backend_names
-    from ..system import collect_system
-    from ..tune.space import check_values, default_space, load_space, validate_space
-
-    doc: dict[str, Any] = load_space(space_file).model_dump(exclude_none=True) if space_file else {}
-    doc.update({k: v for k, v in flags.items() if v})
-    if max_oversubscription is not None:
-        doc["max_oversubscription"] = max_oversubscription
-    axes = {k: v for k, v in doc.items() if k != "max_oversubscription" and v}
-    if not axes:
-        installed = ["onnxruntime"] + (["openvino"] if find_spec("openvino") else [])  # found, not imported
-        base = default_space(collect_system(), installed, serve=serve).model_dump(exclude_none=True)
-        doc = {**base, **({"max_oversubscription": doc["max_oversubscription"]} if "max_oversubscription" in doc else {})}
-    space = validate_space(doc, "--space" if space_file else "the axes")
-    check_values(space, [b for b in backend_names() if b != "null"])
-    return space
-
-
-def _build_variants(model: str, names: list[str], output: Path | None, shape: list[str] | None) -> Path:
-    """Build ``names`` with ``optimize`` (accuracy checked against fp32, no speed measurement) into OUTPUT/variants."""
-    from ..optimize import optimize
-    from ..optimize.spec import OptimizeOptions
-
-    folder = (output or Path(f"inferperf-tune-{Path(model.removeprefix('zoo:')).stem}")) / "variants"
-    shapes = {}
-    for text in shape or []:
-        from ..workload.shapes import parse_shape
-
-        name, dims = parse_shape(text)
-        shapes[name] = dims
-    bench = {"workload": {"shapes": shapes}} if shapes else {}
-    print(f"building variants {', '.join(names)} into {folder}/ (accuracy against fp32; no speed measurement)", flush=True)
-    optimize(model, OptimizeOptions.model_validate({"variants": names, "measure": False, "bench": bench}), output=folder)
-    return folder
 
 
 @app.command("tune")
@@ -115,92 +74,28 @@ def tune_command(
     """Find the fastest configuration under a latency SLO with Bayesian search (Optuna), each trial in a fresh
     process, the winner re-measured against the runtime's defaults. Exit 3 when no configuration meets the SLO."""
     from ..system import collect_system
-    from ..tune.objective import Goal, samples_for_percentile
-    from ..tune.run import TuneSpec, tune
-    from ..tune.space import load_variants
-    from ..tune.trial import IsolatedEvaluator, TrialPlan
-    from .options import build_config
+    from ..tune.spec import TuneRequest, outcome_error, run_tune
+    from .tune_view import TuneView
 
-    info = collect_system()
-    goal = Goal("multi" if multi_objective else objective, slo_p99_ms, min_throughput, info.effective_cpus)  # type: ignore[arg-type]
-    if build_variants is not None and variants is not None:
-        raise UsageError("pass --variants DIR (variants already built) or --build-variants LIST, not both")
-    axes = {
-        "backend": words(backend),
-        "intra_op_num_threads": ints(intra_op_num_threads, "--intra-op-num-threads"),
-        "inter_op_num_threads": ints(inter_op_num_threads, "--inter-op-num-threads"),
-        "execution_mode": words(execution_mode), "graph_optimization_level": words(graph_optimization_level),
-        "enable_mem_pattern": bools(enable_mem_pattern, "--enable-mem-pattern"),
-        "enable_cpu_mem_arena": bools(enable_cpu_mem_arena, "--enable-cpu-mem-arena"),
-        "session_config": session_config_axis(session_config), "batch_size": ints(batch_size, "--batch-size"),
-        "concurrency": ints(concurrency, "--concurrency"), "session_mode": words(session_mode),
-        "allocator": words(allocator), "max_batch_size": ints(max_batch_size, "--max-batch-size"),
-        "max_queue_delay_us": ints(max_queue_delay_us, "--max-queue-delay-us"),
-        "instance_count": ints(instance_count, "--instance-count"),
-    }  # fmt: skip
-    base = build_config({"workload.shapes": shape, "workload.dims": dim, "warmup.iterations": warmup}, config)
-    need = min_samples or (samples_for_percentile(99.0) if (slo_p99_ms is not None or objective == "p99"
-                                                           or multi_objective) else 100)
-    plan = TrialPlan(min_samples=need, duration_s=trial_duration_s, max_duration_s=base.stop.max_duration_s)
-    output = output or Path(f"inferperf-tune-{Path(model.removeprefix('zoo:')).stem}")
-
-    def make_spec(found: dict[str, str]) -> TuneSpec:
-        """The spec (it checks itself: budget, serving axes, precision ...) with ``found`` as the variants."""
-        wanted = words(precision) or (sorted(found) if found else None)
-        return TuneSpec(model=model, base=base, space=_space({**axes, "precision": wanted}, space, serve,
-                                                             max_oversubscription),
-                        goal=goal, plan=plan, n_trials=n_trials, output=output, sampler=sampler, seed=seed,
-                        storage=storage, study_name=study_name, timeout_s=timeout_s, validate=not no_validate,
-                        validate_top=validate_top, validation_rounds=validation_rounds, served=serve,
-                        from_sweep=from_sweep, variants=found)
-
-    if build_variants is not None:  # every other flag is checked before the build (minutes), with stand-in files
-        make_spec({name: model for name in ["fp32", *(words(build_variants) or [])]})
-        variants = _build_variants(model, words(build_variants) or [], output, shape)
-    spec = make_spec(load_variants(variants) if variants is not None else {})
-    the_space = spec.space
-    command = ["inferperf", *sys.argv[1:]]
-    if serve:
-        from ..tune.served import ServedEvaluator
-
-        evaluator: Any = ServedEvaluator(command=command)
-    else:
-        evaluator = IsolatedEvaluator(command=command)
-    from .tune_view import TuneView, params_text
-
-    view = TuneView(spec, the_space, info)
-    try:  # the header once every input is checked: a bad budget, space, storage or model is the only line
-        outcome = tune(spec, evaluator, info=info, on_trial=view.on_trial, on_validation=view.on_validation,
-                       on_start=view.header)
-    except KeyboardInterrupt:
-        from ..errors import Interrupted
-        from ..interrupt import STOP
-
-        raise Interrupted(f"interrupted by {STOP.signal_name}: every finished trial is kept in the study ({output});"
-                          " rerun the same command to continue", STOP.exit_code) from None
+    request = TuneRequest(
+        model, build_config(config_flags({"shape": shape, "dim": dim, "warmup": warmup}), config), axes_of(locals()),
+        space_file=space, max_oversubscription=max_oversubscription, served=serve, variants_dir=variants,
+        build_variants=None if build_variants is None else words(build_variants) or [], precision=words(precision),
+        objective=objective, slo_p99_ms=slo_p99_ms, min_throughput=min_throughput, multi_objective=multi_objective,
+        min_samples=min_samples, trial_duration_s=trial_duration_s, output=output, options=dict(
+            n_trials=n_trials, sampler=sampler, seed=seed, storage=storage, study_name=study_name, timeout_s=timeout_s,
+            validate=not no_validate, validate_top=validate_top, validation_rounds=validation_rounds,
+            from_sweep=from_sweep))
+    view = TuneView(collect_system())
+    outcome = run_tune(request, command=["inferperf", *sys.argv[1:]], info=view.info, on_start=view.header,
+                       on_trial=view.on_trial, on_validation=view.on_validation,
+                       progress=lambda line: print(line, flush=True))
     view.summary(outcome.summary)
-    s = outcome.summary
-    if history and (output / "best.json").exists():
+    best = request.folder / "best.json"
+    if history and best.exists():
         from ..results.io import load as load_result
 
-        record(history, [(str(output / "best.json"), load_result(output / "best.json"))])
-    if s["best"] is None and s.get("closest") is None and s["this_pass"]["failed"]:
-        from ..errors import MeasurementError
-
-        first = next((r["note"] for r in _failed_rows(outcome.study)), "")
-        raise MeasurementError(f"every trial failed (first: {first}); see {output}/trials.csv")
-    if s["best"] is None:
-        c = s.get("closest")
-        near = (f": closest was trial {c['trial']} ({params_text(c['config'])}) with p99 {sig(c['p99_ms'])} ms at"
-                f" {sig(c['throughput'])} samples/s") if c else ""
-        raise GateFailed(f"no configuration met {goal.describe().split(' subject to ')[-1]}{near}; relax the SLO or widen"
-                         " the space")
+        record(history, [(str(best), load_result(best))])
+    if (error := outcome_error(outcome)) is not None:  # every trial failed (exit 1), or none met the SLO (exit 3)
+        raise error
     return 0
-
-
-
-def _failed_rows(study: Any) -> list[dict[str, Any]]:
-    """The trials that failed to run, in order (for the one-line error when every trial failed)."""
-    from ..tune.output import trial_rows
-
-    return [r for r in trial_rows(study) if r["state"] == "fail"]

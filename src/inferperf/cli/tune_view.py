@@ -8,27 +8,24 @@ import time
 from typing import Any
 
 from ..measure.speedup import sig
-
-
-def params_text(params: dict[str, Any]) -> str:
-    """A configuration as short flag-like words (``threads=2 conc=4``; ``(defaults)`` for none)."""
-    names = {"intra_op_num_threads": "threads", "inter_op_num_threads": "inter", "concurrency": "conc",
-             "session_mode": "mode", "execution_mode": "exec", "graph_optimization_level": "graph",
-             "max_batch_size": "mbs", "max_queue_delay_us": "delay_us", "instance_count": "instances"}
-    return " ".join(f"{names.get(k, k)}={v}" for k, v in params.items()) or "(defaults)"
+from ..tune.output import params_text
 
 
 class TuneView:
     """Console output of a tune (plain lines: readable in a terminal, a pipe and a CI log alike)."""
 
-    def __init__(self, spec: Any, space: Any, info: Any) -> None:
-        self.spec, self.space, self.info = spec, space, info
+    def __init__(self, info: Any) -> None:
+        self.info = info
+        self.spec: Any = None  # the checked TuneSpec: set by :meth:`header`, before the first trial
+        self.space: Any = None
         self.t0 = time.monotonic()
         self.measured = 0
         self.best: tuple[float, str] | None = None
 
-    def header(self) -> None:
-        """The goal, the space (axes, grid size), the budget split."""
+    def header(self, spec: Any) -> None:
+        """The goal, the space (axes, grid size), the budget split of ``spec`` (the checked TuneSpec)."""
+        self.spec, self.space = spec, spec.space
+        self.t0 = time.monotonic()  # the search's clock starts here (its deadline too), after any variants' build
         s = self.spec
         grid = len(self.space.grid(self.info, s.base.concurrency))
         print(f"tune {s.model}: {s.goal.describe()}")

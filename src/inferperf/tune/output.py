@@ -25,6 +25,14 @@ def _finite(x: Any) -> Any:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
+def params_text(params: dict[str, Any]) -> str:
+    """A configuration as short flag-like words (``threads=2 conc=4``; ``(defaults)`` for none)."""
+    names = {"intra_op_num_threads": "threads", "inter_op_num_threads": "inter", "concurrency": "conc",
+             "session_mode": "mode", "execution_mode": "exec", "graph_optimization_level": "graph",
+             "max_batch_size": "mbs", "max_queue_delay_us": "delay_us", "instance_count": "instances"}
+    return " ".join(f"{names.get(k, k)}={v}" for k, v in params.items()) or "(defaults)"
+
+
 def trial_rows(study: Any) -> list[dict[str, Any]]:
     """One row per trial (over-budget tickets excluded), in trial order."""
     rows = []

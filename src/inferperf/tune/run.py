@@ -141,11 +141,12 @@ class TuneSpec:
 
 @dataclass
 class TuneOutcome:
-    """What a tune produced (``summary`` is ``tune.json``)."""
+    """What a tune produced (``summary`` is ``tune.json``; ``spec``: the checked spec it ran)."""
 
     summary: dict[str, Any]
     search: SearchPass
     study: Any = None
+    spec: TuneSpec | None = None
 
 
 def make_sampler(name: str, seed: int, goal: Goal, space: TuneSpace, budget: int) -> Any:
@@ -298,7 +299,7 @@ def tune(spec: TuneSpec, evaluator: Evaluator, info: SystemInfo | None = None,
     summary["measurement_lock"] = {"path": str(evaluator.path), "waited_s": round(evaluator.waited_s, 3),
                                    "rule": "one measurement at a time on this machine (workers take turns)"}
     write_outputs(study, spec, summary)
-    return TuneOutcome(summary=summary, search=sp, study=study)
+    return TuneOutcome(summary=summary, search=sp, study=study, spec=spec)
 
 
 def _enqueue_grid(study: Any, spec: TuneSpec, info: SystemInfo) -> None:
