@@ -29,6 +29,7 @@ and return a :class:`StreamResponse` whose ``stream`` is the request's :class:`G
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -47,23 +48,20 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
+@dataclass(slots=True, eq=False)
 class GenRecord:
     """One generation request's stream: ``chunk_ns`` (clock ns of each content event, in order; empty without
     streaming), ``out_tokens`` (the client's count of the generated text), ``usage_in``/``usage_out`` (the
     server's usage, -1 = not given), ``finish`` (last ``finish_reason`` or None), ``done`` ([DONE] seen),
     ``in_tokens`` (the client's count of the request's prompt, -1 = unknown)."""
 
-    __slots__ = ("chunk_ns", "out_tokens", "usage_in", "usage_out", "finish", "done", "in_tokens")
-
-    def __init__(self, chunk_ns: list[int], out_tokens: int, usage_in: int, usage_out: int, finish: str | None,
-                 done: bool, in_tokens: int = -1) -> None:  # fmt: skip
-        self.in_tokens = in_tokens
-        self.chunk_ns = chunk_ns
-        self.out_tokens = out_tokens
-        self.usage_in = usage_in
-        self.usage_out = usage_out
-        self.finish = finish
-        self.done = done
+    chunk_ns: list[int]
+    out_tokens: int
+    usage_in: int
+    usage_out: int
+    finish: str | None
+    done: bool
+    in_tokens: int = -1
 
     @property
     def first_ns(self) -> int:
