@@ -246,6 +246,46 @@ def test_perf_analyzer_concurrency_1_to_4(server: _Server, model_path: Path, wir
     assert server.proc.poll() is None, "the server died under perf_analyzer"
 
 
+#: perf_analyzer's server-side line: "Avg request latency: N usec (overhead N usec + queue N usec + ...)"
+_PA_SERVER = re.compile(r"Avg request latency: (\d+) usec \(overhead (\d+) usec \+ queue (\d+) usec \+ compute input"
+                        r" (\d+) usec \+ compute infer (\d+) usec \+ compute output (\d+) usec\)")
+
+
+def test_the_load_breakdown_agrees_with_perf_analyzers_server_side_breakdown(server: _Server, model_path: Path,
+                                                                             tmp_path: Path) -> None:
+    """Issue 39 item 5's anchor: perf_analyzer at concurrency 2 (binary tensors), then ``inferperf load`` at
+    concurrency 2 on the same server (3 windows of 1 s; 3 s): the server parts (queue, compute input / infer / output,
+    overhead = success - queue - compute) agree within 10 % or 0.1 ms (the issue's floor for figures of a
+    tenth of a millisecond, below this machine's noise), and the load's parts add up to its client mean."""
+    in_name = _io(model_path)[0][0]
+    shape = f"{in_name}:{':'.join(map(str, ROW_SHAPE))}"
+    proc = subprocess.run([str(PERF_ANALYZER), "-m", MODEL, "-u", server.url, "-i", "http", "--concurrency-range",
+                           "2", "--stability-percentage", "9999", "--measurement-interval", "1000", "--max-trials",
+                           "3", "--shape", shape], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    m = _PA_SERVER.search(proc.stdout)
+    assert m, proc.stdout[-3000:]
+    total, overhead, queue, c_in, c_infer, c_out = (int(v) / 1000 for v in m.groups())
+    run = subprocess.run([sys.executable, "-m", "inferperf", "load", f"http://{server.url}", "--model", MODEL,
+                          "--concurrency", "2", "--duration-s", "3", "--warmup-s", "1", "--protocol", "binary",
+                          "--shape", f"{in_name}:1x{'x'.join(map(str, ROW_SHAPE))}", "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert "time per request (mean ms of" in run.stdout
+    (result,) = [json.loads(p.read_text()) for p in tmp_path.glob("*.json") if "load" in p.read_text()[:400]]
+    s = result["metrics"]["server"]
+    ours = {"queue": s["queue_ms"], "compute input": s["compute_input_ms"], "compute infer": s["compute_infer_ms"],
+            "compute output": s["compute_output_ms"],
+            "overhead": s["request_total_ms"] - s["queue_ms"] - s["compute_ms"]}  # fmt: skip
+    theirs = {"queue": queue, "compute input": c_in, "compute infer": c_infer, "compute output": c_out,
+              "overhead": overhead}
+    far = {k: (ours[k], theirs[k]) for k in ours if abs(ours[k] - theirs[k]) > max(0.1, 0.1 * theirs[k])}
+    assert not far, f"load vs perf_analyzer (ms): {far}; perf_analyzer total {total} ms"
+    split = s["breakdown_ms"]
+    assert split["queue_ms"] == s["queue_ms"] and split["model_call_ms"] == s["compute_ms"]
+    assert sum(v for k, v in split.items() if k.endswith("_ms") and k != "client_ms") == pytest.approx(split["client_ms"])
+
+
 def test_metrics_scrape_after_the_clients(server: _Server, model_path: Path) -> None:
     """``GET /metrics`` parses as Prometheus text and counts the clients' work: answered requests by status,
     rows inferred, and a request-duration histogram whose ``+Inf`` bucket equals its count."""

@@ -11,6 +11,7 @@ import pytest
 
 from inferperf.cli import main
 from inferperf.config import BenchConfig
+from inferperf.loadgen.breakdown import PARTS
 from inferperf.loadgen.options import LoadConfig
 from inferperf.loadgen.run import load
 from inferperf.results.io import save
@@ -43,7 +44,15 @@ def test_report_draws_real_load_steps_beside_a_bench_result(tmp_path: Path) -> N
     tput = specs["load-tput-0"]["data"][0]
     assert tput["x"] == [1, 2]
     assert tput["y"] == pytest.approx([r.metrics.throughput.queries_per_s for r in rs])
-    assert [t["name"] for t in specs["load-split-0"]["data"]] == ["queue", "compute", "rest"]
+    # issue 39 item 5: one stacked bar per step, the parts in a request's order, adding up to the client's mean
+    split = specs["load-split-0"]["data"]
+    names = [t["name"] for t in split]
+    assert names == [p.replace("_", " ") for p in PARTS if p.replace("_", " ") in names]
+    assert {"client send", "server http", "queue", "model call", "remainder"} <= set(names)
+    for k, r in enumerate(rs):
+        b = r.metrics.server["breakdown_ms"]
+        assert sum(t["y"][k] for t in split) == pytest.approx(b["client_ms"], rel=1e-6)
+        assert b["client_ms"] == pytest.approx(r.metrics.latency_ms.mean, rel=0.05)
     assert "mlp (json, closed loop): 2 steps: no knee from fewer than 3" in html  # issue 24 item 10
     # the SLO line follows the Results' own validity (1 s steps of 500 ms windows may be INVALID on a busy
     # machine): it names the highest VALID step meeting the SLO, or says none does

@@ -225,3 +225,21 @@ def test_body_chunks_reach_the_sink_as_they_arrive_timestamped(server: ScriptedS
     stamps = [h_ns, *(t for t, _ in sink.chunks)]
     assert stamps == sorted(stamps) and t0 <= stamps[0] and stamps[-1] <= t1
     assert sink.chunks[0][0] < sink.chunks[1][0]  # two socket reads: the second came after the client saw the first
+
+
+def test_an_answer_carries_when_its_first_bytes_were_read(server: ScriptedServer) -> None:
+    """``first_ns`` is the read that carried the answer's head, not its last piece: a body held back by the server
+    until the test says so arrives later than the head, so the client's read time (first bytes to complete)
+    is visible; each answer of a kept connection gets its own."""
+    from inferperf.clock import SYSTEM_CLOCK
+
+    hold = threading.Event()
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n"
+    threading.Timer(0.2, hold.set).start()
+    t0 = SYSTEM_CLOCK.now_ns()
+    got, _ = exchange(server, [[head, WaitFor(hold), b"ok!"], [OK]])
+    t1 = SYSTEM_CLOCK.now_ns()
+    assert got == [Response(200, 3), Response(200, 3)]
+    first, second = got
+    assert t0 < first.first_ns < second.first_ns < t1
+    assert second.first_ns - first.first_ns >= 150_000_000  # the second answer's head came after the held body

@@ -88,7 +88,8 @@ def test_server_percentiles_describe_the_whole_window_not_its_first_samples() ->
     assert d["count"] == 3000 and d["min"] == 0.001 and d["max"] == 0.005
     assert d["mean"] == (1000 * 1000 + 2000 * 5000) / 3000 / 1e6
     assert s["sampling"] == {"method": "reservoir (Vitter's algorithm R)", "capacity": 1000, "seed": 7,
-                             "kept": {"request": 0, "queue": 0, "compute": 0, "decode": 1000, "encode": 0}}
+                             "kept": {"request": 0, "queue": 0, "compute": 0, "decode": 1000, "encode": 0,
+                                      "exchange": 0}}
 
 
 def test_the_reservoir_is_a_uniform_seeded_sample() -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from ..config import SessionOptions
 from ..errors import ModelError
 from ..results.model import TensorInfo
@@ -47,6 +48,7 @@ class NullBackend:
         self._clock = clock
         self._inputs = inputs
         self._outputs: list[TensorInfo] = [TensorInfo(name="y", dtype="float32", shape=[1])]
+        self._fetch_it: Any = None
 
     def load(self, model_path: Path | None) -> None:
         """Read the signature from the model file when there is one (no runtime involved).
@@ -97,6 +99,23 @@ class NullBackend:
                 pass
 
         return run_spin
+
+    def fetch(self, feed: dict[str, Any]) -> list[np.ndarray]:
+        """One served call (``inferperf serve --backend null``: a scripted server): waits the next scripted latency
+        with the GIL released (``time.sleep``, as a runtime's call releases it; it does not hold a core) and
+        answers zeros of each output's dtype, its first dim the rows of the first input, other symbolic dims 1.
+        On a FakeClock it advances the clock instead."""
+        if self._fetch_it is None:
+            self._fetch_it = itertools.cycle(self._script)
+        wait = next(self._fetch_it)
+        if self._clock is not None and getattr(self._clock, "is_fake", False):
+            self._clock.advance_ns(round(wait * 1e9))
+        elif wait > 0:
+            time.sleep(wait)
+        first = next(iter(feed.values()), None)
+        rows = int(first.shape[0]) if first is not None and getattr(first, "ndim", 0) else 1
+        return [np.zeros([rows] + [d if isinstance(d, int) and d > 0 else 1 for d in o.shape[1:]], o.dtype)
+                for o in self._outputs]
 
     def requested_settings(self) -> dict[str, Any]:
         """The latency script (s) and the session settings as given."""

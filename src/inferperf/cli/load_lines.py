@@ -198,6 +198,11 @@ class LoadConsole:
             from .gen_lines import generation_line
 
             print(generation_line(r.metrics.generation), flush=True)
+        split = (r.metrics.server or {}).get("breakdown_ms")
+        if split:
+            from ..loadgen.breakdown import breakdown_line
+
+            print(f"  {breakdown_line(split)}", flush=True)
         for note in r.notes:
             print(f"  note: {note}", flush=True)
         if self.output is not None:

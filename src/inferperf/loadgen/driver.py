@@ -88,6 +88,7 @@ class _StepRun:
         self.sched: list[int] = []
         self.sent: list[int] = []
         self.done: list[int] = []
+        self.first: list[int] = []  # the answer's first bytes read (0: not known)
         self.status: list[int] = []
         self.err: list[int] = []
         self.kinds: dict[str, int] = {"": 0}
@@ -123,6 +124,7 @@ class _StepRun:
         self.sched.append(sched_ns)
         self.sent.append(-1)
         self.done.append(-1)
+        self.first.append(0)
         self.status.append(0)
         self.err.append(0)
         return len(self.sched) - 1
@@ -141,6 +143,7 @@ class _StepRun:
 
     def finish(self, i: int, r: Response) -> None:
         now = self.done[i] = self.clock.now_ns()
+        self.first[i] = r.first_ns
         self.status[i] = r.status
         stream = getattr(r, "stream", None)
         if stream is not None:
@@ -364,7 +367,8 @@ async def run_step(
         mode="closed" if closed else "open", concurrency=mode.concurrency if closed else None,
         schedule=None if closed else mode.schedule.describe(),
         scheduled_ns=np.asarray(run.sched, np.int64), sent_ns=np.asarray(run.sent, np.int64),
-        done_ns=np.asarray(run.done, np.int64), status=np.asarray(run.status, np.int16),
+        done_ns=np.asarray(run.done, np.int64), first_ns=np.asarray(run.first, np.int64),
+        status=np.asarray(run.status, np.int16),
         error=np.asarray(run.err, np.int8), worker=np.full(n, worker_id, np.int16), error_kinds=kinds,
         t0_ns=t0, measure_start_ns=span[0], measure_end_ns=span[1], windows_ns=span[2], stable=span[3],
         client_cpu_s=cpu_s, connections_peak=pool.peak, connections_ran_out=pool.ran_out,

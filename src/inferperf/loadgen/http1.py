@@ -49,19 +49,22 @@ READ_BUFFER_BYTES = 256 * 1024
 class Response:
     """One answer: HTTP ``status`` (0 = none), body length in bytes, ``error_kind`` (None = success);
     ``error_body``: the body of a 4xx answer (its first :data:`ERROR_BODY_BYTES` bytes, any framing; None
-    otherwise), so a request the server refuses as malformed can be shown with the server's own words.
+    otherwise), so a request the server refuses as malformed can be shown with the server's own words;
+    ``first_ns``: the transport clock when the answer's first bytes were read (0 = not known), so the client's
+    read of the answer (first bytes to complete) is told from the time before it.
 
     A plain slotted class (not a dataclass): one is built per request on the generator's hot path.
     """
 
-    __slots__ = ("status", "body_len", "error_kind", "error_body")
+    __slots__ = ("status", "body_len", "error_kind", "error_body", "first_ns")
 
     def __init__(self, status: int, body_len: int, error_kind: str | None = None,
-                 error_body: bytes | None = None) -> None:  # fmt: skip
+                 error_body: bytes | None = None, first_ns: int = 0) -> None:  # fmt: skip
         self.status = status
         self.body_len = body_len
         self.error_kind = error_kind
         self.error_body = error_body
+        self.first_ns = first_ns
 
     def _key(self) -> tuple[int, int, str | None, bytes | None]:
         return (self.status, self.body_len, self.error_kind, self.error_body)
@@ -118,7 +121,7 @@ class HttpConnection(asyncio.BufferedProtocol):
     """
 
     __slots__ = ("open", "_transport", "_parser", "_waiter", "_status", "_body_len", "_framed", "_head_done",
-                 "_sink", "_headers", "_now", "_clock", "_buf", "_error_body")  # fmt: skip
+                 "_sink", "_headers", "_now", "_clock", "_buf", "_error_body", "_first_ns")  # fmt: skip
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK, buffer: memoryview | None = None) -> None:
         self._buf = read_buffer() if buffer is None else buffer
@@ -137,6 +140,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._reset()
 
     def _reset(self) -> None:
+        self._first_ns = 0
         self._status = 0
         self._body_len = 0
         self._framed = False  # a Content-Length or a chunked Transfer-Encoding: the body does not end at close
@@ -185,6 +189,8 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._transport.close()
 
     def _finish(self, r: Response | None, exc: BaseException | None = None) -> None:
+        if r is not None:
+            r.first_ns = self._first_ns
         w = self._waiter
         if w is not None and not w.done():
             if exc is not None:
@@ -205,6 +211,10 @@ class HttpConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._sink is not None:
             self._now = self._clock.now_ns()
+            if not self._first_ns:
+                self._first_ns = self._now
+        elif not self._first_ns:
+            self._first_ns = self._clock.now_ns()
         try:
             self._parser.feed_data(self._buf[:nbytes])
         except httptools.HttpParserCallbackError as e:  # the sink raised

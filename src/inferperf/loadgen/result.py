@@ -32,6 +32,7 @@ from ..results.build import new_result
 from ..results.model import (CaseConfig, ErrorCounts, LatencySummary, Metrics, ModelInfo, Result, Samples,
                              SessionConfig, TensorInfo, Throughput, Validity, WarmupConfig, Window)  # fmt: skip
 from ..stats import PERCENTILES, latency_summary, percentile_notes
+from .breakdown import breakdown, client_parts
 from .drain import drain_note
 from .driver import LATE_SEND_NS, StepSamples, window_figures
 from .options import LoadConfig
@@ -200,9 +201,13 @@ def _honesty(s: StepSamples, block: dict[str, Any], lag: np.ndarray, sent_in: np
     return reasons, notes
 
 
-def server_block(before: dict[str, Any] | None, after: dict[str, Any] | None, client_mean_ms: float) -> dict | None:
-    """Triton statistics differenced over the step: per-request queue and compute means (ms), batch sizes,
-    and the client's mean latency split into ``queue_ms``, ``compute_ms`` and ``rest_ms``. None without stats."""
+def server_block(before: dict[str, Any] | None, after: dict[str, Any] | None, client_mean_ms: float,
+                 client: dict[str, float | None] | None = None) -> dict | None:
+    """Triton statistics differenced over the step: per-request queue and compute means (ms), ``request_total_ms``
+    (the mean of ``success``), batch sizes, and the client's mean latency split into ``queue_ms``, ``compute_ms``
+    and ``rest_ms``; with ``client`` (:func:`.breakdown.client_parts`) also ``breakdown_ms``, where the time went
+    part by part (:func:`.breakdown.breakdown`, with the ``server_times`` the snapshots carry). None without
+    stats."""
     if not before or not after:
         return None
 
@@ -210,15 +215,16 @@ def server_block(before: dict[str, Any] | None, after: dict[str, Any] | None, cl
         a, b = before["inference_stats"][key], after["inference_stats"][key]
         return b["count"] - a["count"], b["ns"] - a["ns"]
 
-    n_ok, _ = d("success")
+    n_ok, succ_ns = d("success")
     parts = {k: d(k) for k in ("queue", "compute_input", "compute_infer", "compute_output")}
     mean = {k: (ns / c / 1e6 if c else 0.0) for k, (c, ns) in parts.items()}
     compute = mean["compute_input"] + mean["compute_infer"] + mean["compute_output"]
     b_before = {b["batch_size"]: b["compute_infer"]["count"] for b in before.get("batch_stats", [])}
     batches = {str(b["batch_size"]): b["compute_infer"]["count"] - b_before.get(b["batch_size"], 0)
                for b in after.get("batch_stats", [])}  # fmt: skip
-    return {
+    block = {
         "source": "triton-statistics", "requests": n_ok, "fail": d("fail")[0],
+        "request_total_ms": succ_ns / n_ok / 1e6 if n_ok else 0.0,
         "queue_ms": mean["queue"], "compute_input_ms": mean["compute_input"], "compute_infer_ms": mean["compute_infer"],
         "compute_output_ms": mean["compute_output"], "compute_ms": compute,
         "executions": after.get("execution_count", 0) - before.get("execution_count", 0),
@@ -227,6 +233,9 @@ def server_block(before: dict[str, Any] | None, after: dict[str, Any] | None, cl
         "latency_split_ms": {"queue_ms": mean["queue"], "compute_ms": compute,
                              "rest_ms": max(0.0, client_mean_ms - mean["queue"] - compute)},
     }  # fmt: skip
+    if client is not None and n_ok:
+        block["breakdown_ms"] = breakdown(block, client, before.get("server_times"), after.get("server_times"))
+    return block
 
 
 def _model_info(t: TargetInfo) -> ModelInfo:
@@ -304,7 +313,10 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
             throughput=Throughput(queries_per_s=float(lat.size / dur), samples_per_s=float(lat.size * rows / dur),
                                   duration_s=s.duration_s),
             windows=wins, errors=ErrorCounts(count=sum(by_kind.values()), by_kind=by_kind),
-            client=client, server=server_block(stats_before, stats_after, summary.mean), generation=generation,
+            client=client, generation=generation,
+            server=server_block(stats_before, stats_after, summary.mean,
+                                client_parts(s.scheduled_ns[ok], s.sent_ns[ok], s.done_ns[ok],
+                                             None if s.first_ns is None else s.first_ns[ok])),
         ),
         samples=Samples(latency_ns=lat.tolist(), start_offsets_ns=(s.scheduled_ns[ok] - s.measure_start_ns).tolist(),
                         stream_ids=s.worker[ok].tolist()),

@@ -101,6 +101,7 @@ def pool_samples(parts: list[StepSamples], rule: WindowRule) -> StepSamples:
         mode=first.mode, concurrency=sum(p.concurrency or 0 for p in parts) or None,
         schedule={k: v for k, v in (first.schedule or {}).items() if k not in ("worker", "workers")} or None,
         scheduled_ns=cat("scheduled_ns"), sent_ns=cat("sent_ns"), done_ns=cat("done_ns"), status=cat("status"),
+        first_ns=cat("first_ns") if all(p.first_ns is not None for p in parts) else None,
         error=np.concatenate([r[p.error] for r, p in zip(remap, parts, strict=True)]), worker=cat("worker"),
         error_kinds=kinds, t0_ns=min(p.t0_ns for p in parts), measure_start_ns=a, measure_end_ns=b,
         windows_ns=list(zip(edges[:-1], edges[1:], strict=True)),

@@ -48,7 +48,8 @@ class StepSamples:
     """Raw per-request samples of one step and how the step ran.
 
     Arrays (one entry per request, numpy): ``scheduled_ns``, ``sent_ns`` (-1 = never sent),
-    ``done_ns`` (-1 = not answered: incomplete), all absolute clock ns (int64); ``status`` (HTTP,
+    ``done_ns`` (-1 = not answered: incomplete), ``first_ns`` (the answer's first bytes read; 0 = not known;
+    None: not recorded), all absolute clock ns (int64); ``status`` (HTTP,
     0 = none, int16); ``error`` (int8 index into ``error_kinds``, 0 = success); ``worker`` (int16).
     In closed loop ``scheduled_ns == sent_ns``. Corrected latency = done - scheduled; uncorrected =
     done - sent.
@@ -83,6 +84,7 @@ class StepSamples:
     workers: int = 1
     transport: dict[str, Any] = field(default_factory=dict)
     by_send: bool = False
+    first_ns: np.ndarray | None = None
     counted: np.ndarray | None = None  # pooled workers with ``requests``: each worker's own measured mask
     rejection: dict[str, Any] | None = None  # {status, body, in_a_row}: the step stopped on MAX_CONSECUTIVE_4XX
     client_span_s: float | None = None  # pooled: the sum of each worker's own measured span (its CPU's divisor)

@@ -320,14 +320,23 @@ def _npz_samples(path: str, inputs: list[dict[str, Any]], max_batch: int = 0) ->
 
 
 def fetch_stats(info: TargetInfo, timeout_s: float = 5.0) -> dict[str, Any] | None:
-    """The model's Triton statistics entry (``model_stats[0]``) now, or None when not served."""
+    """The model's Triton statistics entry (``model_stats[0]``) now, or None when not served. When the server
+    also exports inferperf's duration histograms on ``/metrics``, the entry carries them as ``server_times``
+    (:func:`inferperf.loadgen.breakdown.fetch_server_times`; absent otherwise)."""
+    from .breakdown import fetch_server_times
+
     if not info.has_stats or not info.model:
         return None
     doc = fetch_json(f"{info.url}/v2/models/{info.model}/stats", timeout_s)
     try:
-        return doc["model_stats"][0] if doc else None
+        entry = dict(doc["model_stats"][0]) if doc else None
     except (KeyError, IndexError, TypeError):
         return None
+    if entry is not None:
+        times = fetch_server_times(info.url, info.model, timeout_s)
+        if times:
+            entry["server_times"] = times
+    return entry
 
 
 __all__ = ["TargetInfo", "build_payloads", "encode_infer", "fetch_json", "fetch_stats", "parse_headers",

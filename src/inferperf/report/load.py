@@ -153,17 +153,33 @@ def _group_charts(i: int, key: Key, label: str, rs: list[Any]) -> list[Chart]:
         lat_chart = out[1]
         lat_chart.caption = (lat_chart.caption + " " if lat_chart.caption else "") + \
             f"No request failed in any of the {len(rs)} step(s) (no error chart)."
-    split = [(load_value(r), r.metrics.server["latency_split_ms"]) for r in rs
-             if r.metrics.server and r.metrics.server.get("latency_split_ms")]  # fmt: skip
-    if split:
-        fig = {"data": [{"type": "bar", "x": [x for x, _ in split], "y": [s[k] for _, s in split], "name": k[:-3]}
-                        for k in ("queue_ms", "compute_ms", "rest_ms")],
-               "layout": _layout(f"{label}: server split", bar_xa,
-                                 {"title": {"text": "mean ms per request"}}, barmode="stack")}  # fmt: skip
-        out.append(Chart(f"load-split-{i}", "load", f"{label}: client latency split (server queue, compute, rest)",
-                         fig, "From the target's Triton statistics over each step (every client of the server).",
-                         3 * len(split)))
-    return out + generation_charts(i, label, rs, xs, xa, cap)
+    split = _split_chart(i, label, rs, bar_xa)
+    return out + ([split] if split else []) + generation_charts(i, label, rs, xs, xa, cap)
+
+
+def _split_chart(i: int, label: str, rs: list[Any], bar_xa: dict[str, Any]) -> Chart | None:
+    """One stacked bar per step: where the time of a request went (``metrics.server.breakdown_ms``, whose parts
+    are in a request's order); Results from before it have the coarser queue / compute / rest
+    split. None when no step has either."""
+    steps = [(load_value(r), r.metrics.server) for r in rs if r.metrics.server]
+    fine = [(x, s["breakdown_ms"]) for x, s in steps if s.get("breakdown_ms")]
+    if fine:
+        keys = list(dict.fromkeys(k for _, b in fine for k in b if k.endswith("_ms") and k != "client_ms"))
+        split, what = fine, "where the time of a request went"
+        cap = ("Mean ms per request: the client's mean latency cut into its parts (docs/load.md, \"Where the time"
+               " went\"); the server's parts are over every request it answered in the step.")
+    else:
+        keys = ["queue_ms", "compute_ms", "rest_ms"]
+        split = [(x, s["latency_split_ms"]) for x, s in steps if s.get("latency_split_ms")]
+        what, cap = "client latency split (server queue, compute, rest)", ("From the target's Triton statistics"
+                                                                         " over each step (every client of the server).")
+    if not split:
+        return None
+    fig = {"data": [{"type": "bar", "x": [x for x, _ in split], "y": [s.get(k) or 0.0 for _, s in split],
+                     "name": k[:-3].replace("_", " ")} for k in keys],
+           "layout": _layout(f"{label}: {what}", bar_xa, {"title": {"text": "mean ms per request"}},
+                             barmode="relative")}  # fmt: skip
+    return Chart(f"load-split-{i}", "load", f"{label}: {what}", fig, cap, len(keys) * len(split))
 
 
 def _serve_charts(i: int, r: Any, label: str | None = None) -> list[Chart]:

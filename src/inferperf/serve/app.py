@@ -247,6 +247,14 @@ class ServeApp:
         """The model (and version) a model route names (:meth:`lookup` of its path parameters)."""
         return self.lookup(request.path_params["model_name"], request.path_params.get("model_version"))
 
+    def exchanged(self, path: str, ns: int) -> None:
+        """An infer request to ``path`` (``/v2/models/NAME[/versions/V]/infer``) took ``ns`` on its HTTP
+        connection (:mod:`inferperf.serve.http_protocol`): observed for a served model only (an unknown
+        model's 404 is not a request of any)."""
+        parts = path.split("/", 4)
+        if len(parts) == 5 and parts[1] == "v2" and parts[2] == "models" and parts[3] in self.models:
+            self.metrics.exchanged(parts[3], ns)
+
     def lookup(self, name: str, version: str | None = None) -> Any:
         """The served model ``name`` (its ``version``; None = the default one): the one lookup behind every
         model route.

@@ -18,7 +18,8 @@ Exposed names (``model`` label on all but the process ones):
 ``inferperf_requests_total{model,status}``,
 ``inferperf_request_duration_seconds``, ``inferperf_queue_duration_seconds``,
 ``inferperf_compute_duration_seconds``, ``inferperf_request_decode_duration_seconds``,
-``inferperf_response_encode_duration_seconds`` (histograms),
+``inferperf_response_encode_duration_seconds``, ``inferperf_http_exchange_duration_seconds`` (httptools
+only: the request on its connection, parser to socket, :mod:`inferperf.serve.http_protocol`) (histograms),
 ``inferperf_batch_size`` (histogram of rows per model call),
 ``inferperf_queue_depth`` and ``inferperf_inflight_requests`` (gauges),
 ``inferperf_rejected_total{model,reason}``, ``inferperf_cancelled_total{model}``,
@@ -72,6 +73,9 @@ _HISTOGRAMS = {  # kind -> (name, help)
     "compute": ("inferperf_compute_duration_seconds", "Model call time of each executed batch."),
     "decode": ("inferperf_request_decode_duration_seconds", "Request body decode and validation time."),
     "encode": ("inferperf_response_encode_duration_seconds", "Response encode time."),
+    "exchange": ("inferperf_http_exchange_duration_seconds", "Infer request time on its HTTP connection: from the "
+                 "server's parser starting the request (its first bytes read) to the answer's last byte handed to "
+                 "the socket; includes the event loop's waits and the HTTP parsing outside the infer route."),
 }
 _COUNTERS = {  # attribute -> (name without _total, help, extra label)
     "requests": ("inferperf_requests", "Inference requests answered, by HTTP status.", "status"),
@@ -286,6 +290,11 @@ class ServerMetrics:
         """Response encoding took ``ns`` nanoseconds."""
         self._observe("encode", model, ns)
 
+    def exchanged(self, model: str, ns: int) -> None:
+        """An infer request's exchange on its connection (parser start to the answer handed to the socket) took
+        ``ns`` nanoseconds."""
+        self._observe("exchange", model, ns)
+
     # --- reading ---
     def value(self, name: str, *labels: str) -> int:
         """Current value of a counter (``requests``, ``rejected``, ``cancelled``, ``inferences``, ``executions``)
@@ -327,7 +336,7 @@ class ServerMetrics:
     def window_summary(self) -> dict[str, Any]:
         """The ``metrics.server`` block of the server-side Result, over the serving window so far.
 
-        Returns ``{window_s, request_ms, queue_ms, compute_ms, decode_ms, encode_ms, batch_sizes,
+        Returns ``{window_s, request_ms, queue_ms, compute_ms, decode_ms, encode_ms, exchange_ms, batch_sizes,
         sampling}``: each ``*_ms`` a latency summary (ms; null when nothing was observed: count, mean, min,
         max exact, percentiles and std from the kind's reservoir), ``batch_sizes`` maps rows per model call
         -> number of calls, ``sampling`` = ``{method, capacity, seed, kept: {kind: n}}``.
@@ -373,4 +382,7 @@ class DisabledMetrics(ServerMetrics):
         pass
 
     def encoded(self, model: str, ns: int) -> None:
+        pass
+
+    def exchanged(self, model: str, ns: int) -> None:
         pass

@@ -178,6 +178,7 @@ class ServedModel:
         pool = InstancePool(
             config.backend, config.session, facts.path, options.instance_count, shared=shared_session,
             cpus=options.cpus, effective_cpus=system.effective_cpus, clock=clock,
+            backend_kwargs={"latencies_s": [x / 1e3 for x in config.null_latency_ms]} if config.backend == "null" else None,
         )
         try:
             inputs, outputs = pool.inputs(), pool.outputs()

@@ -195,7 +195,7 @@ def _uvicorn_config(app: ServeApp, loop: str = "auto", http: str = "auto") -> uv
     """uvicorn's settings for ``app``: its connection limits (``app.limits``) and the measured stack."""
     loop, http = uvicorn_stack(loop, http)
     limits = app.limits
-    protocol = http_protocol(http, limits.request_receipt_timeout_s)
+    protocol = http_protocol(http, limits.request_receipt_timeout_s, app.exchanged, app.clock)
     return uvicorn.Config(
         app.asgi, loop=loop, http=protocol, lifespan="on", log_level="warning", access_log=False,
         server_header=False, date_header=False, timeout_keep_alive=limits.timeout_keep_alive_s, backlog=2048,
