@@ -50,6 +50,16 @@ def test_validate_prints_predicted_vs_measured_at_three_loads_and_a_later_plan_s
     assert all(pt["rounds"] == 3 and set(pt["metrics"]) == {"throughput_per_s", "p50_ms", "p99_ms"}
                for pt in v["points"])
     assert v["placement"]["disjoint"] == (len(os.sched_getaffinity(0)) > 1)
+    # issue 39 item 4: the client's share measured before the rounds; latencies judged as the client sees them
+    share = v["client_share_ms"]
+    assert share is not None and 0 < share < 5, share
+    assert f"the server's predicted + {share:.3g} ms client's share" in lines[head + 1]
+    for pt in v["points"]:
+        assert pt["metrics"]["p50_ms"]["predicted"] == pytest.approx(pt["predicted_server"]["p50_ms"] + share)
+    chosen = doc["options"][0]["at_planned_rate"]
+    assert chosen["latency_ms_client"]["p99"] == pytest.approx(chosen["latency_ms"]["p99"] + share)
+    assert doc["client_share"] == {"ms": share, "source": "validation, one closed-loop stream"}
+    assert "as a client on the replica's machine sees it: p50 " in p.stdout
     assert Path(v["store"]).is_file()
     again = _plan(str(model), "--target-rate", "20", "--slo-p99-ms", "500", "--from", str(out / "measured"),
                   "--sim-requests", "1000", "--rounds", "2", "-o", str(tmp_path / "again"))

@@ -103,3 +103,14 @@ def test_the_report_stacks_the_parts_in_a_requests_order_and_keeps_the_old_split
     chart = _split_chart(0, "tiny-cnn", [new], {})
     assert [t["name"] for t in chart.figure["data"]] == [p.replace("_", " ") for p in PARTS]
     assert chart.figure["data"][-1]["y"] == [-0.05] and chart.figure["layout"]["barmode"] == "relative"
+
+
+def test_the_clients_share_is_its_latency_less_the_servers_whole_exchange() -> None:
+    from inferperf.loadgen.breakdown import client_share_ms
+
+    b = {"client_send_ms": 0.01, "server_http_ms": 0.1, "decode_ms": 0.2, "queue_ms": 0.3, "model_call_ms": 1.0,
+         "encode_ms": 0.05, "server_other_ms": 0.15, "client_read_ms": 0.02, "remainder_ms": 0.07, "client_ms": 1.9}
+    assert client_share_ms(b) == pytest.approx(0.01 + 0.02 + 0.07)
+    triton_only = {k: v for k, v in b.items() if k not in ("server_http_ms", "decode_ms", "encode_ms")}
+    assert client_share_ms(triton_only) is None  # the exchange was not measured: no share to claim
+    assert client_share_ms(None) is None

@@ -290,6 +290,8 @@ def test_a_stop_request_in_a_validation_step_ends_the_validation_at_once(base: R
     steps = []
 
     def fake_load(cfg, command=None):  # noqa: ANN001, ANN202
+        if not cfg.request_rate:  # the client's share, measured before the rounds (issue 39 item 4)
+            return []
         steps.append(cfg.seed)
         STOP.request()  # the signal arrives during the first round's steps
         return []
@@ -348,3 +350,41 @@ def test_a_validation_point_records_the_p99_rule_it_was_judged_by(base: Result) 
         m = p["metrics"]["p99_ms"]
         assert m["requests"] == round(p["rate_per_s"]) and m["simulated"][0] < m["simulated"][1]
         assert m["widened"] == pytest.approx([m["simulated"][0] * 0.85, m["simulated"][1] * 1.15])
+
+
+def _with_share(share_ms: float, reported: float | None):  # noqa: ANN202
+    """``scripted(1.0)`` plus a client that adds ``share_ms`` to every request; the runner reports ``reported`` as
+    the client's share it measured (None: not measured)."""
+    inner = scripted(1.0)
+
+    def runner(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        out, placement = inner(*a, **k)
+        for row in out:
+            for m in row:
+                m["p50_ms"] += share_ms
+                m["p99_ms"] += share_ms
+        return out, {**placement, "client_share_ms": reported}
+
+    return runner
+
+
+def test_latencies_are_judged_as_the_client_sees_them_when_its_share_was_measured(base: Result) -> None:
+    """Issue 39 item 4: the simulator predicts the server's latency, the load measures the client's. A measured
+    client share makes a right server prediction right at the client; without it, or with a wrong share, the
+    same prediction misses."""
+    opt = options_for(_cands(base), PlanOptions(500.0, 20.0))[0]
+    sim = Simulator(PlanOptions(500.0, 20.0, requests=4000), None)
+    share = 0.6  # ms: over 10 % of this model's p50
+    v = validate("mlp", opt, sim, None, rounds=3, step_s=1.0, runner=_with_share(share, share))
+    assert v["client_share_ms"] == share and "client_share_ms" not in v["placement"]
+    assert all(p["right"] for p in v["points"]), [p["metrics"] for p in v["points"]]
+    for p in v["points"]:
+        server = p["predicted_server"]
+        assert p["metrics"]["p50_ms"]["predicted"] == pytest.approx(server["p50_ms"] + share)
+        assert p["metrics"]["p99_ms"]["predicted"] == pytest.approx(server["p99_ms"] + share)
+    unmeasured = validate("mlp", opt, sim, None, rounds=3, step_s=1.0, runner=_with_share(share, None))
+    assert unmeasured["client_share_ms"] is None
+    assert not any(p["metrics"]["p50_ms"]["right"] for p in unmeasured["points"])
+    assert all(p["metrics"]["p50_ms"]["predicted"] == p["predicted_server"]["p50_ms"] for p in unmeasured["points"])
+    doubled = validate("mlp", opt, sim, None, rounds=3, step_s=1.0, runner=_with_share(share, 3 * share))
+    assert not any(p["metrics"]["p50_ms"]["right"] for p in doubled["points"] if p["load"] <= 0.7)

@@ -39,7 +39,11 @@ def print_validation(v: dict[str, Any]) -> None:
           f"{pl['generator_cpus']}{'' if pl['disjoint'] else ', shared'}), open-loop {v.get('arrival', 'poisson')} "
           f"arrivals, {v['rounds']} round(s) of {v['step_s']:g} s per load; predicted capacity "
           f"{v['capacity_per_s']:.4g} req/s")
-    print("  predicted / measured range over the rounds (error vs their median, target, verdict)")
+    share = v.get("client_share_ms")
+    print("  predicted / measured range over the rounds (error vs their median, target, verdict)"
+          + (f"; latencies as the client sees them: the server's predicted + {share:.3g} ms client's share "
+             "(measured at one stream before the rounds)" if share is not None else
+             "; latencies as the server sees them (the client's share was not measured)"))
     for p in v["points"]:
         m = p["metrics"]
         print(f"  {p['load'] * 100:.0f} % ({p['rate_per_s']:.4g} req/s): throughput {_pm(m['throughput_per_s'])}/s; "
@@ -58,7 +62,8 @@ def print_calibration(c: dict[str, Any]) -> None:
         print(f"  {st['rate_per_s']:.4g} req/s offered, {st['throughput_per_s']:.4g} served: loop "
               f"{_ms(st['loop_cpu_ms_per_request'])} ms CPU + {_ms(st['loop_wait_ms_per_request'])} ms run-queue wait "
               f"per request; instances {_ms(st['call_cpu_ms'])} ms CPU + {_ms(st['call_wait_ms'])} ms wait per call; "
-              f"replica CPU {st['replica_utilisation'] * 100:.0f} %")
+              f"replica CPU {st['replica_utilisation'] * 100:.0f} %"
+              + (f"; client's share {st['client_share_ms']:.3g} ms" if st.get("client_share_ms") is not None else ""))
 
 
 def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) -> None:
@@ -88,6 +93,11 @@ def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) ->
             print(f"           p50 {_ms(lat['p50'])} ms, p99 {_ms(lat['p99'])} ms{p99_iv}, utilisation "
                   f"{p['utilisation'] * 100:.0f} %, mean batch {p['mean_batch_rows']:.2f} rows; p99 dominated by "
                   f"{o['dominant'].replace('_', ' ')}")
+            if p.get("latency_ms_client"):
+                c = p["latency_ms_client"]
+                print(f"           as a client on the replica's machine sees it: p50 {_ms(c['p50'])} ms, p99 "
+                      f"{_ms(c['p99'])} ms (+{doc['client_share']['ms']:.3g} ms client's share, measured by the "
+                      f"{doc['client_share']['source']})")
         sim = o.get("simulation")
         if sim:
             print(f"           simulated: {sim['method']}; {sim['engine']} engine, {sim['arrivals']} arrivals "

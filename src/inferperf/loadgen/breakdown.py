@@ -144,6 +144,20 @@ def breakdown(server: dict[str, Any], client: dict[str, float | None], times_bef
     return {**out, "client_ms": total, "sources": sources}
 
 
+#: the parts of :func:`breakdown` spent inside the server's exchange (first byte read -> response handed over)
+SERVER_PARTS = ("server_http", "decode", "queue", "model_call", "encode", "server_other")
+
+
+def client_share_ms(b: dict[str, Any] | None) -> float | None:
+    """The client's share of its mean latency (ms): ``client_ms`` less the server's whole exchange
+    (:data:`SERVER_PARTS`), i.e. the client's send, its read of the answer and what lies between them and the
+    server (the loopback, the kernel's buffers, the client's own loop). None when ``b`` (a :func:`breakdown`) is
+    None or did not measure the server's exchange (not an inferperf server: ``server_http_ms`` absent)."""
+    if not b or b.get("server_http_ms") is None or b.get("client_ms") is None:
+        return None
+    return float(b["client_ms"] - sum(b.get(p + "_ms") or 0.0 for p in SERVER_PARTS))
+
+
 def breakdown_line(b: dict[str, Any]) -> str:
     """``time per request (mean ms of 1.63): send 0.01, server HTTP 0.20, decode 0.03, ...``: one console line."""
     names = {"client_send": "send", "server_http": "server HTTP", "decode": "decode", "queue": "queue",
@@ -153,5 +167,5 @@ def breakdown_line(b: dict[str, Any]) -> str:
     return f"time per request (mean ms of {b['client_ms']:.3f}): {parts}"
 
 
-__all__ = ["PARTS", "SERVER_TIMES", "breakdown", "breakdown_line", "client_parts", "fetch_server_times",
+__all__ = ["PARTS", "SERVER_PARTS", "SERVER_TIMES", "breakdown", "breakdown_line", "client_parts", "client_share_ms", "fetch_server_times",
            "parse_server_times"]

@@ -108,7 +108,9 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
     replica_capacity_per_s`), so a later step does not overload a replica whose loop is its bottleneck.
 
     Returns:
-        ``{"steps": [step_cost(...)], "loop": split_loop_cost(...), "placement", "server_cpus": n,
+        ``{"steps": [step_cost(...) + "client_share_ms"], "loop": split_loop_cost(...), "placement",
+        "server_cpus": n, "client_share_ms": the client's share of its latency at the lowest load that measured
+        it (:func:`~inferperf.loadgen.breakdown.client_share_ms`),
         "decode_ms", "encode_ms": the server's mean decode and encode times over the run (None without its
         Result)}``.
 
@@ -122,6 +124,7 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
     from .validate import REQUEST_TIMEOUT_MS, _load_shapes, served
 
     from ..analysis.replica_sim import replica_capacity_per_s
+    from ..loadgen.breakdown import client_share_ms
 
     steps: list[dict[str, Any]] = []
     c = opt.candidate
@@ -143,13 +146,16 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
                             duration_s=step_s, shapes=_load_shapes(opt), warmup_s=0.0, max_trials=1,
                             timeout_ms=REQUEST_TIMEOUT_MS)
             s0, t0, th0 = stats(), monotonic_s(), read_threads(pid)
-            load(lc, command=command)
+            rs = load(lc, command=command)
             th1, t1, s1 = read_threads(pid), monotonic_s(), stats()
-            steps.append(step_cost(th0, th1, s0, s1, t1 - t0, len(placement["server_cpus"]), rate))
+            steps.append({**step_cost(th0, th1, s0, s1, t1 - t0, len(placement["server_cpus"]), rate),
+                          "client_share_ms": client_share_ms((rs[0].metrics.server or {}).get("breakdown_ms"))
+                          if rs else None})
         r = stop()
         server = (r.metrics.server if r is not None else None) or {}
+    share = next((st["client_share_ms"] for st in steps if st["client_share_ms"] is not None), None)
     return {"steps": steps, "loop": split_loop_cost(steps), "placement": placement,
-            "server_cpus": len(placement["server_cpus"]),
+            "server_cpus": len(placement["server_cpus"]), "client_share_ms": share,
             **{k: (server.get(k) or {}).get("mean") for k in ("decode_ms", "encode_ms")}}
 
 

@@ -282,6 +282,18 @@ def judge(inputs: Inputs, chosen: Option | None, stored: dict[str, Any] | None) 
     return Validity(valid=not reasons, reasons=reasons)
 
 
+def client_share(calibration: dict[str, Any] | None, checked: Checked | None) -> dict[str, Any] | None:
+    """``{"ms", "source"}``: the client's share of a request's latency (issue 39 item 4), measured by the
+    validation (one stream before its rounds) or else by the calibration (its lowest load); None when neither
+    measured it. The plan's latencies are the server's (the SLO is judged on them); this share is what a client
+    on the replica's machine adds."""
+    if checked is not None and checked.doc.get("client_share_ms") is not None:
+        return {"ms": float(checked.doc["client_share_ms"]), "source": "validation, one closed-loop stream"}
+    if calibration is not None and calibration.get("client_share_ms") is not None:
+        return {"ms": float(calibration["client_share_ms"]), "source": "calibration, its lowest load"}
+    return None
+
+
 def write_plan(model: str, opts: PlanOptions, out_dir: Path, inputs: Inputs, found: Found,
                checked: Checked | None, fp: str, system: SystemInfo, command: list[str] | None,
                calibration: dict[str, Any] | None = None) -> PlanOutcome:
@@ -311,6 +323,13 @@ def write_plan(model: str, opts: PlanOptions, out_dir: Path, inputs: Inputs, fou
         doc["validation_points"] = checked.doc
     if calibration is not None:
         doc["calibration"] = calibration
+    share = client_share(calibration, checked)
+    if share is not None:
+        doc["client_share"] = share
+        for o in doc["options"]:
+            lat = (o.get("at_planned_rate") or {}).get("latency_ms")
+            if lat:
+                o["at_planned_rate"]["latency_ms_client"] = {k: lat[k] + share["ms"] for k in ("p50", "p99")}
     doc = json_safe(doc)
     files: dict[str, Path] = {}
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -276,6 +276,25 @@ def measure_overhead(model: str, opt: Option, requests: int = 300, command: list
         return stop()
 
 
+def measure_client_share(url: str, name: str, opt: Option, seconds: float = 1.0,
+                         command: list[str] | None = None) -> float | None:
+    """The client's share of a request's latency (ms) at the lowest load: one closed-loop stream for ``seconds``
+    (after 0.3 s of warm-up) at the served replica, :func:`~inferperf.loadgen.breakdown.client_share_ms` of its
+    breakdown (the client's mean latency less the server's whole exchange, both measured). None when the
+    server measured no exchange or nothing succeeded.
+
+    Raises:
+        MeasurementError: the load's errors.
+    """
+    from ..loadgen.breakdown import client_share_ms
+    from ..loadgen.options import LoadConfig
+    from ..loadgen.run import load
+
+    rs = load(LoadConfig(url=url, model=name, protocol="binary", concurrency=[1], duration_s=seconds, warmup_s=0.3,
+                         shapes=_load_shapes(opt), max_trials=1, timeout_ms=REQUEST_TIMEOUT_MS), command=command)
+    return client_share_ms((rs[0].metrics.server or {}).get("breakdown_ms")) if rs else None
+
+
 def run_rounds(model: str, opt: Option, rates: list[float], rounds: int, step_s: float, warmup_s: float | None = None,
                command: list[str] | None = None, progress: Callable[[str], None] | None = None,
                arrival: str = "poisson") -> tuple[list[list[dict[str, float]]], dict[str, Any]]:
@@ -285,8 +304,11 @@ def run_rounds(model: str, opt: Option, rates: list[float], rounds: int, step_s:
 
     ``warmup_s`` (never counted) before each step: default the step's length, at most 1 s.
 
+    Before the rounds, :func:`measure_client_share` measures the client's share at one stream.
+
     Returns:
-        (per round, per rate: measured figures; placement ``{"generator_cpus", "server_cpus", "disjoint"}``).
+        (per round, per rate: measured figures; placement ``{"generator_cpus", "server_cpus", "disjoint",
+        "client_share_ms"}``).
 
     Raises:
         UsageError: the server refuses the model or settings; MeasurementError: it failed or stopped answering.
@@ -299,6 +321,7 @@ def run_rounds(model: str, opt: Option, rates: list[float], rounds: int, step_s:
         lc = LoadConfig(url=url, model=name, protocol="binary", request_rate=rates, arrival=arrival,
                         duration_s=step_s, shapes=_load_shapes(opt), warmup_s=min(1.0, step_s) if warmup_s is None else warmup_s, max_trials=1,
                         timeout_ms=REQUEST_TIMEOUT_MS)
+        placement = {**placement, "client_share_ms": measure_client_share(url, name, opt, command=command)}
         for k in range(rounds):
             if STOP.requested:  # Ctrl-C / SIGTERM in a load step: it ended its step; no round follows
                 raise Interrupted(f"validation interrupted ({STOP.signal_name}) in round {k} of {rounds}: nothing "
@@ -321,12 +344,18 @@ def validate(model: str, opt: Option, sim: Simulator, overhead_ms: float | None,
              ) -> dict[str, Any]:
     """Validate ``opt`` (one replica) at :data:`LOADS` of its predicted capacity.
 
+    The simulator predicts the latency the server gives (its exchange: first byte read to answer handed over);
+    the load measures it at the client. When the runner measured the client's share (``placement
+    ["client_share_ms"]``, :func:`measure_client_share`), the predicted p50 and p99, and the simulated p99
+    range, are the server's plus that share: the figures are judged as the client sees them (issue 39 item 4),
+    and each point keeps the server-side prediction as ``predicted_server``.
+
     Args:
         runner: what measures (None: :func:`run_rounds`; tests pass scripted figures).
 
     Returns:
         ``{"capacity_per_s", "points": [judge(...) + "checks": per round, the step's validity, reasons, send lag
-        and client CPU (:func:`_measured`)], "summary", "placement", "rounds", "step_s"}``.
+        and client CPU (:func:`_measured`)], "summary", "placement", "rounds", "step_s", "client_share_ms"}``.
 
     Raises:
         ValueError: ``rounds`` < 1; the runner's errors.
@@ -337,20 +366,25 @@ def validate(model: str, opt: Option, sim: Simulator, overhead_ms: float | None,
     rates = [cap * f for f in LOADS]
     measured, placement = (runner or run_rounds)(model, opt, rates, rounds, step_s, command=command,
                                                  progress=progress, arrival=sim.opts.arrival)
+    placement = dict(placement)
+    share = placement.pop("client_share_ms", None)
     points = []
     for j, (f, rate) in enumerate(zip(LOADS, rates)):
         got = [rnd[j] for rnd in measured if j < len(rnd)]
         if not got:  # the load stopped before this step (target lost): nothing to judge
             continue
         p = sim.predict(opt, rate, 1)
-        pred = {"throughput_per_s": p.throughput_per_s, "p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"]}
+        add = share or 0.0
+        pred = {"throughput_per_s": p.throughput_per_s, "p50_ms": p.latency_ms["p50"] + add,
+                "p99_ms": p.latency_ms["p99"] + add}
         n = max(2, round(step_s * float(np.median([g.get("completions_per_s") or rate for g in got]))))
-        pt = judge(f, rate, pred, got, {"range": p99_range(sim, opt, rate, n), "requests": n})
+        pt = judge(f, rate, pred, got, {"range": [x + add for x in p99_range(sim, opt, rate, n)], "requests": n})
+        pt["predicted_server"] = {"p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"]}
         pt["checks"] = [{k: v for k, v in g.items() if k not in METRICS} for g in got]
         points.append(pt)
     return {"capacity_per_s": cap, "points": points, "summary": summary(points), "placement": placement,
-            "rounds": rounds, "step_s": step_s, "arrival": sim.opts.arrival}
+            "rounds": rounds, "step_s": step_s, "arrival": sim.opts.arrival, "client_share_ms": share}
 
 
-__all__ = ["LOADS", "METRICS", "P99_WIDEN", "P99_WINDOWS", "REQUEST_TIMEOUT_MS", "judge", "p99_range", "p99_verdict", "measure_overhead", "replica_capacity_per_s",
+__all__ = ["LOADS", "METRICS", "P99_WIDEN", "P99_WINDOWS", "REQUEST_TIMEOUT_MS", "judge", "measure_client_share", "p99_range", "p99_verdict", "measure_overhead", "replica_capacity_per_s",
            "replica_cpus", "run_rounds", "served", "summary", "tolerance", "validate", "verdict"]
