@@ -28,7 +28,7 @@ from ..policy.arrivals import bursty, constant, poisson
 from ..policy.batching import BatchPolicy
 from .candidates import Candidate, Overhead
 from .serving_sim import BALANCERS, Setup, simulate
-from .fleet_detail import curve, limit_rate, resampled_intervals
+from .fleet_detail import curve, limit_rate, p99_precision, resampled_intervals
 from .serving_stats import Prediction, summarize
 
 ARRIVALS = ("poisson", "constant", "mmpp")
@@ -104,6 +104,7 @@ class Option:
     curve: list[dict[str, Any]] = field(default_factory=list)
     intervals: dict[str, list[float]] | None = None
     simulation: dict[str, Any] | None = None
+    precision: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -233,14 +234,18 @@ class Simulator:
                  "mmpp": lambda: bursty(rate, seed)}[o.arrival]()
         return np.fromiter((sched.next_offset_ns() for _ in range(n)), dtype=np.int64, count=n)
 
-    def run(self, opt: Option, rate_per_s: float, replicas: int, seed_offset: int = 0, service: Any = None) -> Any:
-        """One simulated run (a :class:`~inferperf.analysis.serving_sim.SimRun`); ``last`` describes it."""
+    def run(self, opt: Option, rate_per_s: float, replicas: int, seed_offset: int = 0, service: Any = None,
+            arrivals: int | None = None) -> Any:
+        """One simulated run (a :class:`~inferperf.analysis.serving_sim.SimRun`) of :meth:`count` arrivals, or of
+        ``arrivals`` when given (a run that must be longer); ``last`` describes it."""
         self.runs += 1
         seed = self.opts.seed + seed_offset
         r_sim = 1 if self.opts.balancer == "random" else replicas
         setup = Setup(opt.policy, replicas=r_sim, instances=opt.candidate.instances,
                       balancer="round-robin" if r_sim == 1 else self.opts.balancer)
         n, steady = self.count(rate_per_s, replicas, opt)
+        if arrivals is not None:
+            n = max(n, arrivals) if steady else n
         arr = self.arrivals(rate_per_s, replicas, seed, n)
         run = self.simulate(opt, arr, seed, setup, service)
         virtual_s = float(arr[-1]) / 1e9 if arr.size else 0.0
@@ -263,9 +268,11 @@ class Simulator:
         setup = setup or Setup(opt.policy, replicas=1, instances=opt.candidate.instances, balancer="round-robin")
         return simulate(arr, setup, service, overhead=self.overhead, seed=seed)
 
-    def predict(self, opt: Option, rate_per_s: float, replicas: int) -> Prediction:
-        """The figures of one run; ``steady`` False when the run could not hold a steady state (see :meth:`count`)."""
-        p = summarize(self.run(opt, rate_per_s, replicas))
+    def predict(self, opt: Option, rate_per_s: float, replicas: int, seed_offset: int = 0,
+                arrivals: int | None = None) -> Prediction:
+        """The figures of one run (:meth:`run`); ``steady`` False when the run could not hold a steady state (see
+        :meth:`count`)."""
+        p = summarize(self.run(opt, rate_per_s, replicas, seed_offset=seed_offset, arrivals=arrivals))
         p.steady = bool(self.last["steady"])
         return p
 
@@ -365,8 +372,9 @@ def search(cands: list[Candidate], opts: PlanOptions, overhead: Overhead | None,
         curve(o, sim)
         if k == 0:
             resampled_intervals(o, sim)
+            p99_precision(o, sim)
     return allopts, sim
 
 
 __all__ = ["ARRIVALS", "MAX_JOINT_ARRIVALS", "MAX_POINT_ARRIVALS", "MMPP_MIN_S", "NON_MONOTONE_MARGIN", "RELAXATION_TIMES", "Option", "PlanOptions", "Simulator", "capacity_per_s",
-           "curve", "limit_rate", "options_for", "resampled_intervals", "search", "size_fleet", "steady_arrivals"]
+           "curve", "limit_rate", "options_for", "p99_precision", "resampled_intervals", "search", "size_fleet", "steady_arrivals"]

@@ -98,6 +98,12 @@ def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) ->
                 print(f"           as a client on the replica's machine sees it: p50 {_ms(c['p50'])} ms, p99 "
                       f"{_ms(c['p99'])} ms (+{doc['client_share']['ms']:.3g} ms client's share, measured by the "
                       f"{doc['client_share']['source']})")
+        pr = o.get("p99_precision")
+        if pr:
+            print(f"           simulated p99 {_ms(pr['p99_ms'])} ms +-{pr['half_width'] * 100:.1f} % (95 %: "
+                  f"{_ms(pr['interval'][0])}-{_ms(pr['interval'][1])} ms over {pr['runs']} runs of {pr['arrivals']:,} "
+                  f"arrivals{'' if pr['met'] else ', wider than the +-5 % target at the longest run'})"
+                  + ("" if pr["meets_slo"] else f"; its upper end is over the SLO: this fleet is at its edge"))
         sim = o.get("simulation")
         if sim:
             print(f"           simulated: {sim['method']}; {sim['engine']} engine, {sim['arrivals']} arrivals "

@@ -103,7 +103,7 @@ def option_doc(o: Option, overhead_src: Overhead | None, price: float | None) ->
                      "max_queue_delay_us": p.max_queue_delay_ns // 1000},
         "meets_slo": o.replicas is not None, "why_not": o.why_not,
         "at_planned_rate": o.at_plan.to_dict() if o.at_plan is not None else None,
-        "intervals_95": o.intervals, "limit_rate_per_s": o.limit_rate_per_s, "curve": o.curve,
+        "intervals_95": o.intervals, "p99_precision": o.precision, "limit_rate_per_s": o.limit_rate_per_s, "curve": o.curve,
         "dominant": o.at_plan.dominant if o.at_plan is not None else None,
         "measured_from": {str(b): v for b, v in c.sources.items()},
         "runs_spread": {str(b): v for b, v in c.spread().items()},
