@@ -372,7 +372,7 @@ def search(cands: list[Candidate], opts: PlanOptions, overhead: Overhead | None,
         curve(o, sim)
         if k == 0:
             resampled_intervals(o, sim)
-            p99_precision(o, sim)
+            p99_precision(o, sim, MAX_POINT_ARRIVALS)
     return allopts, sim
 
 

@@ -22,15 +22,15 @@ P99_PRECISION = 0.05
 PRECISION_RUNS = 5
 
 
-def p99_precision(opt: Any, sim: Any, target: float = P99_PRECISION, runs: int = PRECISION_RUNS,
-                  max_arrivals: int | None = None) -> None:
+def p99_precision(opt: Any, sim: Any, max_arrivals: int, target: float = P99_PRECISION,
+                  runs: int = PRECISION_RUNS) -> None:
     """``opt.precision``: the simulation's own 95 % interval of the p99 at the planned rate on ``opt``'s fleet, long
     enough to be within ``target`` (relative half-width).
 
     ``runs`` independent runs (seeds apart from the search's) of n arrivals each, starting at the point's own length
     (:meth:`.fleet.Simulator.count`); the interval is Student's t on their p99s (mean +- t(0.975, runs - 1) x
     sd / sqrt(runs): the method of independent replications, Law & Kelton, *Simulation Modeling and Analysis*,
-    ch. 9). n doubles, up to ``max_arrivals`` (default :data:`.fleet.MAX_POINT_ARRIVALS`), until the interval is
+    ch. 9). n doubles, up to ``max_arrivals`` (the search's :data:`.fleet.MAX_POINT_ARRIVALS`), until the interval is
     within ``target`` and its mean moved by no more than ``target`` from the previous length's: a short run's p99
     is biased low (a queue's bursts are correlated; at utilisation 0.8 and 1 ms, 5 runs of 4,000 arrivals give
     9.6 ms, of 1,000,000 11.2), a bias replications alone do not show. Why at all: at utilisation 0.8 an M/M/1
@@ -42,11 +42,9 @@ def p99_precision(opt: Any, sim: Any, target: float = P99_PRECISION, runs: int =
     """
     from scipy import stats
 
-    from .fleet import MAX_POINT_ARRIVALS
-
     assert opt.replicas is not None
     rate, reps = sim.opts.planned_rate_per_s, opt.replicas
-    cap = max_arrivals or MAX_POINT_ARRIVALS
+    cap = max_arrivals
     n, steady = sim.count(rate, reps, opt)
     if not steady:
         opt.precision = None

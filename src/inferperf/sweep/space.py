@@ -78,8 +78,9 @@ class ModelEntry(BaseModel):
         return {"path": data} if isinstance(data, str) else data
 
 
-class Axes(BaseModel):
-    """Axis values; ``None`` means "not swept" (the base config's value)."""
+class RuntimeAxes(BaseModel):
+    """The axes a sweep and a tune both vary, one BenchConfig setting each (values per axis; ``None``: not varied,
+    the base config's value). :class:`Axes` and :class:`inferperf.tune.space.TuneSpace` add their own."""
 
     model_config = ConfigDict(extra="forbid")
     backend: list[str] | None = None
@@ -89,8 +90,13 @@ class Axes(BaseModel):
     batch_size: list[int] | None = None
     concurrency: list[int] | None = None
     session_mode: list[str] | None = None
-    env: list[dict[str, str]] | None = None
     allocator: list[str] | None = None
+
+
+class Axes(RuntimeAxes):
+    """Axis values; ``None`` means "not swept" (the base config's value)."""
+
+    env: list[dict[str, str]] | None = None
 
 
 class Matrix(BaseModel):

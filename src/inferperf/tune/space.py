@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..config import BenchConfig, canonical_backend, load_mapping
 from ..errors import UsageError
 from ..results.model import SystemInfo
+from ..sweep.space import RuntimeAxes
 
 #: where the space format is documented (named in every space error)
 SPACE_DOC = "docs/tune.md"
@@ -43,7 +44,7 @@ ORDER = ("precision", "backend", "intra_op_num_threads", "execution_mode", "inte
          *SERVE_AXES)  # fmt: skip
 
 
-class TuneSpace(BaseModel):
+class TuneSpace(RuntimeAxes):
     """Values per axis; ``None`` (or absent) = not searched.
 
     Attributes:
@@ -63,19 +64,10 @@ class TuneSpace(BaseModel):
         max_oversubscription: the most streams x threads per effective CPU a configuration may ask for.
     """
 
-    model_config = ConfigDict(extra="forbid")
     precision: list[str] | None = None
-    backend: list[str] | None = None
-    intra_op_num_threads: list[int] | None = None
-    inter_op_num_threads: list[int] | None = None
-    execution_mode: list[str] | None = None
     graph_optimization_level: list[str] | None = None
     enable_mem_pattern: list[bool] | None = None
     enable_cpu_mem_arena: list[bool] | None = None
-    batch_size: list[int] | None = None
-    concurrency: list[int] | None = None
-    session_mode: list[str] | None = None
-    allocator: list[str] | None = None
     session_config: dict[str, list[str]] = Field(default_factory=dict)
     max_batch_size: list[int] | None = None
     max_queue_delay_us: list[int] | None = None
