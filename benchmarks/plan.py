@@ -20,6 +20,13 @@ predicted vs measured throughput, p50, p99 (median [min, max] over the rounds), 
 
     python benchmarks/plan.py fleet [--rate 100000] [--joint-rate 10000] [--service-ms 8]
     python benchmarks/plan.py validate [--models zoo:tiny-cnn,zoo:squeezenet] [--rounds 3] [--step-s 3]
+        [--model before,after] [--instances 1] [--batching off]
+
+``--model``: ``before`` validates issue 27's model (the server's one-stream time, judged as the server's
+latency); ``after`` issue 39's (the replica calibrated under load, ``plan --calibrate``; latencies as the client
+sees them: the server's prediction + the client's share measured before the rounds). Both run in one
+invocation on the same ladder, each arm validated on its own rounds (their predicted capacities differ, so do
+their rates).
 """
 
 from __future__ import annotations
@@ -120,6 +127,7 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
     from inferperf.analysis.candidates import candidates, overhead
     from inferperf.analysis.fleet import Option, PlanOptions, Simulator, options_for
     from inferperf.plan.ladder import ladder_configs, measure
+    from inferperf.plan.calibrate import calibrate, calibrated_overhead
     from inferperf.plan.validate import measure_overhead, validate as run_validation
     from inferperf.policy.batching import BatchPolicy
     from inferperf.results.io import save
@@ -141,36 +149,68 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
         log("measure the server's own time (one served closed-loop stream)")
         r = measure_overhead(model, options_for(cands[:1], opts)[0])
         over = overhead([(save(r, Path(tmp) / "serve-overhead.json"), r)], model) if r is not None else None
-        sim = Simulator(opts, over)
+        models = {}
+        if "before" in _variants(a.model):  # issue 27's model: the server's one-stream time, the server's latency
+            models["before"] = (Simulator(opts, over), over, _without_share)
+        if "after" in _variants(a.model):  # issue 39's: the replica as it runs (calibrated), the client's latency
+            first = options_for(cands[:1], opts)[0]
+            cal = calibrate(model, first, Simulator(opts, over).replica_capacity_per_s(first), step_s=a.calibrate_step_s,
+                            progress=log)
+            log(f"calibrated: loop {cal['loop']['per_request_ms']:.3g} ms CPU per request, client's share "
+                f"{cal['client_share_ms']} ms")
+            cover = calibrated_overhead(cal, "benchmarks/plan.py")
+            models["after"] = (Simulator(opts, cover), cover, None)
         for c in sorted(cands, key=lambda c: c.instances):
             for dyn in [arm == "on" for arm in _arms(a.batching)]:
                 pol = BatchPolicy(max_batch_size=a.batch, dynamic=True, max_queue_delay_ns=a.delay_us * 1000) if dyn \
                     else BatchPolicy(max_batch_size=a.batch, dynamic=False)
                 opt = Option(c, pol)
-                log(f"validate {opt.label}")
-                v = run_validation(model, opt, sim, over.mean_ms if over else None, rounds=a.rounds, step_s=a.step_s,
-                                   progress=log)
-                for p in v["points"]:
-                    rows.append({"model": m, "label": opt.label, "batching": f"on (<= {a.batch}, {a.delay_us} us)"
-                                 if dyn else "off", "instances": c.instances, "threads": c.threads,
-                                 "service_b1_ms": c.service.mean_ns(1) / 1e6,
-                                 "overhead_ms": over.mean_ms if over else None, "capacity_per_s": v["capacity_per_s"],
-                                 "ladder_spread": spreads[c.label], **p})
+                for name, (sim, ov, runner) in models.items():
+                    log(f"validate {opt.label} ({name})")
+                    v = run_validation(model, opt, sim, ov.mean_ms if ov else None, rounds=a.rounds, step_s=a.step_s,
+                                       progress=log, runner=runner)
+                    for p in v["points"]:
+                        rows.append({"model": m, "variant": name, "label": opt.label,
+                                     "batching": f"on (<= {a.batch}, {a.delay_us} us)" if dyn else "off",
+                                     "instances": c.instances, "threads": c.threads,
+                                     "service_b1_ms": c.service.mean_ns(1) / 1e6,
+                                     "overhead_ms": ov.mean_ms if ov else None, "capacity_per_s": v["capacity_per_s"],
+                                     "client_share_ms": v.get("client_share_ms"), "ladder_spread": spreads[c.label],
+                                     **p})
     return rows
+
+
+def _variants(text: str) -> list[str]:
+    """``--model before,after`` -> the prediction models to validate (refused otherwise, exit 2)."""
+    out = [x.strip() for x in text.split(",") if x.strip()]
+    if not out or set(out) - {"before", "after"}:
+        print(f"--model takes before, after or before,after (got {text!r})", file=sys.stderr)
+        raise SystemExit(2)
+    return out
+
+
+def _without_share(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+    """:func:`inferperf.plan.validate.run_rounds` as before issue 39 item 4: the client's share not measured, so
+    the latencies are judged as the server's prediction."""
+    from inferperf.plan.validate import run_rounds
+
+    measured, placement = run_rounds(*args, **kw)
+    return measured, {k: v for k, v in placement.items() if k != "client_share_ms"}
 
 
 def validate(a: argparse.Namespace) -> None:
     """Issue 27's validation matrix (see the module docstring); prints the Markdown table."""
     _arms(a.batching)  # refused before anything is measured
+    _variants(a.model)
     rows = []
     for m in a.models.split(","):
         rows += _matrix_model(m, a)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1, default=str))
-    print("| model | batching | inst | service b1 ms / server ms | load | rate/s | throughput pred / meas [min, max] "
+    print("| model | model | batching | inst | service b1 ms / server ms | client share ms | load | rate/s | throughput pred / meas [min, max] "
           "| p50 ms pred / meas [min, max] | p99 ms pred / meas [min, max] | err thr / p50 / p99 | target p50 / p99 "
           "| rounds INVALID, send lag p99 max |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         mt = r["metrics"]
         err = " / ".join(f"{abs(mt[k]['error']) * 100:.0f} %" for k in ("throughput_per_s", "p50_ms", "p99_ms"))
@@ -180,8 +220,9 @@ def validate(a: argparse.Namespace) -> None:
         ch = r.get("checks") or []
         bad = sum(not c["valid"] for c in ch)
         lag = max((c["send_lag_p99_ms"] or 0.0) for c in ch) if ch else float("nan")
-        print(f"| {r['model']} | {r['batching']} | {r['instances']}x{r['threads']}t | {r['service_b1_ms']:.3g} / {ov} "
-              f"| {r['load'] * 100:.0f} % | {r['rate_per_s']:.4g} | {_cell(mt['throughput_per_s'], 4)} "
+        share = f"{r['client_share_ms']:.3g}" if r.get("client_share_ms") is not None else "-"
+        print(f"| {r['model']} | {r.get('variant', '-')} | {r['batching']} | {r['instances']}x{r['threads']}t "
+              f"| {r['service_b1_ms']:.3g} / {ov} | {share} | {r['load'] * 100:.0f} % | {r['rate_per_s']:.4g} | {_cell(mt['throughput_per_s'], 4)} "
               f"| {_cell(mt['p50_ms'])} | {_cell(mt['p99_ms'])} | {err} | {ok} | {bad} of {len(ch)}, {lag:.3g} ms |")
     seen = set()
     for r in rows:  # the ladder's spread per candidate: plan's INVALID verdict (runs disagreeing beyond 10 %)
@@ -223,6 +264,10 @@ def main() -> None:
     v.add_argument("--rounds", type=int, default=3)
     v.add_argument("--step-s", type=float, default=3.0)
     v.add_argument("--json", help="write every point here")
+    v.add_argument("--model", default="before,after",
+                   help="prediction models: before (one-stream server time, server's latency), after (calibrated "
+                        "replica as it runs, client's latency), or both, each validated on its own rounds")
+    v.add_argument("--calibrate-step-s", type=float, default=4.0, help="after: seconds per calibration load")
     a = ap.parse_args()
     fleet(a) if a.what == "fleet" else validate(a)
 
