@@ -100,9 +100,9 @@ def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) ->
                       f"{doc['client_share']['source']})")
         pr = o.get("p99_precision")
         if pr:
-            print(f"           simulated p99 {_ms(pr['p99_ms'])} ms +-{pr['half_width'] * 100:.1f} % (95 %: "
-                  f"{_ms(pr['interval'][0])}-{_ms(pr['interval'][1])} ms over {pr['runs']} runs of {pr['arrivals']:,} "
-                  f"arrivals{'' if pr['met'] else ', wider than the +-5 % target at the longest run'})"
+            print(f"           p99 over {pr['runs']} longer runs {_ms(pr['p99_ms'])} ms +-{pr['half_width'] * 100:.1f} % (95 %: "
+                  f"{_ms(pr['interval'][0])}-{_ms(pr['interval'][1])} ms; {pr['arrivals']:,} arrivals each, "
+                  f"the simulation's own precision{'' if pr['met'] else ', wider than the +-5 % target at the longest run'})"
                   + ("" if pr["meets_slo"] else f"; its upper end is over the SLO: this fleet is at its edge"))
         sim = o.get("simulation")
         if sim:
