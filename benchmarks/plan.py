@@ -105,13 +105,19 @@ def _spec(m: str) -> tuple[str, dict[str, list[int]]]:
     return model, {name: [int(d) for d in dims.split("x")]}
 
 
-def _arms(text: str) -> list[str]:
-    """``--batching off,on`` -> ["off", "on"]; anything else is refused (exit 2)."""
-    arms = [x.strip() for x in text.split(",") if x.strip()]
-    if not arms or set(arms) - {"off", "on"}:
-        print(f"--batching takes off, on or off,on (got {text!r})", file=sys.stderr)
+def _choice(flag: str, text: str, allowed: tuple[str, str]) -> list[str]:
+    """``--FLAG a,b`` -> ["a", "b"], each one of ``allowed``; anything else is refused (exit 2)."""
+    out = [x.strip() for x in text.split(",") if x.strip()]
+    if not out or set(out) - set(allowed):
+        a, b = allowed
+        print(f"--{flag} takes {a}, {b} or {a},{b} (got {text!r})", file=sys.stderr)
         raise SystemExit(2)
-    return arms
+    return out
+
+
+def _arms(text: str) -> list[str]:
+    """``--batching off,on`` -> ["off", "on"]."""
+    return _choice("batching", text, ("off", "on"))
 
 
 def _cell(v: dict, digits: int = 3) -> str:
@@ -181,12 +187,8 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
 
 
 def _variants(text: str) -> list[str]:
-    """``--model before,after`` -> the prediction models to validate (refused otherwise, exit 2)."""
-    out = [x.strip() for x in text.split(",") if x.strip()]
-    if not out or set(out) - {"before", "after"}:
-        print(f"--model takes before, after or before,after (got {text!r})", file=sys.stderr)
-        raise SystemExit(2)
-    return out
+    """``--model before,after`` -> the prediction models to validate."""
+    return _choice("model", text, ("before", "after"))
 
 
 def _without_share(*args, **kw):  # noqa: ANN002, ANN003, ANN202
