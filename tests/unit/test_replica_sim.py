@@ -75,3 +75,26 @@ def test_same_seed_same_run() -> None:
     a, _ = simulate_replica(_poisson(1000, 5000, 2), rep, Exponential(0.5e6), seed=4)
     b, _ = simulate_replica(_poisson(1000, 5000, 2), rep, Exponential(0.5e6), seed=4)
     assert (a.done_ns == b.done_ns).all()
+
+
+def test_a_call_measured_beside_other_instances_on_fewer_cores_is_simulated_as_its_work_alone() -> None:
+    """The ladder ran 2 instances of 1 thread side by side on 1 core, so a measured call (8 ms) holds the other's
+    share; the simulator shares the core itself, so it takes 4 ms of work a call (squeezenet: predicted capacity
+    108/s against about 200 measured before this). The ceiling is then 1 / (loop + 4 ms), and a lone request
+    at low load takes loop + 4 ms, not loop + 8."""
+    from types import SimpleNamespace
+
+    from inferperf.analysis.replica_sim import alone_factor, option_capacity_per_s, simulate_option
+    from inferperf.policy.batching import BatchPolicy
+
+    cand = SimpleNamespace(cores=1, instances=2, threads=1, service=Deterministic(8e6))
+    loop = SimpleNamespace(mean_ms=1.0, model=Deterministic(1e6), loop_out_ms=0.0)
+    assert alone_factor(cand) == 0.5
+    assert option_capacity_per_s(cand, loop) == pytest.approx(1e3 / (1.0 + 4.0))
+    opt = SimpleNamespace(candidate=cand, policy=BatchPolicy(max_batch_size=1, dynamic=False))
+    sparse = np.arange(200, dtype=np.int64) * 100_000_000  # one request every 100 ms: never two at once
+    run = simulate_option(sparse, opt, loop, cand.service, seed=0)
+    assert (run.done_ns - run.arrival_ns) / 1e6 == pytest.approx(np.full(200, 5.0), abs=1e-6)
+    # enough cores for every thread: the measured call is its work alone
+    wide = SimpleNamespace(cores=2, instances=2, threads=1, service=Deterministic(8e6))
+    assert alone_factor(wide) == 1.0 and option_capacity_per_s(wide, loop) == pytest.approx(1e3 / 9.0 * 2)

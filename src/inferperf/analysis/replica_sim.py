@@ -196,6 +196,43 @@ def replica_capacity_per_s(cores: int, instances: int, threads_per_instance: int
     return 1e3 * min(instances / call_ms, 1 / loop_ms, cores / (loop_ms + threads_per_instance * call_ms))
 
 
+def alone_factor(candidate: Any) -> float:
+    """How much of a measured call's time is its own work: ``min(1, cores / (instances x threads))``.
+
+    The ladder runs a candidate's instances side by side, each calling in a closed loop on the replica's own
+    CPUs (:func:`inferperf.plan.ladder.ladder_configs`), so with more runnable threads than cores each measured
+    call already holds its share of the others' (2 instances of 1 thread on 1 core: squeezenet 8.5 ms a call
+    against 4.2 ms alone). The simulator shares the cores itself, so it takes the call's work alone: the
+    measured time x this factor. Without it the sharing was counted twice (squeezenet 2 instances on 1 core:
+    capacity predicted 108/s against about 200 measured)."""
+    want = candidate.instances * candidate.threads
+    return min(1.0, candidate.cores / want) if want > 0 else 1.0
+
+
+class Scaled:
+    """A :class:`~inferperf.analysis.service_model.ServiceModel` whose times are ``inner``'s x ``factor``."""
+
+    def __init__(self, inner: Any, factor: float) -> None:
+        self.inner, self.factor = inner, float(factor)
+
+    def sample_ns(self, rows: int, u: np.ndarray) -> np.ndarray:
+        """``inner``'s times for these uniforms, scaled (int64 ns)."""
+        return np.round(self.inner.sample_ns(rows, u) * self.factor).astype(np.int64)
+
+    def mean_ns(self, rows: int) -> float:
+        """``inner``'s mean at ``rows`` rows, scaled."""
+        return float(self.inner.mean_ns(rows)) * self.factor
+
+    def describe(self) -> dict[str, Any]:
+        """``inner``'s description with the factor."""
+        return {**self.inner.describe(), "scaled_by": self.factor}
+
+
+def _alone(candidate: Any, service: Any) -> Any:
+    f = alone_factor(candidate)
+    return service if f >= 1.0 else Scaled(service, f)
+
+
 def _replica_of(candidate: Any, calibrated: Any) -> Replica:
     """The replica a plan candidate runs as, with a calibrated loop (an ``Overhead`` with ``calibrated``)."""
     out_ns = round(calibrated.loop_out_ms * 1e6)
@@ -205,15 +242,16 @@ def _replica_of(candidate: Any, calibrated: Any) -> Replica:
 
 def simulate_option(arrivals_ns: Any, opt: Any, calibrated: Any, service: ServiceModel, seed: int) -> SimRun:
     """A plan option's one replica (``opt.candidate``: cores, instances, threads) as it runs, with the calibrated
-    loop, calls drawn from ``service`` (:func:`simulate_replica`)."""
-    return simulate_replica(arrivals_ns, _replica_of(opt.candidate, calibrated), service, seed=seed,
-                            policy=opt.policy)[0]
+    loop, calls drawn from ``service`` as their work alone (:func:`alone_factor`; :func:`simulate_replica`)."""
+    return simulate_replica(arrivals_ns, _replica_of(opt.candidate, calibrated), _alone(opt.candidate, service),
+                            seed=seed, policy=opt.policy)[0]
 
 
 def option_capacity_per_s(candidate: Any, calibrated: Any) -> float:
-    """:func:`replica_capacity_per_s` of a plan candidate with the calibrated loop (its calls' mean at one row)."""
+    """:func:`replica_capacity_per_s` of a plan candidate with the calibrated loop (its calls' mean at one row, as
+    their work alone: :func:`alone_factor`)."""
     return replica_capacity_per_s(candidate.cores, candidate.instances, candidate.threads, calibrated.mean_ms,
-                                  candidate.service.mean_ns(1) / 1e6)
+                                  candidate.service.mean_ns(1) * alone_factor(candidate) / 1e6)
 
 
-__all__ = ["Replica", "option_capacity_per_s", "replica_capacity_per_s", "simulate_option", "simulate_replica"]
+__all__ = ["Replica", "Scaled", "alone_factor", "option_capacity_per_s", "replica_capacity_per_s", "simulate_option", "simulate_replica"]

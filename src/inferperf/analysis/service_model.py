@@ -69,6 +69,10 @@ class Deterministic:
         """``base_ns + per_row_ns * rows`` for every uniform."""
         return np.full(np.shape(u), self.base_ns + self.per_row_ns * rows, dtype=np.int64)
 
+    def mean_ns(self, rows: int) -> float:
+        """``base_ns + per_row_ns * rows``: every call's time is its mean."""
+        return float(self.base_ns + self.per_row_ns * rows)
+
     def describe(self) -> dict[str, Any]:
         """``{"kind": "deterministic", ...}``."""
         return {"kind": "deterministic", "base_ns": self.base_ns, "per_row_ns": self.per_row_ns}

@@ -123,7 +123,7 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
     from ..loadgen.run import load
     from .validate import REQUEST_TIMEOUT_MS, _load_shapes, served
 
-    from ..analysis.replica_sim import replica_capacity_per_s
+    from ..analysis.replica_sim import alone_factor, replica_capacity_per_s
     from ..loadgen.breakdown import client_share_ms
 
     steps: list[dict[str, Any]] = []
@@ -138,7 +138,7 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
             if steps and steps[-1]["loop_cpu_ms_per_request"]:
                 capacity_per_s = min(capacity_per_s, replica_capacity_per_s(
                     len(placement["server_cpus"]), c.instances, c.threads, steps[-1]["loop_cpu_ms_per_request"],
-                    c.service.mean_ns(1) / 1e6))
+                    c.service.mean_ns(1) * alone_factor(c) / 1e6))
             rate = capacity_per_s * f
             if progress:
                 progress(f"calibrate: {rate:.4g} req/s ({f * 100:.0f} % of capacity) for {step_s:g} s")
