@@ -356,6 +356,10 @@ def test_the_printed_p99_is_simulated_long_enough_for_its_interval_to_be_within_
     capped.replicas = 1
     p99_precision(capped, sim, 1000)
     assert capped.precision is not None and not capped.precision["met"] and capped.precision["half_width"] > 0.05
+    assert capped.precision["stopped"] == "longest run" and pr["stopped"] == "met"
+    p99_precision(capped, sim, MAX_POINT_ARRIVALS, budget=5 * 1000)  # no arrivals left to double with
+    assert capped.precision["stopped"] == "budget" and not capped.precision["met"]
+    assert capped.precision["arrivals"] == 1000
     tight = Simulator(PlanOptions(800.0, pr["p99_ms"], requests=1000), None)  # an SLO at the p99 itself
     p99_precision(capped, tight, MAX_POINT_ARRIVALS)
     assert not capped.precision["meets_slo"]

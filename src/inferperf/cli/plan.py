@@ -32,6 +32,12 @@ def _pm(v: dict[str, Any]) -> str:
     return f"{_ms(v['predicted'])} / {_ms(lo)}-{_ms(hi)} ({err}, +-{v['tolerance'] * 100:.0f} % {mark})"
 
 
+def _unmet(pr: dict[str, Any]) -> str:
+    """Why a p99's precision missed its target: the longest run allowed, or the arrivals budget, was reached."""
+    why = "at the longest run" if pr.get("stopped") == "longest run" else "within the precision's arrivals budget"
+    return f"; not within +-{pr['target'] * 100:.0f} % and settled {why}"
+
+
 def print_validation(v: dict[str, Any]) -> None:
     """The ``--validate`` table: per load, predicted / measured range over the rounds, error and verdict."""
     pl = v["placement"]
@@ -102,7 +108,7 @@ def print_plan(doc: dict[str, Any], notes: list[str], files: dict[str, Path]) ->
         if pr:
             print(f"           p99 over {pr['runs']} longer runs {_ms(pr['p99_ms'])} ms +-{pr['half_width'] * 100:.1f} % (95 %: "
                   f"{_ms(pr['interval'][0])}-{_ms(pr['interval'][1])} ms; {pr['arrivals']:,} arrivals each, "
-                  f"the simulation's own precision{'' if pr['met'] else ', wider than the +-5 % target at the longest run'})"
+                  f"the simulation's own precision{'' if pr['met'] else _unmet(pr)})"
                   + ("" if pr["meets_slo"] else f"; its upper end is over the SLO: this fleet is at its edge"))
         sim = o.get("simulation")
         if sim:
