@@ -51,17 +51,21 @@ def _shape(args: dict[str, Any], key: str = "input_type_shape") -> list[list[int
     return [[int(d) for d in dims] for item in (args.get(key) or []) for dims in dict(item).values()]
 
 
-def split_runs(events: list[dict[str, Any]], skip_runs: int = 0) -> dict[str, Any]:
+def split_runs(events: list[dict[str, Any]], skip_runs: int = 0, event_cap: bool = True) -> dict[str, Any]:
     """Assign kernel events to ``model_run`` windows and keep the complete runs after ``skip_runs``.
 
     Args:
         events: the trace (list of dicts as ORT writes them).
         skip_runs: leading runs to set apart (warm-up).
+        event_cap: the trace may have been cut at ORT's event cap (``onnxruntime``'s profiler stops recording at
+            1,000,000 events). Then the runs at the END of the trace whose kernel count falls short of the
+            largest count are dropped and counted in ``dropped_partial``. A short run followed by a full one was
+            not cut and is kept. False for traces a backend writes itself (OpenVINO's ``PERF_COUNT``, torch):
+            they are never cut, and OpenVINO's count of EXECUTED layers varies from run to run (100-104 of
+            PP-OCRv4 det's layers across six runs, measured), so no run is dropped.
 
     Returns:
-        ``{"runs": [(start_us, end_us, [kernel events])...], "skipped": [...same...], "dropped_partial": n}``;
-        a run whose kernel count falls short of the most common count (the trace was cut at ORT's event cap)
-        is dropped and counted in ``dropped_partial``.
+        ``{"runs": [(start_us, end_us, [kernel events])...], "skipped": [...same...], "dropped_partial": n}``.
     """
     windows = _runs(events)
     buckets: list[list[dict[str, Any]]] = [[] for _ in windows]
@@ -74,21 +78,22 @@ def split_runs(events: list[dict[str, Any]], skip_runs: int = 0) -> dict[str, An
     all_runs = [(w[0], w[1], b) for w, b in zip(windows, buckets)]
     kept = all_runs[skip_runs:]
     dropped = 0
-    if kept:
+    if kept and event_cap:
         full = max(len(r[2]) for r in kept)
-        complete = [r for r in kept if len(r[2]) >= full]
-        dropped = len(kept) - len(complete)
-        kept = complete
+        while kept and len(kept[-1][2]) < full:
+            kept.pop()
+            dropped += 1
     return {"runs": kept, "skipped": all_runs[:skip_runs], "dropped_partial": dropped}
 
 
-def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) -> dict[str, Any]:
+def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10, event_cap: bool = True) -> dict[str, Any]:
     """The ``metrics.profile`` block from one ORT trace.
 
     Args:
         events: ORT Chrome-trace events.
         skip_runs: warm-up runs at the start of the trace to set apart (not counted).
         top: how many nodes to list in ``nodes`` (heaviest first).
+        event_cap: the trace may be cut at ORT's event cap (:func:`split_runs`); False for OpenVINO and torch.
 
     Returns:
         dict with ``runs`` (profiled runs counted), ``run_ms`` (per run), ``profiled_run_ms_mean``,
@@ -101,7 +106,7 @@ def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) 
     Raises:
         ValueError: no complete ``model_run`` after ``skip_runs`` in the trace.
     """
-    parts = split_runs(events, skip_runs)
+    parts = split_runs(events, skip_runs, event_cap)
     runs = parts["runs"]
     if not runs:
         raise ValueError(f"trace has no complete model_run after {skip_runs} warm-up run(s): profile more runs")
@@ -130,7 +135,7 @@ def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) 
     ops = []
     for op, (tot, cnt) in sorted(by_op.items(), key=lambda kv: -kv[1][0]):
         frac = tot / total_run_us if total_run_us else 0.0
-        ops.append({"op": op, "total_ms": tot / 1e3, "mean_ms": tot / n / 1e3, "count": cnt // n,
+        ops.append({"op": op, "total_ms": tot / 1e3, "mean_ms": tot / n / 1e3, "count": round(cnt / n),
                     "percent": 100 * frac, "percent_of_kernels": 100 * tot / kernel_us if kernel_us else 0.0,
                     "amdahl_speedup": (1 / (1 - frac)) if frac < 1 else float("inf"),
                     "per_run_ms": per_run[op]})
@@ -139,7 +144,7 @@ def op_profile(events: list[dict[str, Any]], skip_runs: int = 0, top: int = 10) 
         tot = node.pop("total_us")
         calls = node.pop("count")
         node["total_ms"] = tot / 1e3  # over all profiled runs
-        node["count"] = calls // n  # calls per run (a node inside a loop or If runs more than once)
+        node["count"] = round(calls / n)  # calls per run (a node inside a loop or If runs more than once)
         node["mean_ms"] = tot / calls / 1e3  # per call
         node["percent"] = 100 * tot / total_run_us if total_run_us else 0.0
         nodes.append(node)
@@ -196,7 +201,8 @@ def summarize_profile(result: Any, top: int = 10) -> Any:
 
     raw: dict[str, Any] = dict(result.metrics.profile)
     events = json.loads(Path(raw["trace_path"]).read_text())
-    prof: dict[str, Any] = op_profile(events, skip_runs=int(raw["warmup_runs"]), top=top)
+    prof: dict[str, Any] = op_profile(events, skip_runs=int(raw["warmup_runs"]), top=top,
+                                      event_cap=raw.get("backend", "onnxruntime") == "onnxruntime")
     if prof["dropped_partial_runs"]:
         result.notes.append(f"{prof['dropped_partial_runs']} partial run(s) at the end of the trace dropped (event cap)")
     ratio, note = overhead_flag(prof["profiled_run_ms_mean"], float(raw["unprofiled_run_ms_mean"]))
