@@ -65,6 +65,27 @@ class Interrupted(InferperfError):
         self.exit_code = exit_code
 
 
+def first_error(error: object, indices: bool = True) -> tuple[str, str, str, object]:
+    """The first error of a pydantic ``ValidationError``, the one every one-line refusal names.
+
+    Args:
+        error: a ``pydantic.ValidationError`` (anything with ``errors()``; pydantic is not imported here).
+        indices: keep list indices in the location (``axes.0.x``); False drops them (``axes.x``).
+
+    Returns:
+        (pydantic's error type such as ``extra_forbidden``, the dotted location (``""`` at the top level),
+        the message without pydantic's ``Value error, `` prefix and with runs of white space as one space,
+        the refused input).
+    """
+    errs = error.errors()  # type: ignore[attr-defined]
+    if not errs:
+        return "", "", " ".join(str(error).split()), None
+    err = errs[0]
+    where = ".".join(str(x) for x in err.get("loc", ()) if indices or not isinstance(x, int))
+    msg = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
+    return str(err.get("type", "")), where, msg, err.get("input")
+
+
 def settings_message(error: object) -> str:
     """One line for a settings model's refusal (a pydantic ``ValidationError``): its first error's message.
 
@@ -77,15 +98,11 @@ def settings_message(error: object) -> str:
     Args:
         error: a ``pydantic.ValidationError`` (anything with ``errors()``; pydantic is not imported here).
     """
-    errs = error.errors()  # type: ignore[attr-defined]
-    if not errs:
-        return " ".join(str(error).split())
-    err = errs[0]
-    msg = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
-    names = [str(x) for x in err.get("loc", ()) if isinstance(x, str)]
+    kind, where, msg, _ = first_error(error, indices=False)
+    names = where.split(".") if where else []
     if msg.startswith("--") or not names:
         return msg
-    if err.get("type") == "extra_forbidden":
+    if kind == "extra_forbidden":
         return f"unknown setting '{'.'.join(names)}': check its spelling"
     where = f"--{names[0].replace('_', '-')}" if len(names) == 1 else ".".join(names)
     return f"{where}: {msg}"
@@ -100,5 +117,6 @@ __all__ = [
     "ModelError",
     "RuntimeFailure",
     "UsageError",
+    "first_error",
     "settings_message",
 ]

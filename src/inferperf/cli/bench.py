@@ -20,6 +20,7 @@ from .outputs import check_writable, output_path
 from .options import (BatchSize, Dim, ExecutionMode, GraphOptimizationLevel, InputData, InterOpThreads,
     IntraOpThreads, Providers, SessionConfig, Shape, build_config, config_flags)
 from .render import live_progress, print_result
+from .options import Debug, DurationS, FailOnInvalid, Iterations, JsonOut, MaxDurationS, Warmup
 
 Opt = typer.Option
 
@@ -46,11 +47,11 @@ def bench_command(
     value: Annotated[Optional[list[str]], Opt(help="NAME=V: fill an input with a constant")] = None,
     input_data: InputData = None,
     force: Annotated[bool, Opt("--force", help="allow an input pool over 25 % of RAM")] = False,
-    warmup: Annotated[Optional[int], Opt(help="warm-up runs (default 10)")] = None,
+    warmup: Warmup = None,
     warmup_s: Annotated[Optional[float], Opt(help="minimum warm-up seconds (default 0)")] = None,
-    iterations: Annotated[Optional[int], Opt(help="minimum measured queries (default 100)")] = None,
-    duration_s: Annotated[Optional[float], Opt(help="minimum measured seconds (default 5)")] = None,
-    max_duration_s: Annotated[Optional[float], Opt(help="cap on measured seconds (default 60)")] = None,
+    iterations: Iterations = None,
+    duration_s: DurationS = None,
+    max_duration_s: MaxDurationS = None,
     percentile_method: Annotated[Optional[str], Opt(help="linear | nearest-rank")] = None,
     scenario: Annotated[Optional[str], Opt(help="single-stream | concurrent | offline (open-loop arrivals over HTTP:"
                                                " `inferperf load --request-rate`)")] = None,
@@ -67,8 +68,8 @@ def bench_command(
     null_latency_ms: Annotated[Optional[str], Opt(help="null backend: comma list of latencies (ms) to replay")] = None,
     config: Annotated[Optional[Path], Opt(help="settings file (.yaml/.json/.toml) under BenchConfig's field names")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
-    json_out: Annotated[bool, Opt("--json", help="print the Result JSON to stdout (no table)")] = False,
-    fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the result is INVALID")] = False,
+    json_out: JsonOut = False,
+    fail_on_invalid: FailOnInvalid = False,
     soak_s: Annotated[Optional[float], Opt(help="soak: run exactly N measured seconds and give an RSS leak verdict"
                                                 " (significant AND above 1 MiB/h and 1 KiB per 1,000 requests)")] = None,
     fail_on_leak: Annotated[bool, Opt("--fail-on-leak", help="with --soak-s: exit 3 on a leak")] = False,
@@ -78,7 +79,7 @@ def bench_command(
     pre_input: Annotated[Optional[str], Opt(help="raw items for --pre: a folder (each file's bytes) or module:function"
                                                  " (a generator)")] = None,
     history: HistoryOpt = None,
-    debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
+    debug: Debug = False,
 ) -> int:
     """Measure latency percentiles, throughput and cold start of MODEL (SingleStream by default;
     Concurrent with --concurrency N; Offline with --scenario offline --batch-size N)."""

@@ -10,6 +10,7 @@ import typer
 
 from ..errors import GateFailed, UsageError
 from . import app
+from .options import Debug
 
 Opt = typer.Option
 
@@ -38,7 +39,7 @@ def compare_command(
     correction: Annotated[Optional[str], Opt(help="holm (family-wise error, default) | bh (false-discovery rate)")] = None,
     fmt: Annotated[str, Opt("--format", help="markdown (a pull-request comment) | json")] = "markdown",
     output: Annotated[Optional[Path], Opt("--output", "-o", help="also write the report to this file")] = None,
-    debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
+    debug: Debug = False,
 ) -> int:
     """Compare CURRENT Results against BASELINE per case and metric; exit 3 when something regressed,
     2 on usage errors or when no case matched, 0 otherwise."""

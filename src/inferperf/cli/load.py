@@ -33,6 +33,7 @@ from . import app
 from .history import HistoryOpt, record_written, stamps
 from .load_lines import LoadConsole, hard_stop_line, kept_line
 from .outputs import check_writable, output_path
+from .options import Debug
 
 Opt = typer.Option
 
@@ -137,7 +138,7 @@ def load_command(
     slo_ttft_ms: Annotated[Optional[float], Opt(help="openai-*: goodput SLO on time to first token, ms")] = None,
     slo_tpot_ms: Annotated[Optional[float], Opt(help="openai-*: goodput SLO on time per output token, ms")] = None,
     history: HistoryOpt = None,
-    debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
+    debug: Debug = False,
 ) -> int:
     """Drive load at a served model and write one Result (kind load) per step: closed loop (--concurrency) or
     open loop (--request-rate, latency from the scheduled send time). Each step is VALID, INVALID (the measurement

@@ -14,6 +14,7 @@ from rich.table import Table
 from ..errors import GateFailed, UsageError
 from . import app
 from .options import BatchSize, Dim, IntraOpThreads, Shape, build_config, config_flags
+from .options import Debug, DurationS, Iterations, MaxDurationS, Warmup
 
 Opt = typer.Option
 
@@ -162,14 +163,14 @@ def optimize_command(
     batch_size: BatchSize = None,
     seed: Annotated[Optional[int], Opt(help="seed of synthetic data and round shuffling")] = None,
     intra_op_num_threads: IntraOpThreads = None,
-    warmup: Annotated[Optional[int], Opt(help="warm-up runs per measurement (default 10)")] = None,
-    iterations: Annotated[Optional[int], Opt(help="minimum measured queries per run (default 100)")] = None,
-    duration_s: Annotated[Optional[float], Opt(help="minimum measured seconds per run (default 5)")] = None,
-    max_duration_s: Annotated[Optional[float], Opt(help="cap on measured seconds per run (default 60)")] = None,
+    warmup: Warmup = None,
+    iterations: Iterations = None,
+    duration_s: DurationS = None,
+    max_duration_s: MaxDurationS = None,
     repeat: Annotated[int, Opt(help="interleaved rounds; each variant runs once per round in a fresh process")] = 3,
     no_measure: Annotated[bool, Opt("--no-measure", help="skip the speed measurement (accuracy checks only)")] = False,
     json_out: Annotated[bool, Opt("--json", help="print the summary JSON to stdout (no table)")] = False,
-    debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
+    debug: Debug = False,
 ) -> int:
     """Build fp16 / int8 / offline-optimized variants of MODEL, check each against fp32 on the same inputs,
     measure each in its own process, and give each an honest verdict."""

@@ -19,7 +19,7 @@ import typer
 from pydantic import ValidationError
 
 from ..config import BenchConfig
-from ..errors import UsageError
+from ..errors import UsageError, first_error
 from ..workload.shapes import parse_dims, parse_int_range, parse_shape, parse_value
 
 _Opt = typer.Option
@@ -40,6 +40,18 @@ Dim = Annotated[Optional[list[str]], _Opt(help="symbolic dims by name, everywher
                                                " repeatable")]
 BatchSize = Annotated[Optional[int], _Opt(help="leading symbolic dim (rows per query); default 1")]
 InputData = Annotated[Optional[Path], _Opt(help="inputs: .npz keyed by input name, or .npy for a one-input model")]
+
+# the stop rule of each measured run (WarmupConfig / StopConfig) where the command measures single runs: bench, optimize
+Warmup = Annotated[Optional[int], _Opt(help="warm-up runs before each measured run (default 10)")]
+Iterations = Annotated[Optional[int], _Opt(help="minimum measured queries per run (default 100)")]
+DurationS = Annotated[Optional[float], _Opt(help="minimum measured seconds per run (default 5)")]
+MaxDurationS = Annotated[Optional[float], _Opt(help="cap on measured seconds per run (default 60)")]
+
+# what a command prints and when it fails
+JsonOut = Annotated[bool, _Opt("--json", help="print the Result JSON to stdout (no table)")]
+FailOnInvalid = Annotated[bool, _Opt("--fail-on-invalid", help="exit 3 when the result is INVALID")]
+#: read by :func:`inferperf.cli.main` before typer parses (so it is accepted anywhere); declared for --help
+Debug = Annotated[bool, _Opt("--debug", help="show tracebacks (accepted anywhere on the line)")]
 
 # axes (comma lists): sweep, tune
 _CommaList = Optional[str]
@@ -233,10 +245,8 @@ def build_config(
     try:
         return BenchConfig.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].replace("Value error, ", "")
-        if err["type"] == "extra_forbidden":
+        kind, where, msg, _ = first_error(e)
+        if kind == "extra_forbidden":
             source = f"--config {config_file}: " if config_file else ""
             raise UsageError(f"{source}unknown setting '{where}': check its spelling against BenchConfig's fields") from None
         if not where:

@@ -14,6 +14,7 @@ from ..errors import GateFailed, Interrupted, UsageError
 from ..interrupt import STOP
 from . import app
 from .outputs import check_writable
+from .options import Debug, FailOnInvalid, JsonOut
 
 Opt = typer.Option
 
@@ -93,9 +94,9 @@ def pipeline_command(
     seed: Annotated[int, Opt(help="seed of the Poisson schedule")] = 0,
     fail_fast: Annotated[bool, Opt("--fail-fast", help="stop at the first stage error (exit 1)")] = False,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="result file (.json) or folder")] = None,
-    json_out: Annotated[bool, Opt("--json", help="print the Result JSON to stdout (no table)")] = False,
-    fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the result is INVALID")] = False,
-    debug: Annotated[bool, Opt("--debug", help="show tracebacks (accepted anywhere on the line)")] = False,
+    json_out: JsonOut = False,
+    fail_on_invalid: FailOnInvalid = False,
+    debug: Debug = False,
 ) -> int:
     """Measure a pipeline stage by stage: service time, utilisation, queue occupancy, blocked and starved
     time per stage; end-to-end throughput and latency; the bottleneck and what removing it would give."""

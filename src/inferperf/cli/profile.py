@@ -10,6 +10,7 @@ import typer
 from ..errors import UsageError
 from . import app
 from .options import Backend, GraphOptimizationLevel, IntraOpThreads, Shape, build_config
+from .options import Debug
 
 Opt = typer.Option
 
@@ -50,7 +51,7 @@ def profile_command(
     min_change_percent: Annotated[float, Opt(help="--diff: smallest change (%) called; sequential profiles drift 10-30 % here")] = 20.0,
     config: Annotated[Optional[Path], Opt(help="settings file under BenchConfig's field names")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="profile Result file (.json)")] = None,
-    debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
+    debug: Debug = False,
 ) -> int:
     """Where the time goes per operator type and node, with Amdahl ceilings: ONNX Runtime's profiler (default),
     OpenVINO's PERF_COUNT counters (--backend openvino) or torch.profiler (--backend torch)."""

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from pydantic import ValidationError
 
-from ..errors import UsageError
+from ..errors import UsageError, first_error
 from ..results.io import save
 from . import app
 from .outputs import check_writable, output_path
 from .options import (Backend, Dim, ExecutionMode, GraphOptimizationLevel, InterOpThreads, IntraOpThreads, Providers,
     SessionConfig, Shape, build_config, config_flags)
+from .options import Debug
 
 if TYPE_CHECKING:
     from ..config import BenchConfig
@@ -44,10 +45,8 @@ def serve_options(flags: dict[str, Any], section: dict[str, Any], config_file: P
     try:
         return ServeOptions.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].replace("Value error, ", "")
-        if err["type"] == "extra_forbidden":
+        kind, where, msg, _ = first_error(e)
+        if kind == "extra_forbidden":
             raise UsageError(f"--config {config_file}: unknown serve setting '{where}': see inferperf serve --help") from None
         flag = f"--{where.replace('_', '-')}" if where in flags and flags[where] is not None else f"serve.{where}"
         raise UsageError(f"{flag}: {msg}" if where else msg) from None
@@ -122,7 +121,7 @@ def serve_command(
                                                                 " (tests and demos; see docs/generate.md) instead of a model")] = False,
     mock_profile: Annotated[Optional[Path], Opt(help="--mock-generate: its latency model (YAML/JSON of MockProfile keys)")] = None,
     mock_log: Annotated[Optional[Path], Opt(help="--mock-generate: append the mock's true send times here (JSON lines)")] = None,
-    debug: Annotated[bool, Opt("--debug", help="show tracebacks")] = False,
+    debug: Debug = False,
 ) -> int:
     """Serve MODEL (or every model of --model-repository) over KServe v2 REST (gRPC is out of scope) with
     Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import GateFailed, InferperfError, Interrupted, MeasurementError, UsageError
+from ..errors import GateFailed, InferperfError, Interrupted, MeasurementError, UsageError, first_error
 from ..interrupt import STOP, cooperative
 from ..measure.speedup import sig
 from ..results.model import Result
@@ -32,9 +32,7 @@ def load_config(flags: dict[str, Any]) -> LoadConfig:
     try:
         return LoadConfig.model_validate({k: v for k, v in flags.items() if v is not None})
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
-        msg = err["msg"].replace("Value error, ", "")
+        _, where, msg, _ = first_error(e, indices=False)
         flag = f"--{where.replace('_', '-')}: " if where and not msg.startswith("--") else ""
         raise UsageError(f"{flag}{msg}") from None
 

@@ -200,11 +200,6 @@ class _Coordinator:
                 self.closed = True
 
     # -- fake clock ---------------------------------------------------------------------------------------
-    def _take(self, report: tuple) -> None:
-        seq, s, w, rec, taken, call = report
-        self.workers.busy -= 1
-        heapq.heappush(self.pending, (call.end_ns, seq, s, w, rec, taken, call))
-
     def _advance(self) -> None:
         """Every busy worker answers first (the clock does not move meanwhile), then the clock moves to the
         earliest of their calls' ends and the next timer."""

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..config import load_mapping
-from ..errors import UsageError
+from ..errors import UsageError, first_error
 from ..measure.staged import resolve_callable
 
 QueuePolicy = Literal["block", "reject"]
@@ -116,10 +116,8 @@ class PipelineSpec(_Spec):
 
 
 def _first_error(e: ValidationError, where: str) -> str:
-    err = e.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"])
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
+    kind, loc, msg, _ = first_error(e)
+    if kind == "extra_forbidden":
         msg = "unknown field: check its spelling (see docs/pipeline.md)"
     return f"{where}: {loc}: {msg}"
 

@@ -223,20 +223,31 @@ def thread_scaling(groups: list[list[Point]], prefix: str) -> list[Chart]:
     return charts
 
 
+def _rate_and_latency(groups: list[tuple[str, list[Point]]], x: Any, rate: Any, rate_ci: Any, lat: Any,
+                      names: tuple[str, str]) -> list[dict[str, Any]]:
+    """Two traces a group: a rate with its 95 % CI bars (left axis, solid) and a latency (right axis, dotted).
+
+    ``x``, ``rate``, ``rate_ci`` and ``lat`` map a Point to its x value, rate, rate CI and latency (ms);
+    ``names`` are the two traces' name suffixes.
+    """
+    data = []
+    for k, (name, g) in enumerate(groups):
+        c = PALETTE[k % len(PALETTE)]
+        xs, ys = [x(p) for p in g], [rate(p) for p in g]
+        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: {names[0]}", "x": xs, "y": ys,
+                     "error_y": _errorbars(ys, [rate_ci(p) for p in g]), "marker": {"color": c}, "line": {"color": c}})
+        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: {names[1]}", "x": xs,
+                     "y": [lat(p) for p in g], "yaxis": "y2", "marker": {"color": c, "symbol": "square"},
+                     "line": {"color": c, "dash": "dot"}})
+    return data
+
+
 def batch_scaling(groups: list[tuple[str, list[Point]]], prefix: str) -> list[Chart]:
     """Samples/s and per-sample p50 latency vs batch size."""
     if not groups:
         return []
-    data = []
-    for k, (name, g) in enumerate(groups):
-        c = PALETTE[k % len(PALETTE)]
-        b = [p.batch for p in g]
-        sps = [p.sps for p in g]
-        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: samples/s", "x": b, "y": sps,
-                     "error_y": _errorbars(sps, [p.sps_ci for p in g]), "marker": {"color": c}, "line": {"color": c}})
-        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: p50 ms per sample", "x": b,
-                     "y": [p.p50_ms / p.batch for p in g], "yaxis": "y2", "marker": {"color": c, "symbol": "square"},
-                     "line": {"color": c, "dash": "dot"}})
+    data = _rate_and_latency(groups, lambda p: p.batch, lambda p: p.sps, lambda p: p.sps_ci,
+                             lambda p: p.p50_ms / p.batch, ("samples/s", "p50 ms per sample"))
     lay = _layout("Throughput and per-sample latency vs batch size", {"title": {"text": "batch size"}, "type": "log"},
                   {"title": {"text": "samples/s"}, "rangemode": "tozero"})
     lay["yaxis2"] = {"title": {"text": "p50 ms per sample"}, "overlaying": "y", "side": "right", "rangemode": "tozero"}
@@ -266,16 +277,8 @@ def concurrency_scaling(groups: list[tuple[str, list[Point]]], prefix: str) -> l
     """Queries/s (with CI) and p99 vs closed-loop streams."""
     if not groups:
         return []
-    data = []
-    for k, (name, g) in enumerate(groups):
-        c = PALETTE[k % len(PALETTE)]
-        n = [p.concurrency for p in g]
-        q = [p.qps for p in g]
-        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: queries/s", "x": n, "y": q,
-                     "error_y": _errorbars(q, [p.qps_ci for p in g]), "marker": {"color": c}, "line": {"color": c}})
-        data.append({"type": "scatter", "mode": "markers+lines", "name": f"{name}: p99 ms", "x": n,
-                     "y": [p.p99_ms for p in g], "yaxis": "y2", "marker": {"color": c, "symbol": "square"},
-                     "line": {"color": c, "dash": "dot"}})
+    data = _rate_and_latency(groups, lambda p: p.concurrency, lambda p: p.qps, lambda p: p.qps_ci,
+                             lambda p: p.p99_ms, ("queries/s", "p99 ms"))
     lay = _layout("Throughput and p99 vs concurrency", {"title": {"text": "streams (--concurrency)"}, "dtick": 1},
                   {"title": {"text": "queries/s"}, "rangemode": "tozero"})
     lay["yaxis2"] = {"title": {"text": "p99 ms"}, "overlaying": "y", "side": "right", "rangemode": "tozero"}

@@ -33,13 +33,18 @@ def _acc_text(acc: dict[str, Any] | None) -> str:
     return "; ".join(parts) or "-"
 
 
-def precision(entries: list[Entry], start: int = 0) -> tuple[list[dict[str, Any]], list[Chart]]:
-    """One block per optimize run: variant rows, the recommendation, the summary line, a speed-up chart."""
+def _by_source(entries: list[Entry]) -> dict[str, list[Entry]]:
+    """Entries grouped by the file or folder they came from (one optimize run or runtime comparison each)."""
     groups: dict[str, list[Entry]] = {}
     for e in entries:
         groups.setdefault(e.source, []).append(e)
+    return groups
+
+
+def precision(entries: list[Entry], start: int = 0) -> tuple[list[dict[str, Any]], list[Chart]]:
+    """One block per optimize run: variant rows, the recommendation, the summary line, a speed-up chart."""
     blocks, charts = [], []
-    for k, (src, es) in enumerate(groups.items()):
+    for k, (src, es) in enumerate(_by_source(entries).items()):
         ref = next((e.result for e in es if e.result.model.variant == "fp32"), None)
         anchor = ref or es[0].result
         model = anchor.model.zoo_name or Path(anchor.model.path).stem
@@ -96,11 +101,8 @@ def precision(entries: list[Entry], start: int = 0) -> tuple[list[dict[str, Any]
 
 def runtimes(entries: list[Entry], start: int = 0) -> tuple[list[dict[str, Any]], list[Chart]]:
     """One block per runtime comparison: backend rows against the reference, sentences, a chart."""
-    groups: dict[str, list[Entry]] = {}
-    for e in entries:
-        groups.setdefault(e.source, []).append(e)
     blocks, charts = [], []
-    for k, (src, es) in enumerate(groups.items()):
+    for k, (src, es) in enumerate(_by_source(entries).items()):
         comp = es[0].result.run.get("comparison") or {}
         ref_name = comp.get("reference", es[0].result.config.backend)
         order = comp.get("backends") or [e.result.config.backend for e in es]

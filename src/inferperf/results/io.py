@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ..errors import UsageError
+from ..errors import UsageError, first_error
 from ..fsutil import atomic_open, atomic_write_text
 from ..stats import latency_summary
 from .model import SCHEMA_VERSION, LatencySummary, Result
@@ -140,9 +140,8 @@ def load(path: str | Path, recompute: bool = True) -> Result:
     try:
         result = Result.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise UsageError(f"'{p}' is not a valid Result: {where}: {err['msg']}") from None
+        _, where, msg, _ = first_error(e)
+        raise UsageError(f"'{p}' is not a valid Result: {where}: {msg}") from None
     if recompute and result.samples.latency_ns:
         method = result.metrics.latency_ms.percentile_method
         result.metrics.latency_ms = LatencySummary(**latency_summary(result.samples.latency_ns, method))

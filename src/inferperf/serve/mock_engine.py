@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import load_mapping
-from ..errors import UsageError
+from ..errors import UsageError, first_error
 
 #: the mock's words (one token each).
 VOCABULARY = ("alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar papa"
@@ -81,9 +81,8 @@ def load_profile(path: Path | None, **overrides: Any) -> MockProfile:
     try:
         return MockProfile.model_validate(doc)
     except Exception as e:  # pydantic.ValidationError
-        err = e.errors()[0]  # type: ignore[attr-defined]
-        where = ".".join(str(x) for x in err["loc"])
-        raise UsageError(f"--mock-profile {path}: '{where}': {err['msg']}") from None
+        _, where, msg, _ = first_error(e)
+        raise UsageError(f"--mock-profile {path}: '{where}': {msg}") from None
 
 
 class Sequence:

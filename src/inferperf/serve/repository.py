@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config import BenchConfig
-from ..errors import UsageError
+from ..errors import UsageError, first_error
 from .paths import confined
 from .options import ServeOptions
 from .triton_config import TensorConfig, TritonConfigError
@@ -125,9 +125,8 @@ def _settings(doc: Any, where: Path) -> tuple[BenchConfig, ServeOptions]:
     try:
         return BenchConfig.model_validate(doc), ServeOptions.model_validate(serve)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise UsageError(f"{where}: {loc}: {err['msg'].replace('Value error, ', '')}") from None
+        _, loc, msg, _ = first_error(e)
+        raise UsageError(f"{where}: {loc}: {msg}") from None
 
 
 def _inferperf_model(root: Path, name: str, folder: Path) -> RepositoryModel:
@@ -176,7 +175,7 @@ def _triton_model(root: Path, name: str, folder: Path) -> RepositoryModel:
     try:
         serve = ServeOptions.model_validate(tc.serve)
     except ValidationError as e:
-        raise UsageError(f"{where}: {e.errors()[0]['msg'].replace('Value error, ', '')}") from None
+        raise UsageError(f"{where}: {first_error(e)[2]}") from None
     warnings = [f"{where}: inferperf ignores {', '.join(tc.ignored)}"] if tc.ignored else []
     return RepositoryModel(name, "triton", versions, BenchConfig(), serve, warnings, (tc.inputs, tc.outputs), folder)
 

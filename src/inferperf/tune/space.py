@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..config import BenchConfig, canonical_backend, load_mapping
-from ..errors import UsageError
+from ..errors import UsageError, first_error
 from ..results.model import SystemInfo
 from ..sweep.space import RuntimeAxes
 
@@ -200,12 +200,11 @@ def validate_space(doc: dict[str, Any], source: str) -> TuneSpace:
     try:
         return TuneSpace.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
-        if err["type"] == "extra_forbidden":
+        kind, where, msg, got = first_error(e, indices=False)
+        if kind == "extra_forbidden":
             known = ", ".join(k for k in TuneSpace.model_fields)
             raise UsageError(f"{source}: unknown axis '{where}': use one of {known} (format: {SPACE_DOC})") from None
-        raise UsageError(f"{source}: {where}: {err['msg'].replace('Value error, ', '')} (got {err.get('input')!r};"
+        raise UsageError(f"{source}: {where}: {msg} (got {got!r};"
                          f" format: {SPACE_DOC})") from None
 
 
@@ -277,8 +276,7 @@ def apply(base: BenchConfig, params: dict[str, Any]) -> BenchConfig:
     try:
         return BenchConfig.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise UsageError(f"tune configuration {params}: {err['msg'].replace('Value error, ', '')}") from None
+        raise UsageError(f"tune configuration {params}: {first_error(e)[2]}") from None
 
 
 def load_variants(folder: Path) -> dict[str, str]:
