@@ -63,15 +63,9 @@ _LIGHT_NOTE = "constant weights: for speed only"
 _ONNX_PIP = "pip install onnx"
 _RAPIDOCR_PIP = "pip install --no-deps rapidocr-onnxruntime"
 
-# name -> file stem under onnx/backend/test/data/light (light_<stem>.onnx)
+# name -> file stem under onnx/backend/test/data/light (light_<stem>.onnx): the name itself but for alexnet
 _LIGHT_FILES: dict[str, str] = {
-    "resnet50": "resnet50",
-    "densenet121": "densenet121",
-    "squeezenet": "squeezenet",
-    "shufflenet": "shufflenet",
-    "inception_v1": "inception_v1",
-    "inception_v2": "inception_v2",
-    "vgg19": "vgg19",
+    **{n: n for n in ("resnet50", "densenet121", "squeezenet", "shufflenet", "inception_v1", "inception_v2", "vgg19")},
     "alexnet": "bvlc_alexnet",
     "zfnet512": "zfnet512",
 }

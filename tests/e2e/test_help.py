@@ -79,17 +79,16 @@ def test_session_and_workload_flags_are_declared_once() -> None:
     def help_of(alias: object) -> str:
         return typing.get_args(alias)[1].help
 
+    flag_of = {"Backend": "backend", "IntraOpThreads": "intra_op_num_threads",
+               "InterOpThreads": "inter_op_num_threads", "ExecutionMode": "execution_mode",
+               "GraphOptimizationLevel": "graph_optimization_level", "Providers": "providers",
+               "SessionConfig": "session_config", "Shape": "shape", "Dim": "dim", "BatchSize": "batch_size",
+               "InputData": "input_data", "Concurrency": "concurrency", "SessionMode": "session_mode"}
     shared: dict[str, set[str]] = {}
     for alias_name in dir(options):
         alias = getattr(options, alias_name)
-        if typing.get_origin(alias) is typing.Annotated:
-            flag = {"Backend": "backend", "IntraOpThreads": "intra_op_num_threads",
-                    "InterOpThreads": "inter_op_num_threads", "ExecutionMode": "execution_mode",
-                    "GraphOptimizationLevel": "graph_optimization_level", "Providers": "providers",
-                    "SessionConfig": "session_config", "Shape": "shape", "Dim": "dim", "BatchSize": "batch_size",
-                    "InputData": "input_data", "Concurrency": "concurrency",
-                    "SessionMode": "session_mode"}[alias_name.removesuffix("Axis")]
-            shared.setdefault(flag, set()).add(help_of(alias))
+        if typing.get_origin(alias) is typing.Annotated and alias_name.removesuffix("Axis") in flag_of:
+            shared.setdefault(flag_of[alias_name.removesuffix("Axis")], set()).add(help_of(alias))
     exempt = {("bench", "backend"), ("sweep", "shape"), ("sweep", "dim"), ("tune", "session_config"),
               ("serve", "input_data"),  # serve's --input-data feeds the warm-up (and BYTES inputs)
               ("bench", "concurrency"), ("bench", "session_mode")}  # one value: bench's own scenario flags

@@ -17,27 +17,19 @@ from ..results.model import Result
 from . import app
 from .history import HistoryOpt, record
 from .outputs import check_writable, output_path
-from .options import (BatchSize, Dim, ExecutionMode, GraphOptimizationLevel, InputData, InterOpThreads,
-    IntraOpThreads, Providers, SessionConfig, Shape, build_config, config_flags)
+from .options import (BatchSize, Debug, Dim, DurationS, FailOnInvalid, InputData, Iterations, JsonOut, MaxDurationS,
+    Shape, Warmup, build_config, config_flags, with_session_flags)
 from .render import live_progress, print_result
-from .options import Debug, DurationS, FailOnInvalid, Iterations, JsonOut, MaxDurationS, Warmup
 
 Opt = typer.Option
 
 
 @app.command("bench")
+@with_session_flags
 def bench_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file or zoo:NAME (default zoo:resnet50)")] = None,
     backend: Annotated[Optional[str], Opt(help="onnxruntime | openvino | torch | null (scripted latency, runs no model);"
                                               " a comma list compares runtimes (NAME=MODEL gives one its own model)")] = None,
-    intra_op_num_threads: IntraOpThreads = None,
-    inter_op_num_threads: InterOpThreads = None,
-    execution_mode: ExecutionMode = None,
-    graph_optimization_level: GraphOptimizationLevel = None,
-    providers: Providers = None,
-    disable_mem_pattern: Annotated[bool, Opt("--disable-mem-pattern", help="enable_mem_pattern=False")] = False,
-    disable_cpu_mem_arena: Annotated[bool, Opt("--disable-cpu-mem-arena", help="enable_cpu_mem_arena=False")] = False,
-    session_config: SessionConfig = None,
     shape: Shape = None,
     dim: Dim = None,
     batch_size: BatchSize = None,
@@ -80,13 +72,14 @@ def bench_command(
                                                  " (a generator)")] = None,
     history: HistoryOpt = None,
     debug: Debug = False,
+    **session: Any,
 ) -> int:
     """Measure latency percentiles, throughput and cold start of MODEL (SingleStream by default;
     Concurrent with --concurrency N; Offline with --scenario offline --batch-size N)."""
     from ..measure.spec import BenchSpec, gate_message
 
     compare = backend is not None and "," in backend  # each runtime of a comparison is set per case
-    flags = config_flags(locals(), **_parsed(cpus, null_latency_ms), **({"backend": None} if compare else {}))
+    flags = config_flags({**locals(), **session}, **_parsed(cpus, null_latency_ms), **({"backend": None} if compare else {}))
     cfg = build_config(flags, config)
     spec = BenchSpec(DEFAULT_MODEL if model is None else model, cfg, soak_s, backend, ab, pre, post, pre_input,
                      bool(history), fail_on_leak, fail_on_invalid).check()

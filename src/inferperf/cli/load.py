@@ -32,8 +32,8 @@ from ..loadgen.spec import load_config
 from . import app
 from .history import HistoryOpt, record_written, stamps
 from .load_lines import LoadConsole, hard_stop_line, kept_line
-from .outputs import check_writable, output_path
 from .options import Debug
+from .outputs import check_writable, output_path
 
 Opt = typer.Option
 

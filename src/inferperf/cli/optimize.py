@@ -13,8 +13,8 @@ from rich.table import Table
 
 from ..errors import GateFailed, UsageError
 from . import app
-from .options import BatchSize, Dim, IntraOpThreads, Shape, build_config, config_flags
-from .options import Debug, DurationS, Iterations, MaxDurationS, Warmup
+from .options import (BatchSize, Debug, Dim, DurationS, IntraOpThreads, Iterations, MaxDurationS, Shape, Warmup,
+    build_config, config_flags)
 
 Opt = typer.Option
 

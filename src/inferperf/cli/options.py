@@ -9,11 +9,12 @@ for the commands that measure one configuration (bench, serve, optimize, profile
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from pydantic import ValidationError
@@ -40,6 +41,45 @@ Dim = Annotated[Optional[list[str]], _Opt(help="symbolic dims by name, everywher
                                                " repeatable")]
 BatchSize = Annotated[Optional[int], _Opt(help="leading symbolic dim (rows per query); default 1")]
 InputData = Annotated[Optional[Path], _Opt(help="inputs: .npz keyed by input name, or .npy for a one-input model")]
+
+
+#: the ORT session flags of the commands that run one configuration in-process and serve it (bench, serve),
+#: declared once: :func:`with_session_flags` adds them to a command
+SESSION_FLAGS: dict[str, tuple[Any, Any]] = {
+    "intra_op_num_threads": (IntraOpThreads, None), "inter_op_num_threads": (InterOpThreads, None),
+    "execution_mode": (ExecutionMode, None), "graph_optimization_level": (GraphOptimizationLevel, None),
+    "providers": (Providers, None),
+    "disable_mem_pattern": (Annotated[bool, _Opt("--disable-mem-pattern", help="enable_mem_pattern=False")], False),
+    "disable_cpu_mem_arena": (Annotated[bool, _Opt("--disable-cpu-mem-arena", help="enable_cpu_mem_arena=False")], False),
+    "session_config": (SessionConfig, None),
+}
+
+
+def with_session_flags(command: Callable[..., int]) -> Callable[..., int]:
+    """Give ``command`` the flags of :data:`SESSION_FLAGS` in place of its ``**session`` parameter.
+
+    typer builds a command's options from ``inspect.signature(command, eval_str=True)`` and
+    ``typing.get_type_hints(command)`` (typer/utils.py ``get_params_from_function``), so this sets
+    ``__signature__`` (the command's own parameters, evaluated, then the session flags, keyword-only, with
+    their defaults) and ``__annotations__``. The command receives the flags in ``session`` (name -> value; None
+    or False when not given), for :func:`config_flags`. Apply it under ``@app.command``.
+
+    Raises:
+        TypeError: ``command`` has no ``**session`` parameter, or already declares one of the flags.
+    """
+    sig = inspect.signature(command, eval_str=True)
+    own = list(sig.parameters.values())
+    if not own or own[-1].kind is not inspect.Parameter.VAR_KEYWORD or own[-1].name != "session":
+        raise TypeError(f"{command.__name__} needs a last parameter **session for with_session_flags")
+    clash = set(SESSION_FLAGS) & set(sig.parameters)
+    if clash:
+        raise TypeError(f"{command.__name__} declares {sorted(clash)} itself")
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=alias)
+             for name, (alias, default) in SESSION_FLAGS.items()]
+    command.__signature__ = sig.replace(parameters=own[:-1] + added)  # type: ignore[attr-defined]
+    command.__annotations__ = {**{p.name: p.annotation for p in own[:-1]}, **{p.name: p.annotation for p in added},
+                               "return": sig.return_annotation}
+    return command
 
 # the stop rule of each measured run (WarmupConfig / StopConfig) where the command measures single runs: bench, optimize
 Warmup = Annotated[Optional[int], _Opt(help="warm-up runs before each measured run (default 10)")]

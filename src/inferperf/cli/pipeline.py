@@ -13,8 +13,8 @@ from rich.console import Console
 from ..errors import GateFailed, Interrupted, UsageError
 from ..interrupt import STOP
 from . import app
-from .outputs import check_writable
 from .options import Debug, FailOnInvalid, JsonOut
+from .outputs import check_writable
 
 Opt = typer.Option
 

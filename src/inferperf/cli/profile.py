@@ -9,8 +9,7 @@ import typer
 
 from ..errors import UsageError
 from . import app
-from .options import Backend, GraphOptimizationLevel, IntraOpThreads, Shape, build_config
-from .options import Debug
+from .options import Backend, Debug, GraphOptimizationLevel, IntraOpThreads, Shape, build_config
 
 Opt = typer.Option
 

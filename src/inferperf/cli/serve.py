@@ -15,9 +15,7 @@ from ..errors import UsageError, first_error
 from ..results.io import save
 from . import app
 from .outputs import check_writable, output_path
-from .options import (Backend, Dim, ExecutionMode, GraphOptimizationLevel, InterOpThreads, IntraOpThreads, Providers,
-    SessionConfig, Shape, build_config, config_flags)
-from .options import Debug
+from .options import SESSION_FLAGS, Backend, Debug, Dim, Shape, build_config, config_flags, with_session_flags
 
 if TYPE_CHECKING:
     from ..config import BenchConfig
@@ -29,7 +27,7 @@ Opt = typer.Option
 #: (each of its models has its own model.yaml or config.pbtxt) and with --mock-generate (no model at all); given
 #: means not None, False, 0 or [].
 MODEL_PARAMS = ("model", "model_name", "max_batch_size", "dynamic_batching", "max_queue_delay_us",
-                "preferred_batch_size", "max_queue_size", "instance_count", "cpus", "backend", "intra_op_num_threads",
+                "preferred_batch_size", "max_queue_size", "instance_count", "cpus", "backend", *SESSION_FLAGS,
                 "shape", "dim", "config", "output", "json_nonfinite", "request_timeout_ms", "input_data")
 
 
@@ -53,6 +51,7 @@ def serve_options(flags: dict[str, Any], section: dict[str, Any], config_file: P
 
 
 @app.command("serve")
+@with_session_flags
 def serve_command(
     model: Annotated[Optional[str], typer.Argument(help="ONNX file or zoo:NAME (or --model-repository)")] = None,
     model_repository: Annotated[Optional[Path], Opt(help="serve every model of this folder: NAME/model.yaml + an ONNX"
@@ -87,12 +86,6 @@ def serve_command(
     json_nonfinite: Annotated[Optional[str], Opt(help="NaN/Inf in a JSON answer: error (default: 500, strict JSON)"
                                                        " | literal (NaN/Infinity tokens, as Triton writes them)")] = None,
     backend: Backend = None,
-    intra_op_num_threads: IntraOpThreads = None,
-    inter_op_num_threads: InterOpThreads = None,
-    execution_mode: ExecutionMode = None,
-    graph_optimization_level: GraphOptimizationLevel = None,
-    providers: Providers = None,
-    session_config: SessionConfig = None,
     shape: Shape = None,
     dim: Dim = None,
     seed: Annotated[Optional[int], Opt(help="seed of the warm-up inputs (default 0)")] = None,
@@ -122,6 +115,7 @@ def serve_command(
     mock_profile: Annotated[Optional[Path], Opt(help="--mock-generate: its latency model (YAML/JSON of MockProfile keys)")] = None,
     mock_log: Annotated[Optional[Path], Opt(help="--mock-generate: append the mock's true send times here (JSON lines)")] = None,
     debug: Debug = False,
+    **session: Any,
 ) -> int:
     """Serve MODEL (or every model of --model-repository) over KServe v2 REST (gRPC is out of scope) with
     Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
@@ -129,7 +123,7 @@ def serve_command(
     from ..serve.options import ListenOptions
     from ..serve.spec import RepositoryControl, ServeSpec, run_serve
 
-    params = dict(locals())
+    params = {**locals(), **session}
     given = [_flag(name) for name in MODEL_PARAMS if params[name] not in (None, False, [])]
     if mock_generate or mock_profile is not None or mock_log is not None:
         from .serve_mock import serve_mock
