@@ -55,10 +55,10 @@ def test_the_loop_cost_is_per_request_only_when_the_batches_do_not_differ() -> N
         split_loop_cost([_step(0, 0, 0.0)])
 
 
-def test_a_calibrated_loop_simulates_batching_off_options_as_the_replica_runs(tmp_path) -> None:  # noqa: ANN001
+def test_a_calibrated_loop_simulates_options_as_the_replica_runs(tmp_path) -> None:  # noqa: ANN001
     """A 1-core candidate of 1 ms calls with a calibrated loop of 0.3 ms a request (0.1 of it after the call):
     batching off carries 1 / 1.3 ms = 769/s, not the calls' 1,000/s, and is simulated with the loop and the call
-    sharing the core; batching on keeps the batcher's engine; an uncalibrated server time changes nothing."""
+    sharing the core; batching on too, at full batches (1 / (0.3 + 1.6 / 4) ms); an uncalibrated server time changes nothing."""
     from pathlib import Path
 
     from inferperf.analysis.candidates import Overhead, candidates
@@ -73,12 +73,16 @@ def test_a_calibrated_loop_simulates_batching_off_options_as_the_replica_runs(tm
     cal = calibrated_overhead({"loop": {"per_request_ms": 0.3}, "encode_ms": 0.1}, "cal.json")
     assert cal.calibrated and cal.mean_ms == 0.3 and cal.loop_out_ms == 0.1 and cal.model.base_ns == 200_000
     sim = Simulator(PlanOptions(100.0, 50.0, requests=4000), cal)
-    assert sim.as_it_runs(off) and not sim.as_it_runs(on)
+    assert sim.as_it_runs(off) and sim.as_it_runs(on)
     mean_call_ms = off.candidate.service.mean_ns(1) / 1e6
     assert sim.replica_capacity_per_s(off) == pytest.approx(1e3 / (0.3 + mean_call_ms))
     p = sim.predict(off, 600.0, 1)
     assert sim.last["engine"] == "shared cores" and p.latency_ms["p50"] > mean_call_ms + 0.3
+    # batching on (issue 39): full batches of 4 at the mean 4-row call, the loop's 0.3 ms per request beside them
+    mean_4_ms = on.candidate.service.mean_ns(4) / 1e6
+    assert on.policy.max_batch_size == 4
+    assert sim.replica_capacity_per_s(on) == pytest.approx(1e3 / (0.3 + mean_4_ms / 4))
     sim.predict(on, 600.0, 1)
-    assert sim.last["engine"] != "shared cores"
+    assert sim.last["engine"] == "shared cores"
     plain = Simulator(PlanOptions(100.0, 50.0), Overhead(cal.model, 0.3, ["serve.json"]))
     assert not plain.as_it_runs(off)

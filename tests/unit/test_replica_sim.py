@@ -98,3 +98,48 @@ def test_a_call_measured_beside_other_instances_on_fewer_cores_is_simulated_as_i
     # enough cores for every thread: the measured call is its work alone
     wide = SimpleNamespace(cores=2, instances=2, threads=1, service=Deterministic(8e6))
     assert alone_factor(wide) == 1.0 and option_capacity_per_s(wide, loop) == pytest.approx(1e3 / 9.0 * 2)
+
+
+@pytest.mark.parametrize(("instances", "delay_us", "preferred"), [(1, 0, ()), (1, 500, ()), (2, 1000, (2, 4)),
+                                                                   (3, 200, ())])
+def test_batching_on_forms_the_batches_the_server_forms(instances: int, delay_us: int, preferred: tuple) -> None:
+    """Batching on (issue 39: it had kept the old structure). With no loop and a core for every thread the replica
+    is the events engine's queue exactly: the same batches (the server's own decide, delay deadlines included),
+    the same calls (the same service stream), request for request."""
+    from inferperf.analysis.serving_sim import Setup, simulate
+    from inferperf.policy.batching import BatchPolicy
+
+    policy = BatchPolicy(max_batch_size=4, dynamic=True, max_queue_delay_ns=delay_us * 1000,
+                         preferred_batch_sizes=preferred)
+    service = Exponential(1.5e6)
+    arr = _poisson(900 * instances, 6000, 11)
+    run, _ = simulate_replica(arr, Replica(cores=8, instances=instances, loop_in=None), service, seed=5, policy=policy)
+    ref = simulate(arr, Setup(policy, replicas=1, instances=instances), service, seed=5, method="events")
+    assert run.batch_requests.max() > 1  # batches did form
+    np.testing.assert_array_equal(run.dispatch_ns, ref.dispatch_ns)
+    np.testing.assert_array_equal(run.done_ns, ref.done_ns)
+    np.testing.assert_array_equal(run.batch_rows, ref.batch_rows)
+    np.testing.assert_array_equal(run.batching_ns, ref.batching_ns)
+    np.testing.assert_array_equal(np.sort(run.batch_size_rows), np.sort(ref.batch_size_rows))
+
+
+def test_batching_on_shares_the_core_with_the_loop() -> None:
+    """One core, loop 0.2 ms in + 0.1 ms out a request, batches of up to 4 at 0.4 ms + 0.3 ms a row: the work is
+    conserved (the cores' busy time is the loop's work plus every call's, U = X x D per call), and the ceiling
+    follows from the loop plus the call's share per request, 1 / (0.3 + 1.6 / 4) ms = 1,429/s at full batches, not
+    the calls' 2,500/s: at 1,300/s the replica keeps up, at 1,700/s it answers at the ceiling."""
+    from inferperf.policy.batching import BatchPolicy
+
+    policy = BatchPolicy(max_batch_size=4, dynamic=True, max_queue_delay_ns=0)
+    rep = Replica(cores=1, instances=1, loop_in=Deterministic(0.2e6), loop_out=Deterministic(0.1e6))
+    service = Deterministic(400_000, 300_000)
+    run, busy = simulate_replica(_poisson(1300, 20_000, 2), rep, service, seed=2, policy=policy)
+    calls = sum(0.4e6 + 0.3e6 * k for k in run.batch_size_rows)
+    assert busy["loop"] == pytest.approx(0.3e6 * len(run.arrival_ns), rel=1e-6)
+    assert busy["instances"] == pytest.approx(calls, rel=1e-6)
+    assert busy["cores"] == pytest.approx(busy["loop"] + busy["instances"], rel=1e-6)  # one core: never idle-shared
+    lag = run.done_ns - run.arrival_ns
+    assert lag[-2000:].mean() < 3 * lag[2000:4000].mean() and run.batch_requests.mean() > 1.5
+    over, _ = simulate_replica(_poisson(1700, 20_000, 2), rep, service, seed=2, policy=policy)
+    assert len(over.arrival_ns) / (over.done_ns.max() / 1e9) == pytest.approx(1e3 / 0.7, rel=0.01)  # the ceiling
+    assert over.batch_requests.mean() > 3.99  # overloaded, every batch is full

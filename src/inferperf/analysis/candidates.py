@@ -106,7 +106,7 @@ class Overhead:
 
     ``calibrated``: measured as the event loop's CPU time under load (:mod:`inferperf.plan.calibrate`): ``model``
     is then the loop's part before the batcher and ``loop_out_ms`` its part after the call (``mean_ms`` both),
-    and batching-off options of one replica are simulated as the replica runs
+    and options of one replica are simulated as the replica runs
     (:mod:`inferperf.analysis.replica_sim`: the loop and the instances sharing the replica's cores)."""
 
     model: Deterministic

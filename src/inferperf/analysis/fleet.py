@@ -175,9 +175,9 @@ class Simulator:
                        if opts.balancer == "random" else f"joint simulation of the replicas ({opts.balancer})")
 
     def as_it_runs(self, opt: Option) -> bool:
-        """Whether ``opt`` is simulated as the replica runs (:mod:`.replica_sim`): a calibrated loop, batching
-        off, one replica standing for all (random routing)."""
-        return self.calibrated is not None and not opt.policy.dynamic and self.opts.balancer == "random"
+        """Whether ``opt`` is simulated as the replica runs (:mod:`.replica_sim`): a calibrated loop, one replica
+        standing for all (random routing); batching off or on."""
+        return self.calibrated is not None and self.opts.balancer == "random"
 
     def utilisation(self, opt: Option, rate_per_s: float, replicas: int) -> float:
         """Offered load on one replica by mean times: rate / R over the replica's capacity (its instances', or its
@@ -190,7 +190,7 @@ class Simulator:
         if self.as_it_runs(opt):
             from .replica_sim import option_capacity_per_s
 
-            return option_capacity_per_s(opt.candidate, self.calibrated)
+            return option_capacity_per_s(opt.candidate, self.calibrated, opt.policy)
         cap = capacity_per_s(opt)
         return min(cap, 1000.0 / self.overhead_ms) if self.overhead_ms else cap
 

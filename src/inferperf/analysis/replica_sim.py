@@ -1,8 +1,10 @@
 """One served replica as it runs on its own cores (issue 39 item 3): the event loop is a queue of its own, with
 each request's decode (and HTTP read) before the batcher and its encode (and write) after the model call, the
 instances are threads beside it in the same process, and the replica's cores are shared among whatever threads
-are runnable. Batching off: each request is one model call (the server's batcher with ``dynamic`` off hands
-each request to the first free instance, in arrival order). Pure and seeded; no clock.
+are runnable. Batching off, each request is one model call (the server's batcher with ``dynamic`` off hands
+each request to the first free instance, in arrival order); batching on, the server's own
+:func:`~inferperf.policy.batching.decide` forms the batches from the requests the loop has handed over, at the
+times the server would call it. Pure and seeded; no clock.
 
 Mechanisms:
 
@@ -10,8 +12,8 @@ Mechanisms:
   request's "in" part (``loop_in``: read, decode, hand to the batcher) on arrival, its "out" part (``loop_out``:
   encode, write) when its model call ends. ``loop_out`` None: no out part (the answer leaves at the call's end).
 - **Instances**: ``instances`` threads, each running one call at a time, fed from one FIFO queue (the batcher's).
-  A call's work is its time alone on its threads (``service``, drawn per call: the measured bench latency at one
-  row); an instance of ``threads_per_instance`` intra-op threads is that many runnable threads while it runs.
+  A call's work is its time alone on its threads (``service``, drawn per call at the call's rows: the measured
+  bench latency at that batch size); an instance of ``threads_per_instance`` intra-op threads is that many runnable threads while it runs.
 - **Shared cores** (egalitarian processor sharing among runnable OS threads, as Linux's CFS approximates for
   threads of equal weight over intervals longer than its slice): with ``W`` runnable threads on ``cores`` cores,
   each busy station progresses at ``min(1, cores / W)`` of its own speed. So a 1-core replica's ceiling follows
@@ -36,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
+from ..policy.batching import decide
 from .service_model import Deterministic, ServiceModel, ServiceStream, stream_seed
 from .serving_sim import Setup, SimRun
 
@@ -66,6 +69,17 @@ class Replica:
                              f"{self.threads_per_instance}: each must be >= 1")
 
 
+class _Queued:
+    """A request at the batcher, as :func:`~inferperf.policy.batching.decide` reads it (one row each)."""
+
+    __slots__ = ("arrival_ns", "idx")
+    rows = 1
+    key = None
+
+    def __init__(self, idx: int, arrival_ns: float) -> None:
+        self.idx, self.arrival_ns = idx, arrival_ns
+
+
 def _draws(model: ServiceModel | None, n: int, seed: int, stage: int) -> np.ndarray | None:
     return None if model is None else ServiceStream(model, stream_seed(seed, 0, stage)).take_ns(np.ones(n, np.int64))
 
@@ -75,14 +89,20 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
     """Simulate ``arrivals_ns`` (int ns from 0, sorted) through one replica until every request is answered.
 
     Args:
-        service: model-call time alone (ns) by rows (1 row each here). seed: seeds the three work streams
-            (calls: stage 0, loop in: 1, loop out: 2; :func:`~.service_model.stream_seed`). policy: recorded in
-            the returned run's setup (batching off is what is simulated).
+        service: model-call time alone (ns) by rows (a batch of ``k`` one-row requests has ``k`` rows). seed:
+            seeds the three work streams (calls: stage 0, loop in: 1, loop out: 2;
+            :func:`~.service_model.stream_seed`). policy: the batcher's
+            (:class:`~inferperf.policy.batching.BatchPolicy`); None or ``dynamic`` off: one call per request,
+            else the batches the server's own :func:`~inferperf.policy.batching.decide` forms, evaluated
+            whenever an instance is free and a request reaches the batcher, and at the oldest request's
+            ``max_queue_delay`` deadline. The loop's work is per request (the calibration's per-request CPU,
+            :func:`inferperf.plan.calibrate.split_loop_cost`, holds its batching work spread over the requests).
 
     Returns:
         (:class:`~.serving_sim.SimRun`: ``admit_ns`` when the loop handed the request to the batcher,
-        ``dispatch_ns`` its call's start, ``done_ns`` when its out part ended; one call per request), and busy
-        time in ns: ``{"cores", "loop", "instances", "span"}`` (``cores``: integral of the cores in use).
+        ``dispatch_ns`` its call's start, ``done_ns`` when its out part ended, one entry per model call in the
+        ``batch_*`` arrays), and busy time in ns: ``{"cores", "loop", "instances", "span"}`` (``cores``: integral
+        of the cores in use).
 
     Raises:
         UsageError: a bad replica, unsorted or negative arrivals.
@@ -92,36 +112,59 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
     if arr.size and (arr[0] < 0 or np.any(np.diff(arr) < 0)):
         raise UsageError("simulated arrivals must be non-negative and sorted ascending")
     n = arr.size
-    calls = ServiceStream(service, stream_seed(seed, 0, 0)).take_ns(np.ones(n, np.int64)).astype(float)
+    dynamic = policy is not None and getattr(policy, "dynamic", False)
+    calls = ServiceStream(service, stream_seed(seed, 0, 0))
     w_in, w_out = _draws(replica.loop_in, n, seed, 1), _draws(replica.loop_out, n, seed, 2)
-    admit, dispatch, call_end, done = (np.zeros(n) for _ in range(4))
+    admit, dispatch, done, batching, brows = (np.zeros(n) for _ in range(5))
+    batches: list[tuple[float, float, int, int]] = []  # (start, end, rows, requests) per model call
     loop_q: deque[tuple[int, int]] = deque()  # (request, 0 = in / 1 = out)
-    batch_q: deque[int] = deque()
+    batch_q: deque[_Queued] = deque()
     loop_job: list[Any] = [None, 0.0]  # (request, phase) and remaining work
-    inst: list[list[Any]] = [[None, 0.0] for _ in range(replica.instances)]
-    free = deque(range(replica.instances))
+    inst: list[list[Any]] = [[None, 0.0, 0.0] for _ in range(replica.instances)]  # (requests, work left, start)
+    free: deque[tuple[int, float]] = deque((k, 0.0) for k in range(replica.instances))  # (instance, free since)
     busy = {"cores": 0.0, "loop": 0.0, "instances": 0.0}
     t, i, answered = 0.0, 0, 0
+    timer = np.inf  # the oldest waiting request's max_queue_delay deadline (batching on)
     tpi, cores = replica.threads_per_instance, replica.cores
 
     def finish_in(r: int) -> None:
         admit[r] = t
-        batch_q.append(r)
+        batch_q.append(_Queued(r, t))
 
-    def finish_call(r: int) -> None:
-        call_end[r] = t
-        if w_out is None:
-            answer(r)
-        else:
-            loop_q.append((r, 1))
+    def finish_call(reqs: list[int]) -> None:
+        for r in reqs:
+            if w_out is None:
+                answer(r)
+            else:
+                loop_q.append((r, 1))
 
     def answer(r: int) -> None:
         nonlocal answered
         done[r] = t
         answered += 1
 
+    def dispatch_batches() -> bool:
+        nonlocal timer
+        started = False
+        timer = np.inf
+        while batch_q and free:
+            # a picosecond over t: a deadline reached in float arithmetic counts as reached
+            take, until = decide(batch_q, t + 1e-3, policy) if dynamic else (1, None)
+            if take == 0:
+                timer = float(until)
+                break
+            reqs = [batch_q.popleft().idx for _ in range(take)]
+            k, since = free.popleft()
+            for r in reqs:
+                dispatch[r] = t
+                batching[r] = t - max(admit[r], since)
+                brows[r] = take
+            inst[k][0], inst[k][1], inst[k][2] = reqs, float(calls.next_ns(take)), t
+            started = True
+        return started
+
     while answered < n:
-        # start what can start at t: the loop's next job, calls on free instances (zero-work jobs end at once)
+        # start what can start at t: the loop's next job, batches on free instances (zero-work jobs end at once)
         progressed = True
         while progressed:
             progressed = False
@@ -133,18 +176,14 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
                 else:
                     loop_job[0], loop_job[1] = (r, phase), float(work)
                 progressed = True
-            while batch_q and free:
-                r, k = batch_q.popleft(), free.popleft()
-                dispatch[r] = t
-                inst[k][0], inst[k][1] = r, calls[r]
-                progressed = True
+            progressed = dispatch_batches() or progressed
         running = [s for s in inst if s[0] is not None]
         width = (1 if loop_job[0] is not None else 0) + tpi * len(running)
         speed = 1.0 if width <= cores else cores / width
         next_done = min([s[1] for s in running] + ([loop_job[1]] if loop_job[0] is not None else []),
                         default=np.inf) / speed
         next_arr = arr[i] - t if i < n else np.inf
-        dt = max(0.0, min(next_done, next_arr))
+        dt = max(0.0, min(next_done, next_arr, timer - t))
         if not np.isfinite(dt):
             raise RuntimeError("replica simulation stalled")  # unreachable: every request has work queued
         busy["cores"] += min(width, cores) * dt
@@ -154,11 +193,11 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
         for s in running:
             s[1] -= dt * speed
             busy["instances"] += dt * speed * tpi
-        t += dt
+        t = timer if dt == timer - t else t + dt  # land on the deadline exactly (decide compares it)
         while i < n and arr[i] <= t + _EPS:
             if w_in is None:
                 admit[i] = arr[i]
-                batch_q.append(i)
+                batch_q.append(_Queued(i, float(arr[i])))
             else:
                 loop_q.append((i, 0))
             i += 1
@@ -167,33 +206,37 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
             (finish_in if phase == 0 else answer)(r)
         for k, s in enumerate(inst):
             if s[0] is not None and s[1] <= _EPS:
-                r, s[0] = s[0], None
-                free.append(k)
-                finish_call(r)
-    span = float(done.max() - arr[0]) if n else 0.0
-    busy["span"] = span
-    ints = [np.round(x).astype(np.int64) for x in (admit, dispatch, call_end, done)]
-    ones = np.ones(n, np.int64)
-    run = SimRun(arrival_ns=arr, replica=np.zeros(n, np.int32), admit_ns=ints[0], dispatch_ns=ints[1],
-                 done_ns=ints[3], batching_ns=np.zeros(n, np.int64), rejected=np.zeros(n, bool), batch_rows=ones,
-                 batch_start_ns=ints[1], batch_end_ns=ints[2], batch_size_rows=ones, batch_requests=ones,
-                 batch_replica=np.zeros(n, np.int32), setup=Setup(policy, 1, replica.instances),
-                 method="shared cores", seed=seed)
+                reqs, s[0] = s[0], None
+                batches.append((s[2], t, len(reqs), len(reqs)))
+                free.append((k, t))
+                finish_call(reqs)
+    busy["span"] = float(done.max() - arr[0]) if n else 0.0
+    b = np.array(batches, dtype=float).reshape(-1, 4)
+    b = b[np.argsort(b[:, 0], kind="stable")]  # calls in the order they started
+    as_int = lambda x: np.round(x).astype(np.int64)  # noqa: E731
+    nb = b.shape[0]
+    run = SimRun(arrival_ns=arr, replica=np.zeros(n, np.int32), admit_ns=as_int(admit), dispatch_ns=as_int(dispatch),
+                 done_ns=as_int(done), batching_ns=as_int(batching), rejected=np.zeros(n, bool),
+                 batch_rows=as_int(brows), batch_start_ns=as_int(b[:, 0]), batch_end_ns=as_int(b[:, 1]),
+                 batch_size_rows=as_int(b[:, 2]), batch_requests=as_int(b[:, 3]), batch_replica=np.zeros(nb, np.int32),
+                 setup=Setup(policy, 1, replica.instances), method="shared cores", seed=seed)
     return run, busy
 
 
 def replica_capacity_per_s(cores: int, instances: int, threads_per_instance: int, loop_ms: float,
-                           call_ms: float) -> float:
-    """Requests per s a batching-off replica carries at most: the least of its instances' (``instances /
-    call``), its event loop's (``1 / loop``) and its cores' (``cores / (loop + threads x call)``: every request
-    needs that much CPU). Times in ms.
+                           call_ms: float, rows: int = 1) -> float:
+    """Requests per s a replica carries at most with calls of ``rows`` one-row requests taking ``call_ms`` each
+    (batching off: ``rows`` 1): the least of its instances' (``instances x rows / call``), its event loop's
+    (``1 / loop``, the loop's work being per request) and its cores' (``cores / (loop + threads x call / rows)``:
+    every request needs that much CPU; the utilisation law U = X x D). Times in ms.
 
     Raises:
-        ValueError: a time that is not positive.
+        ValueError: a time that is not positive, or ``rows`` < 1.
     """
-    if not (loop_ms > 0 and call_ms > 0):
-        raise ValueError("replica capacity needs loop and call times > 0 ms")
-    return 1e3 * min(instances / call_ms, 1 / loop_ms, cores / (loop_ms + threads_per_instance * call_ms))
+    if not (loop_ms > 0 and call_ms > 0 and rows >= 1):
+        raise ValueError("replica capacity needs loop and call times > 0 ms and rows >= 1")
+    return 1e3 * min(instances * rows / call_ms, 1 / loop_ms,
+                     cores / (loop_ms + threads_per_instance * call_ms / rows))
 
 
 def alone_factor(candidate: Any) -> float:
@@ -247,11 +290,17 @@ def simulate_option(arrivals_ns: Any, opt: Any, calibrated: Any, service: Servic
                             seed=seed, policy=opt.policy)[0]
 
 
-def option_capacity_per_s(candidate: Any, calibrated: Any) -> float:
-    """:func:`replica_capacity_per_s` of a plan candidate with the calibrated loop (its calls' mean at one row, as
-    their work alone: :func:`alone_factor`)."""
-    return replica_capacity_per_s(candidate.cores, candidate.instances, candidate.threads, calibrated.mean_ms,
-                                  candidate.service.mean_ns(1) * alone_factor(candidate) / 1e6)
+def option_capacity_per_s(candidate: Any, calibrated: Any, policy: Any = None) -> float:
+    """:func:`replica_capacity_per_s` of a plan candidate with the calibrated loop, its calls' mean times taken as
+    their work alone (:func:`alone_factor`): at one row with batching off (``policy`` None or ``dynamic`` off),
+    else at the measured batch size up to ``policy.max_batch_size`` that gives the most (a saturated batcher
+    sends full batches)."""
+    dynamic = policy is not None and getattr(policy, "dynamic", False)
+    measured = getattr(candidate.service, "sizes", None) or range(1, policy.max_batch_size + 1) if dynamic else ()
+    sizes = [b for b in measured if b <= policy.max_batch_size] if dynamic else [1]
+    f = alone_factor(candidate)
+    return max(replica_capacity_per_s(candidate.cores, candidate.instances, candidate.threads, calibrated.mean_ms,
+                                      candidate.service.mean_ns(b) * f / 1e6, rows=b) for b in sizes or [1])
 
 
 __all__ = ["Replica", "Scaled", "alone_factor", "option_capacity_per_s", "replica_capacity_per_s", "simulate_option", "simulate_replica"]

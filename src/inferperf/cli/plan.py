@@ -165,8 +165,8 @@ def plan_command(
     validate_step_s: Annotated[float, Opt(help="--validate: measured seconds per load and round")] = 5.0,
     calibrate: Annotated[bool, Opt("--calibrate", help="serve one replica for real at two loads first and measure its "
                                                        "own cost (event loop and instance CPU per request, from "
-                                                       "/proc); batching-off options are then simulated as the "
-                                                       "replica runs (loop and instances sharing its cores)")] = False,
+                                                       "/proc); options are then simulated as the replica runs "
+                                                       "(loop, batcher and instances sharing its cores)")] = False,
     calibrate_step_s: Annotated[float, Opt(help="--calibrate: seconds per load")] = 5.0,
     fail_on_invalid: Annotated[bool, Opt("--fail-on-invalid", help="exit 3 when the plan is INVALID (its measured "
                                                                    "runs disagree, or validation found it wrong)")] = False,

@@ -285,7 +285,7 @@ def plan(model: str, opts: PlanOptions, out_dir: Path, from_paths: list[str] | N
         shapes: plan only Results of these input shapes (``--shape``; the leading dim is the rows), when
             ``--from`` holds several workloads.
         calibrate: ``{"step_s": s}`` to measure the served replica's own cost under load first (:func:`_calibrate`)
-            and simulate batching-off options as the replica runs (:mod:`inferperf.analysis.replica_sim`).
+            and simulate the options as the replica runs (:mod:`inferperf.analysis.replica_sim`).
 
     Raises:
         UsageError: bad options, ``out_dir`` an existing file, nothing to plan from, a mix of workloads, no
