@@ -91,18 +91,20 @@ class _Server:
                 self.proc.wait(timeout=10)
 
 
-def _start(model_path: Path, log: Path) -> _Server:
-    """Serve ``model_path`` with the done-when flags (see :func:`_launch`)."""
-    return _launch([str(model_path), "--model-name", MODEL, "--max-batch-size", "4", "--max-queue-delay-us", "2000",
+def _start(model_path: Path, log: Path, extra: tuple[str, ...] = ()) -> _Server:
+    """Serve ``model_path`` with the done-when flags and ``extra`` (see :func:`_launch`)."""
+    return _launch([*extra, str(model_path), "--model-name", MODEL, "--max-batch-size", "4", "--max-queue-delay-us", "2000",
                     "--instance-count", "2",  # done-when flags
                     "--shape", f"{_io(model_path)[0][0]}:1x{'x'.join(map(str, ROW_SHAPE))}",
                     "--json-nonfinite", "literal"], log)  # perf_analyzer's random FP32 bits give NaN outputs; Triton writes NaN tokens
 
 
 def _launch(args: list[str], log: Path) -> _Server:
-    """Start ``inferperf serve ARGS`` on a free port and wait for /v2/health/ready (deadline READY_DEADLINE_S)."""
+    """Start ``inferperf serve ARGS`` on a free port and wait for /v2/health/ready (deadline READY_DEADLINE_S); gRPC
+    off unless ARGS give ``--grpc-port`` (its default, port + 1, may be taken)."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "inferperf", "serve", *args, "--port", str(port)]
+    grpc = [] if "--grpc-port" in args else ["--no-grpc"]
+    cmd = [sys.executable, "-m", "inferperf", "serve", *args, *grpc, "--port", str(port)]
     out = log.open("w")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     server = _Server(proc, port, log)

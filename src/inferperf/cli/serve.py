@@ -68,6 +68,11 @@ def serve_command(
                                                                 " index and the others are served")] = False,
     host: Annotated[str, Opt(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, Opt(help="TCP port (0 = any free port)")] = 8000,
+    grpc_port: Annotated[Optional[int], Opt(help="KServe v2 / Triton gRPC port (default: --port + 1, i.e. 8001"
+                                                 " beside 8000; any free port with --port 0)")] = None,
+    no_grpc: Annotated[bool, Opt("--no-grpc", help="serve HTTP only")] = False,
+    grpc_max_message_bytes: Annotated[int, Opt(help="largest gRPC request message (default 0: --max-body-bytes +"
+                                                    " 64 KiB; gRPC's own default is 4 MiB)")] = 0,
     model_name: Annotated[Optional[str], Opt(help="name in the URLs (default: file stem or zoo name)")] = None,
     max_batch_size: Annotated[Optional[int], Opt(help="most rows one model call takes (Triton's meaning); 0 = no batch"
                                                       " dim; default: 4 when the leading dim is free, else 0")] = None,
@@ -117,8 +122,8 @@ def serve_command(
     debug: Debug = False,
     **session: Any,
 ) -> int:
-    """Serve MODEL (or every model of --model-repository) over KServe v2 REST (gRPC is out of scope) with
-    Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
+    """Serve MODEL (or every model of --model-repository) over KServe v2 REST and gRPC (Triton's
+    GRPCInferenceService, on --grpc-port) with Triton's extensions, dynamic batching, model instances and Prometheus metrics at /metrics. Stops
     gracefully on SIGTERM/SIGINT."""
     from ..serve.options import ListenOptions
     from ..serve.spec import RepositoryControl, ServeSpec, run_serve
@@ -136,7 +141,8 @@ def serve_command(
         host=host, port=port, grace_s=grace_s, request_receipt_timeout_s=request_receipt_timeout_s,
         timeout_keep_alive_s=timeout_keep_alive_s, limit_concurrency=limit_concurrency, api_key=api_key,
         metrics_auth=metrics_auth, access_log=access_log, loop=loop, http=http, metrics=not no_metrics,
-        model_name=model_name, warmup=warmup, result=output is not None, model_flags=given,
+        model_name=model_name, warmup=warmup, result=output is not None, model_flags=given, grpc=not no_grpc,
+        grpc_port=grpc_port, grpc_max_message_bytes=grpc_max_message_bytes,
     ).check(warn=_warn)  # the refusals, before any file is read or model loaded
     if model_repository is None:
         spec.cfg, spec.opts = _settings(params, config)

@@ -125,8 +125,10 @@ class ConnectionLimits(BaseModel):
 
 
 class ListenOptions(BaseModel):
-    """Where the server listens and how long it drains: ``host``, ``port`` (0..65535; 0 = any free port) and
-    ``grace_s`` (seconds readiness is 503 on SIGTERM/SIGINT before the server stops accepting; >= 0).
+    """Where the server listens and how long it drains: ``host``, ``port`` (0..65535; 0 = any free port),
+    ``grace_s`` (seconds readiness is 503 on SIGTERM/SIGINT before the server stops accepting; >= 0), ``grpc_port``
+    (gRPC's port, 0 = any free one, None = gRPC off) and ``grpc_max_message_bytes`` (0 = sized from the models'
+    body limit).
     :func:`inferperf.serve.server.start` and ``run_server`` check theirs with it.
 
     Raises:
@@ -138,11 +140,18 @@ class ListenOptions(BaseModel):
     host: str = "127.0.0.1"
     port: int = 0
     grace_s: float = 0.0
+    grpc_port: int | None = None
+    grpc_max_message_bytes: int = 0
 
     @model_validator(mode="after")
     def _ranges(self) -> ListenOptions:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--port {self.port} is not a TCP port: use 0..65535")
+        if self.grpc_port is not None and not 0 <= self.grpc_port <= 65535:
+            raise ValueError(f"--grpc-port {self.grpc_port} is not a TCP port: use 0..65535 (or --no-grpc)")
+        if not 0 <= self.grpc_max_message_bytes < 2**31:
+            raise ValueError(f"--grpc-max-message-bytes {self.grpc_max_message_bytes}: use 0 (sized from "
+                             "--max-body-bytes) up to 2147483647")
         if not self.grace_s >= 0:
             raise ValueError(f"--grace-s {self.grace_s:g}: use seconds >= 0")
         return self

@@ -278,6 +278,21 @@ def _json_data(name: str, arr: np.ndarray, nonfinite: str = "error") -> Any:
     return flat.astype(np.float32) if flat.dtype == np.float16 else flat  # orjson has no float16
 
 
+def answered(name: str, arr: np.ndarray, req: InferRequest) -> np.ndarray:
+    """Output ``name`` as ``req`` asked it: its top-K classes when it asked ``classification`` (Triton's
+    extension, :func:`~inferperf.serve.classification.top_k`), else ``arr`` itself.
+
+    Raises:
+        ProtocolError: 400 for an output whose dtype Triton does not classify.
+    """
+    if name not in req.classification:
+        return arr
+    try:
+        return top_k(arr, req.classification[name], req.labels.get(name), req.batched)
+    except ClassificationError as e:
+        raise ProtocolError(f"output '{name}': {e}") from None
+
+
 def encode_response(
     model_name: str, model_version: str, req: InferRequest, outputs: dict[str, np.ndarray],
     nonfinite: str = "error",
@@ -302,12 +317,7 @@ def encode_response(
     meta: list[dict[str, Any]] = []
     blobs: list[bytes | memoryview] = []
     for name in names:
-        arr = outputs[name]
-        if name in req.classification:
-            try:
-                arr = top_k(arr, req.classification[name], req.labels.get(name), req.batched)
-            except ClassificationError as e:
-                raise ProtocolError(f"output '{name}': {e}") from None
+        arr = answered(name, outputs[name], req)
         entry: dict[str, Any] = {"name": name, "datatype": datatype_of(arr), "shape": list(arr.shape)}
         if req.binary.get(name, req.binary_default):
             blob = binary_data(arr)

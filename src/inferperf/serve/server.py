@@ -92,6 +92,32 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def check_grpc_port(host: str, port: int) -> None:
+    """Refuse a gRPC port that is in use now (gRPC binds it later, on the server's loop; port 0 is always free).
+
+    Raises:
+        UsageError: the port is in use or cannot be bound (one line naming ``--grpc-port``).
+    """
+    if port == 0:
+        return
+    try:
+        bind_socket(host, port).close()
+    except UsageError:
+        raise UsageError(f"gRPC port {port} on {host} is already in use (or cannot be bound): pass --grpc-port N "
+                         "(0 = any free port) or --no-grpc") from None
+
+
+def _grpc_front(app: ServeApp, host: str, grpc_port: int | None, max_message_bytes: int) -> Any:
+    """A :class:`~inferperf.serve.grpc_service.GrpcFront` for ``app`` (its port checked), or None (``grpc_port``
+    None: gRPC off)."""
+    if grpc_port is None:
+        return None
+    check_grpc_port(host, grpc_port)
+    from .grpc_service import GrpcFront
+
+    return GrpcFront(app, host, grpc_port, max_message_bytes)
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server with inferperf's shutdown: readiness 503 first, a grace period, then uvicorn's drain.
 
@@ -100,19 +126,35 @@ class _Server(uvicorn.Server):
     """
 
     def __init__(self, config: uvicorn.Config, app: ServeApp, grace_s: float,
-                 on_started: Callable[[int], None] | None = None) -> None:  # fmt: skip
+                 on_started: Callable[[int], None] | None = None, grpc: Any = None) -> None:  # fmt: skip
         super().__init__(config)
         self.serve_app = app
         self.grace_s = grace_s
         self.on_started = on_started
+        self.grpc = grpc  # a GrpcFront (serve/grpc_service.py) started on this loop after uvicorn, or None
+        self.grpc_error: BaseException | None = None
+        self.all_started = False  # uvicorn's ``started`` turns True inside its startup, before gRPC is up
         self._exit_at: float | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         name_this_thread(LOOP_NAME)  # the event loop's thread, by name (measure/threads.py's roles)
         await super().startup(sockets)
+        if self.grpc is not None and not self.should_exit:
+            try:
+                await self.grpc.start()  # on uvicorn's loop, after the lifespan warmed the models
+            except RuntimeError as e:  # grpc could not bind (a port taken since the check in bind_free)
+                self.grpc_error = e
+                self.should_exit = True
+                return
         self.serve_app.metrics.start_window()
+        self.all_started = True
         if self.on_started is not None and sockets and not self.should_exit:
             self.on_started(sockets[0].getsockname()[1])
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.grpc is not None:  # new RPCs refused at once, running ones answered, before the models drain
+            await self.grpc.stop(grace_s=60.0)
+        await super().shutdown(sockets)
 
     def begin_shutdown(self) -> None:
         """Turn readiness 503 now; stop after ``grace_s`` (checked on uvicorn's 0.1 s tick)."""
@@ -148,7 +190,8 @@ class _Server(uvicorn.Server):
 
 @dataclass
 class ServerHandle:
-    """A running server: ``url`` (``http://host:port``), ``port``, ``app`` (:class:`ServeApp`), ``metrics``.
+    """A running server: ``url`` (``http://host:port``), ``port``, ``grpc_port``, ``app`` (:class:`ServeApp`),
+    ``metrics``.
 
     ``stop()`` shuts down gracefully (idempotent); ``begin_shutdown()`` only turns readiness 503 and
     starts the grace period.
@@ -160,6 +203,11 @@ class ServerHandle:
     server: _Server
     thread: threading.Thread | None = None
     errors: list[BaseException] = field(default_factory=list)
+
+    @property
+    def grpc_port(self) -> int | None:
+        """The gRPC port bound (``inference.GRPCInferenceService``), None when gRPC is off."""
+        return self.server.grpc.port if self.server.grpc is not None else None
 
     @property
     def url(self) -> str:
@@ -204,21 +252,31 @@ def _uvicorn_config(app: ServeApp, loop: str = "auto", http: str = "auto") -> uv
 
 
 def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float = 0.0,
-          ready_timeout_s: float = 30.0, loop: str = "auto", http: str = "auto") -> ServerHandle:  # fmt: skip
+          ready_timeout_s: float = 30.0, loop: str = "auto", http: str = "auto", grpc_port: int | None = None,
+          grpc_max_message_bytes: int = 0) -> ServerHandle:  # fmt: skip
     """Bind, start uvicorn in a thread and wait until it serves (deadline ``ready_timeout_s``).
 
-    ``loop`` / ``http``: uvicorn's event loop and HTTP parser (:func:`uvicorn_stack`).
+    ``loop`` / ``http``: uvicorn's event loop and HTTP parser (:func:`uvicorn_stack`). ``grpc_port``: also serve
+    KServe v2 / Triton gRPC there (0 = any free port: ``handle.grpc_port``; None = off);
+    ``grpc_max_message_bytes``: its request limit (0 = sized from the models' body limit;
+    :class:`~inferperf.serve.grpc_service.GrpcFront`).
 
     Raises:
-        UsageError: the port is in use, or an unknown / missing loop or HTTP implementation.
+        UsageError: the port (or gRPC port) is in use, or an unknown / missing loop or HTTP implementation.
         pydantic.ValidationError: a port outside 0..65535 or a negative ``grace_s`` (:class:`ListenOptions`).
         RuntimeError: the server did not come up in time.
     """
-    ListenOptions(host=host, port=port, grace_s=grace_s)  # refuses a bad port or grace, as the CLI does
+    ListenOptions(host=host, port=port, grace_s=grace_s, grpc_port=grpc_port,
+                  grpc_max_message_bytes=grpc_max_message_bytes)  # refuses a bad port or grace, as the CLI does
     config = _uvicorn_config(app, loop, http)
     sock = bind_socket(host, port)
     config.load()  # import uvicorn's protocol and loop modules here, not in the server thread while this one runs on
-    server = _Server(config, app, grace_s)
+    try:
+        front = _grpc_front(app, host, grpc_port, grpc_max_message_bytes)
+    except UsageError:
+        sock.close()
+        raise
+    server = _Server(config, app, grace_s, grpc=front)
     handle = ServerHandle(host=host, port=sock.getsockname()[1], app=app, server=server)
 
     def run() -> None:
@@ -232,9 +290,12 @@ def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float 
     handle.thread = threading.Thread(target=run, name=f"inferperf-serve-{handle.port}", daemon=True)
     handle.thread.start()
     deadline = _now_s() + ready_timeout_s
-    while not server.started:
-        if not handle.thread.is_alive() or _now_s() > deadline:
+    while not server.all_started:
+        if not handle.thread.is_alive() or server.grpc_error is not None or _now_s() > deadline:
             handle.stop(5.0)
+            if server.grpc_error is not None:
+                raise UsageError(f"gRPC could not listen on {host}:{grpc_port} ({server.grpc_error}): pass "
+                                 "--grpc-port N (0 = any free port)")
             why = f": {handle.errors[0]!r}" if handle.errors else ""
             raise RuntimeError(f"server on {handle.url} did not start within {ready_timeout_s} s{why}")
         SYSTEM_CLOCK.sleep(0.01)
@@ -255,6 +316,7 @@ def serving(
     ready_timeout_s: float = 60.0,
     loop: str = "auto",
     http: str = "auto",
+    grpc_port: int | None = None,
 ) -> Iterator[ServerHandle]:
     """Serve ``model`` in this process for the duration of the ``with`` block.
 
@@ -268,6 +330,7 @@ def serving(
         clock: for metrics and the batcher.
         ready_timeout_s: deadline for the server to come up.
         loop, http: uvicorn's event loop and HTTP parser (:func:`uvicorn_stack`; default auto).
+        grpc_port: also serve KServe v2 / Triton gRPC there (0 = any free port; None = off).
 
     Yields:
         ServerHandle with ``.url``, ``.port``, ``.stop()``; stopped gracefully on exit.
@@ -277,7 +340,8 @@ def serving(
     """
     app = prepare(model, config or BenchConfig(), serve or ServeOptions(), name=name, clock=clock)
     try:
-        handle = start(app, host, port, grace_s=grace_s, ready_timeout_s=ready_timeout_s, loop=loop, http=http)
+        handle = start(app, host, port, grace_s=grace_s, ready_timeout_s=ready_timeout_s, loop=loop, http=http,
+                       grpc_port=grpc_port)
     except BaseException:
         close_models(app.all_models())
         raise
@@ -288,30 +352,47 @@ def serving(
 
 
 def run_server(app: ServeApp, host: str, port: int, grace_s: float = 0.0,
-               on_started: Callable[[int], None] | None = None, loop: str = "auto", http: str = "auto") -> None:  # fmt: skip
+               on_started: Callable[[int, int | None], None] | None = None, loop: str = "auto", http: str = "auto",
+               grpc_port: int | None = None, grpc_max_message_bytes: int = 0) -> None:  # fmt: skip
     """Serve in the calling (main) thread until SIGTERM/SIGINT, then shut down gracefully and return.
 
-    ``on_started(port)`` is called once the server accepts connections (e.g. to print the banner);
-    ``loop`` / ``http`` as in :func:`uvicorn_stack`.
+    ``on_started(port, grpc_port)`` is called once the server accepts connections (e.g. to print the banner;
+    ``grpc_port`` None when gRPC is off); ``loop`` / ``http`` as in :func:`uvicorn_stack`; ``grpc_port`` /
+    ``grpc_max_message_bytes`` as in :func:`start`.
 
     Raises:
-        UsageError: the port is in use, or an unknown / missing loop or HTTP implementation.
+        UsageError: the port (or gRPC port) is in use, or an unknown / missing loop or HTTP implementation.
         pydantic.ValidationError: a port outside 0..65535 or a negative ``grace_s`` (:class:`ListenOptions`).
     """
-    ListenOptions(host=host, port=port, grace_s=grace_s)
+    ListenOptions(host=host, port=port, grace_s=grace_s, grpc_port=grpc_port, grpc_max_message_bytes=grpc_max_message_bytes)
     config = _uvicorn_config(app, loop, http)
     sock = bind_socket(host, port)
-    server = _Server(config, app, grace_s, on_started)
+    try:
+        front = _grpc_front(app, host, grpc_port, grpc_max_message_bytes)
+    except UsageError:
+        sock.close()
+        raise
+
+    def started(p: int) -> None:
+        if on_started is not None:
+            on_started(p, front.port if front is not None else None)
+
+    server = _Server(config, app, grace_s, started, grpc=front)
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
+    if server.grpc_error is not None:
+        raise UsageError(f"gRPC could not listen on {host}:{grpc_port} ({server.grpc_error}): pass --grpc-port N "
+                         "(0 = any free port)")
 
 
-def banner(app: ServeApp, url: str, stack: tuple[str, str] | None = None) -> str:
-    """The one-line startup banner: URL, model, batching and instance settings, notes; ``stack`` = the
-    (loop, http) uvicorn runs (from :func:`uvicorn_stack`)."""
+def banner(app: ServeApp, url: str, stack: tuple[str, str] | None = None, grpc: str | None = None) -> str:
+    """The one-line startup banner: URL, the gRPC address (``grpc``, HOST:PORT, when served), model, batching and
+    instance settings, notes; ``stack`` = the (loop, http) uvicorn runs (from :func:`uvicorn_stack`)."""
     parts = [f"inferperf serve: {url}" + (f" (uvicorn, {stack[0]}, {stack[1]})" if stack else "")]
+    if grpc is not None:
+        parts.append(f"gRPC {grpc} (KServe v2 / Triton GRPCInferenceService)")
     for m in app.all_models():
         o = m.options
         batching = "off"

@@ -56,6 +56,9 @@ class ServeSpec:
         ``cfg.warmup.iterations``). cfg / opts: one model's settings (None: the defaults). result: build the
         kind-``serve`` Result when the server stops. model_flags: the flags setting up one model that the caller
         gave (``MODEL``, ``--max-batch-size``, ...): refused with a repository, whose models carry their own.
+        grpc / grpc_port / grpc_max_message_bytes: KServe v2 / Triton gRPC beside HTTP (on by default; the port
+        :meth:`resolved_grpc_port` gives; request messages up to that many bytes, 0 = sized from the models' body
+        limit; :class:`~inferperf.serve.grpc_service.GrpcFront`).
     """
 
     model: str | None = None
@@ -79,6 +82,29 @@ class ServeSpec:
     opts: ServeOptions | None = None
     result: bool = False
     model_flags: list[str] = field(default_factory=list)
+    grpc: bool = True
+    grpc_port: int | None = None
+    grpc_max_message_bytes: int = 0
+
+    def resolved_grpc_port(self) -> int | None:
+        """gRPC's port: ``grpc_port`` when given, else ``port`` + 1 (8001 beside 8000, Triton's convention; 0
+        beside port 0: any free port); None with ``grpc`` off.
+
+        Raises:
+            UsageError: ``grpc_port`` with ``grpc`` off, or ``port`` + 1 past 65535 (names the flag to give).
+        """
+        if not self.grpc:
+            if self.grpc_port is not None:
+                raise UsageError("--grpc-port with --no-grpc: give one or the other")
+            return None
+        if self.grpc_port is not None:
+            return self.grpc_port
+        if self.port == 0:
+            return 0
+        if self.port == 65535:  # (a port past 65535 is refused as --port's own error)
+            raise UsageError(f"--port {self.port}: gRPC's default port {self.port + 1} is past 65535: pass "
+                             "--grpc-port N or --no-grpc")
+        return self.port + 1
 
     def connection_limits(self) -> ConnectionLimits:
         """The connection settings, checked.
@@ -94,14 +120,16 @@ class ServeSpec:
         listening on every address without an API key.
 
         Raises:
-            UsageError: an empty API key, ``metrics_auth`` without a key, an access log that cannot be appended
+            UsageError: an empty API key, ``metrics_auth`` without a key, a gRPC port that cannot be
+                (:meth:`resolved_grpc_port`), an access log that cannot be appended
                 to, one model's settings with a repository, neither a model nor a repository, repository control
                 without a repository, a negative warm-up.
             pydantic.ValidationError: a port outside 0..65535, a negative grace or connection limit out of range
                 (the message names the flag).
         """
         self._check_auth(warn)
-        ListenOptions(host=self.host, port=self.port, grace_s=self.grace_s)
+        ListenOptions(host=self.host, port=self.port, grace_s=self.grace_s, grpc_port=self.resolved_grpc_port(),
+                      grpc_max_message_bytes=self.grpc_max_message_bytes)
         self.connection_limits()
         if self.access_log not in (None, "-"):
             from .access_log import AccessLog
@@ -186,11 +214,13 @@ def run_serve(spec: ServeSpec, *, on_started: Callable[[str], None] | None = Non
         served.log_access(spec.access_log)
     host_url = f"[{spec.host}]" if ":" in spec.host else spec.host
 
-    def started(port: int) -> None:
+    def started(port: int, grpc_port: int | None) -> None:
         if on_started is not None:
-            on_started(banner(served, f"http://{host_url}:{port}", stack))
+            grpc = f"{host_url}:{grpc_port}" if grpc_port is not None else None
+            on_started(banner(served, f"http://{host_url}:{port}", stack, grpc))
 
-    run_server(served, spec.host, spec.port, grace_s=spec.grace_s, on_started=started, loop=stack[0], http=stack[1])
+    run_server(served, spec.host, spec.port, grace_s=spec.grace_s, on_started=started, loop=stack[0], http=stack[1],
+               grpc_port=spec.resolved_grpc_port(), grpc_max_message_bytes=spec.grpc_max_message_bytes)
     if not spec.result or spec.model_repository is not None:
         return None
     from .result import serve_result

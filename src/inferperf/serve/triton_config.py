@@ -28,12 +28,10 @@ What a config asks for falls in three groups:
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
-from importlib.resources import files
 from typing import Any
 
-_DESCRIPTOR = "model_config.descriptor.txtpb"
+
 #: Triton ``data_type`` -> KServe v2 datatype.
 DATATYPE = {"TYPE_BOOL": "BOOL", "TYPE_UINT8": "UINT8", "TYPE_UINT16": "UINT16", "TYPE_UINT32": "UINT32",
             "TYPE_UINT64": "UINT64", "TYPE_INT8": "INT8", "TYPE_INT16": "INT16", "TYPE_INT32": "INT32",
@@ -50,15 +48,12 @@ class TritonConfigError(ValueError):
     """A ``config.pbtxt`` that does not parse, or asks for what inferperf cannot serve (the message names it)."""
 
 
-@functools.cache
 def message_class() -> Any:
-    """The ``inference.ModelConfig`` message class, built once from the vendored descriptor."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+    """The ``inference.ModelConfig`` message class, built once from the vendored descriptor
+    (:mod:`inferperf.serve.triton_protos`)."""
+    from .triton_protos import message
 
-    fdp = text_format.Parse(files(__package__).joinpath(_DESCRIPTOR).read_text(), descriptor_pb2.FileDescriptorProto())
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("inference.ModelConfig"))
+    return message("inference.ModelConfig")
 
 
 @dataclass(frozen=True)

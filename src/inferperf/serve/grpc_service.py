@@ -1,0 +1,323 @@
+"""``inference.GRPCInferenceService`` (KServe v2 / Triton gRPC) served beside HTTP, on the same event loop, over
+the same models, batcher, metrics, limits and API key.
+
+Triton's ``grpc_service.proto`` is a superset of KServe's ``grpc_predict_v2.proto`` with the same field numbers,
+so one service answers both kinds of client (tritonclient.grpc, perf_analyzer ``-i grpc``, KServe's
+``InferenceGRPCClient``). The messages come from the vendored descriptor (:mod:`.triton_protos`); the handlers
+are registered as a generic handler on a ``grpc.aio`` server, so no generated ``_pb2_grpc`` code is imported.
+
+What each RPC does:
+
+- ``ServerLive`` / ``ServerReady``: always live; ready as ``/v2/health/ready`` (every model loaded and warm,
+  not shutting down). Neither needs the API key, as ``/v2/health/*`` does not.
+- ``ModelReady``: the model (version) is served and ready; an unknown model is not ready (Triton's answer).
+- ``ServerMetadata``, ``ModelMetadata``, ``ModelConfig`` (the served ``/config`` JSON as Triton's
+  ``ModelConfig`` message), ``ModelStatistics`` (live counters; an empty name: every model),
+  ``RepositoryIndex`` / ``RepositoryModelLoad`` / ``RepositoryModelUnload``: the HTTP routes' documents.
+- ``ModelInfer``: one request through :class:`~inferperf.serve.infer_core.InferCore` (the HTTP route's path:
+  the same checks, queue, batches and metrics), raw or typed contents in (:mod:`.grpc_tensors`), raw out.
+- ``ModelStreamInfer``: every request of the stream runs as ``ModelInfer`` does, concurrently; each answer (or
+  its ``error_message``) is written as it is ready; a refused request does not end the stream.
+- The shared-memory, trace and log RPCs answer ``UNIMPLEMENTED`` naming what is not served.
+
+A refusal carries the status code Triton's gRPC server uses for the same fault (:data:`CODES`: 400
+``INVALID_ARGUMENT``, 404 ``NOT_FOUND``, 503 ``UNAVAILABLE`` for back-pressure, ...) and the same message as
+HTTP. A cancelled RPC cancels its request's task, which leaves the batcher's queue as a disconnected HTTP
+client's does. The protobuf message is parsed by gRPC before the handler runs, so the model's decode time
+(``inferperf_decode_duration_seconds``) holds the tensor checks and views, not the protobuf parse.
+
+Sources: triton-inference-server/common ``protobuf/grpc_service.proto``; Triton's ``src/grpc/`` (status codes);
+https://github.com/kserve/open-inference-protocol (``grpc_predict_v2.proto``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from .errors import Cancelled, ServeError
+from .grpc_tensors import decode_infer, encode_infer
+from .infer_core import InferCore, failure
+from .triton import model_config, model_metadata, server_metadata
+from .tensor_types import ProtocolError
+from .triton_protos import message, service
+
+SERVICE = "inference.GRPCInferenceService"
+#: HTTP status of a refusal -> the gRPC status code Triton answers for the same fault
+CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTICATED,
+         403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.NOT_FOUND, 409: grpc.StatusCode.ALREADY_EXISTS,
+         413: grpc.StatusCode.RESOURCE_EXHAUSTED, 499: grpc.StatusCode.CANCELLED, 500: grpc.StatusCode.INTERNAL,
+         501: grpc.StatusCode.UNIMPLEMENTED, 503: grpc.StatusCode.UNAVAILABLE,
+         504: grpc.StatusCode.DEADLINE_EXCEEDED}  # fmt: skip
+#: RPCs that need no API key (the HTTP server leaves /v2/health/* open)
+OPEN_RPCS = ("ServerLive", "ServerReady")
+#: RPCs of the service not served, and why
+NOT_SERVED = {
+    "SystemSharedMemoryStatus": "system shared memory", "SystemSharedMemoryRegister": "system shared memory",
+    "SystemSharedMemoryUnregister": "system shared memory", "CudaSharedMemoryStatus": "CUDA shared memory",
+    "CudaSharedMemoryRegister": "CUDA shared memory", "CudaSharedMemoryUnregister": "CUDA shared memory",
+    "TraceSetting": "tracing", "LogSettings": "log settings",
+}  # fmt: skip
+
+
+def grpc_code(status: int) -> grpc.StatusCode:
+    """The gRPC status code for an HTTP status (:data:`CODES`; another 5xx is INTERNAL, another 4xx
+    INVALID_ARGUMENT)."""
+    return CODES.get(status, grpc.StatusCode.INTERNAL if status >= 500 else grpc.StatusCode.INVALID_ARGUMENT)
+
+
+class Refused(Exception):
+    """A non-infer RPC refused with an HTTP ``status`` and ``message`` (answered as :func:`grpc_code`)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class GrpcService:
+    """The service's handlers over a ``ServeApp`` (its models, metrics, repository control and API key).
+
+    :meth:`handler` is the ``grpc.GenericRpcHandler`` to register on a ``grpc.aio`` server.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.core = InferCore(app)
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def handler(self) -> grpc.GenericRpcHandler:
+        """Every RPC of ``inference.GRPCInferenceService``, with its messages' (de)serialisers."""
+        handlers = {}
+        for m in service().methods:
+            req, resp = message(m.input_type.full_name), message(m.output_type.full_name)
+            fn = self._method(m.name)
+            if m.name == "ModelStreamInfer":
+                handlers[m.name] = grpc.stream_stream_rpc_method_handler(
+                    fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
+            else:
+                handlers[m.name] = grpc.unary_unary_rpc_method_handler(
+                    fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    def _method(self, name: str) -> Callable[..., Any]:
+        if name == "ModelStreamInfer":
+            return self._stream_infer
+        if name in NOT_SERVED:
+            what = NOT_SERVED[name]
+
+            async def not_served(request: Any, context: Any) -> Any:
+                await context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                                    f"{name}: {what} is not served by inferperf (see docs/grpc.md)")
+            return not_served
+        build = getattr(self, "_" + name)
+        out_type = message(next(m for m in service().methods if m.name == name).output_type.full_name)
+        open_rpc = name in OPEN_RPCS
+
+        async def unary(request: Any, context: Any) -> Any:
+            if not open_rpc:
+                await self._authorize(context)
+            try:
+                return await build(request, context, out_type)
+            except Refused as e:
+                await context.abort(grpc_code(e.status), str(e))
+            except ServeError as e:  # a lookup's 404 / 503, a refused repository request
+                status, text, _ = failure(e)
+                await context.abort(grpc_code(status), text)
+        return unary
+
+    async def _authorize(self, context: Any) -> None:
+        """Abort with UNAUTHENTICATED unless the call's metadata carries ``authorization: Bearer KEY`` (the
+        server's ``--api-key``), compared in constant time as the HTTP middleware does."""
+        auth = getattr(self.app, "_auth", None)
+        if auth is None:
+            return
+        given = next((v for k, v in context.invocation_metadata() or () if k == "authorization"), "")
+        given_b = given.encode() if isinstance(given, str) else bytes(given)
+        if not hmac.compare_digest(given_b, f"Bearer {auth[0]}".encode()):
+            what = "missing" if not given else "wrong"
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"{what} API key: send metadata authorization: "
+                                                                 "Bearer <key> (the server's --api-key)")
+
+    # -- inference --------------------------------------------------------------------------------------------
+    async def infer(self, request: Any, context: Any = None) -> tuple[Any, int, str]:
+        """One ``ModelInferRequest`` through the infer core: ``(response, 200, "")``, or ``(None, status,
+        message)`` for a refusal or failure (the server keeps serving).
+
+        Raises:
+            asyncio.CancelledError: the RPC was cancelled (counted as status 499, as a client that went away).
+        """
+        core = self.core
+        try:
+            model = core.open(request.model_name, request.model_version or None)
+        except ServeError as e:  # unknown model or version (404), being unloaded (503)
+            status, text, _ = failure(e)
+            return None, status, text
+        call = core.start(model)
+        try:
+            size, limit = request.ByteSize(), model.options.max_body_bytes
+            if size > limit:  # HTTP's body limit, per model (gRPC's own limit is the server's largest)
+                raise ProtocolError(f"request message of {size} bytes is over the limit ({limit}): raise "
+                                    "--max-body-bytes", 413)
+            req = core.decode(model, lambda i, o, mbs: decode_infer(request, i, o, mbs))
+
+            async def gone() -> bool:
+                return context is not None and context.cancelled()
+
+            outputs = await core.run(model, req, gone)
+            resp = core.encode(model, lambda: encode_infer(model.name, model.version, req, outputs))
+            call.status = 200
+            return resp, 200, ""
+        except asyncio.CancelledError:
+            call.status = Cancelled.status
+            raise
+        except Exception as e:  # a refusal, a runtime failure, or a bug: answer it and keep serving
+            call.status, text, _ = failure(e)
+            return None, call.status, text
+        finally:
+            core.finish(call)
+
+    async def _ModelInfer(self, request: Any, context: Any, out: Any) -> Any:
+        resp, status, text = await self.infer(request, context)
+        if resp is None:
+            raise Refused(status, text)
+        return resp
+
+    async def _stream_infer(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        """``ModelStreamInfer``: each request of the stream as :meth:`infer`, concurrently; answers in the order
+        they are ready, a refusal as ``error_message``; the stream ends when the client's half ends and every
+        answer is written (a cancelled stream cancels what still runs)."""
+        await self._authorize(context)
+        stream_resp = message("inference.ModelStreamInferResponse")
+        ready: asyncio.Queue[Any] = asyncio.Queue()
+        running: set[asyncio.Task[Any]] = set()
+
+        async def one(request: Any) -> None:
+            resp, _, text = await self.infer(request, context)
+            await ready.put(stream_resp(infer_response=resp) if resp is not None else stream_resp(error_message=text))
+
+        async def read() -> None:
+            try:
+                async for request in requests:
+                    task = asyncio.ensure_future(one(request))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                while running:
+                    await asyncio.gather(*list(running))
+            finally:
+                await ready.put(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while (item := await ready.get()) is not None:
+                yield item
+            await reader
+        finally:
+            for task in [reader, *running]:
+                task.cancel()
+
+    # -- documents ----------------------------------------------------------------------------------------------
+    async def _ServerLive(self, request: Any, context: Any, out: Any) -> Any:
+        return out(live=True)
+
+    async def _ServerReady(self, request: Any, context: Any, out: Any) -> Any:
+        return out(ready=bool(self.app.ready))
+
+    async def _ModelReady(self, request: Any, context: Any, out: Any) -> Any:
+        try:
+            model = self.app.lookup(request.name, request.version or None)
+        except ServeError:
+            return out(ready=False)  # Triton: an unknown model is not ready, not an error
+        return out(ready=bool(model.ready and not self.app.shutting_down))
+
+    async def _ServerMetadata(self, request: Any, context: Any, out: Any) -> Any:
+        doc = server_metadata()
+        if self.app.control is not None:
+            doc["extensions"] = [*doc["extensions"], "model_repository"]
+        return json_format.ParseDict(doc, out())
+
+    async def _ModelMetadata(self, request: Any, context: Any, out: Any) -> Any:
+        return json_format.ParseDict(model_metadata(self.app.lookup(request.name, request.version or None)), out())
+
+    async def _ModelConfig(self, request: Any, context: Any, out: Any) -> Any:
+        model = self.app.lookup(request.name, request.version or None)
+        return out(config=json_format.ParseDict(model_config(model), message("inference.ModelConfig")()))
+
+    async def _ModelStatistics(self, request: Any, context: Any, out: Any) -> Any:
+        if request.name:
+            models = [self.app.lookup(request.name, request.version or None)]
+        else:
+            models = self.app.all_models()
+        doc = {"model_stats": [m.stats() for m in models]}
+        return json_format.ParseDict(doc, out(), ignore_unknown_fields=True)
+
+    def _control(self) -> Any:
+        if self.app.control is None:
+            raise Refused(400, "this server serves no model repository: start it with --model-repository DIR")
+        return self.app.control
+
+    async def _RepositoryIndex(self, request: Any, context: Any, out: Any) -> Any:
+        return json_format.ParseDict({"models": self._control().index(bool(request.ready))}, out(),
+                                     ignore_unknown_fields=True)
+
+    async def _RepositoryModelLoad(self, request: Any, context: Any, out: Any) -> Any:
+        control = self._control()
+        if request.parameters:
+            raise Refused(501, f"failed to load '{request.model_name}': load parameters {sorted(request.parameters)} are "
+                               "not applied by inferperf yet: load without them (the model's config.pbtxt / "
+                               "model.yaml is used)")
+        await control.load(request.model_name)
+        return out()
+
+    async def _RepositoryModelUnload(self, request: Any, context: Any, out: Any) -> Any:
+        await self._control().unload(request.model_name)
+        return out()
+
+
+class GrpcFront:
+    """The ``grpc.aio`` server of one ``ServeApp``: started on the running event loop (uvicorn's), stopped with
+    the server's own shutdown.
+
+    Args:
+        app: the ``ServeApp``.
+        host, port: where to listen (port 0: any free port; :attr:`port` is the one bound once started).
+        max_message_bytes: the largest request message accepted (gRPC's default is 4 MiB; a batch of 8
+            224x224x3 FP32 images is 4.8 MB); 0 = the largest model body limit (``max_body_bytes``) plus 64 KiB, so a
+            message a little over a model's limit is refused with that model's words (413, RESOURCE_EXHAUSTED,
+            "raise --max-body-bytes") and one far over by gRPC itself (RESOURCE_EXHAUSTED). Answers are not
+            limited (Triton sets both to INT32_MAX).
+    """
+
+    def __init__(self, app: Any, host: str, port: int, max_message_bytes: int = 0) -> None:
+        self.app, self.host, self.port = app, host, port
+        limits = [m.options.max_body_bytes for m in app.all_models()] or [64 * 2**20]
+        self.max_message_bytes = max_message_bytes or min(2**31 - 1, max(limits) + 65536)
+        self.server: Any = None
+
+    async def start(self) -> int:
+        """Bind and start serving; returns the port bound.
+
+        Raises:
+            RuntimeError: the address could not be bound (a port in use).
+        """
+        self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", self.max_message_bytes),
+                                               ("grpc.max_send_message_length", -1),
+                                               ("grpc.so_reuseport", 0)])
+        self.server.add_generic_rpc_handlers((GrpcService(self.app).handler(),))
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.port = self.server.add_insecure_port(f"{host}:{self.port}")
+        await self.server.start()
+        return self.port
+
+    async def stop(self, grace_s: float | None = 30.0) -> None:
+        """Refuse new RPCs at once; let those running finish for up to ``grace_s`` s, then cancel them."""
+        if self.server is not None:
+            await self.server.stop(grace_s)
+            self.server = None
+
+
+__all__ = ["CODES", "GrpcFront", "GrpcService", "NOT_SERVED", "OPEN_RPCS", "SERVICE", "grpc_code"]

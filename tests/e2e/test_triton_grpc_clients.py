@@ -1,0 +1,147 @@
+"""Triton's gRPC tools drive `inferperf serve` unchanged (issue 40 item 2): perf_analyzer ``-i grpc`` (plain,
+``--async``, ``--streaming``) and Triton's example gRPC clients (tests/fixtures/third_party/triton_clients, unchanged
+copies at the commit its README names).
+
+The same venv and servers as tests/e2e/test_triton_clients.py (``scripts/install_triton_clients.sh``; skipped
+without it, a failure under ``CI=true``), each server started with an explicit free ``--grpc-port`` and always
+stopped in teardown. Three example clients cannot pass unchanged, each for one named step: simple_grpc_health_metadata
+checks that the server's name is "triton" (ours is "inferperf"; a copy with only that check changed passes),
+simple_grpc_model_control's load with a config override (applied by the issue on the rest of Triton's protocol),
+and simple_grpc_string_infer_client's second model, simple_identity, a python-backend model (not served).
+The streaming example clients need sequence batching or a decoupled model (the sequence issue); ModelStreamInfer
+is driven here by perf_analyzer --streaming and in tests/integration/test_serve_grpc.py.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_triton_clients import (EXAMPLE_CLIENTS, MEASUREMENT_MS, MODEL, PERF_ANALYZER, PYTHON, ROW_SHAPE,
+                                           _free_port, _io, _launch, _Server, _start, model_path, pytestmark)
+
+__all__ = ["model_path", "pytestmark"]  # the model fixture and the skip-without-the-venv marks, shared
+
+
+class _GrpcServer:
+    """A server and its gRPC address."""
+
+    def __init__(self, server: _Server, grpc_port: int) -> None:
+        self.server, self.grpc = server, f"127.0.0.1:{grpc_port}"
+
+
+@pytest.fixture(scope="module")
+def grpc_server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_GrpcServer]:
+    """tiny-cnn with the done-when flags of test_triton_clients (max 4 rows, 2 ms delay, 2 instances), gRPC on."""
+    port = _free_port()
+    srv = _start(model_path, tmp_path_factory.mktemp("serve-grpc") / "serve.log", ("--grpc-port", str(port)))
+    try:
+        yield _GrpcServer(srv, port)
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "streaming"])
+def test_perf_analyzer_over_grpc_at_concurrency_1_4_16(grpc_server: _GrpcServer, model_path: Path, mode: str) -> None:
+    """perf_analyzer -i grpc (ModelMetadata, ModelConfig, ServerMetadata, then ModelInfer or ModelStreamInfer) at
+    concurrency 1 to 16 in steps of 3: no errors, a positive throughput at each, and the server's statistics, which
+    it reads through ModelStatistics, count the window's requests (its "Server:" section)."""
+    in_name = _io(model_path)[0][0]
+    cmd = [str(PERF_ANALYZER), "-m", MODEL, "-u", grpc_server.grpc, "-i", "grpc", "--concurrency-range", "1:16:3",
+           "--stability-percentage", "9999", "--measurement-interval", str(MEASUREMENT_MS), "--max-trials", "3",
+           "--shape", f"{in_name}:{':'.join(map(str, ROW_SHAPE))}"]
+    cmd += {"sync": [], "async": ["--async"], "streaming": ["--streaming"]}[mode]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert not [line for line in output.splitlines() if re.search(r"error|fail", line, re.IGNORECASE)]
+    rows = re.findall(r"^Concurrency: (\d+), throughput: ([\d.]+) infer/sec", output, re.MULTILINE)
+    assert [int(c) for c, _ in rows] == [1, 4, 7, 10, 13, 16][: len(rows)] and {1, 16} <= {int(c) for c, _ in rows}
+    assert all(float(t) > 0 for _, t in rows)
+    client = [int(n) for n in re.findall(r"Client: \n\s+Request count: (\d+)", output)]
+    server = [int(n) for n in re.findall(r"Server: \n\s+Inference count: \d+\n\s+Execution count: \d+\n\s+"
+                                         r"Successful request count: (\d+)", output)]
+    # the server's count is the statistics' delta over the window: requests in flight at its edges move it
+    assert client and len(server) == len(client)
+    assert all(abs(s - c) <= max(32, 0.01 * c) for s, c in zip(server, client, strict=True)), (server, client)
+    assert grpc_server.server.proc.poll() is None, "the server died under perf_analyzer"
+
+
+@pytest.fixture(scope="module")
+def example_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_GrpcServer]:
+    """``inferperf serve --model-repository`` over Triton's example repository, gRPC on a free port."""
+    from tests.triton_repository import make_repository
+
+    repo = make_repository(tmp_path_factory.mktemp("triton-grpc-examples") / "model_repository")
+    port = _free_port()
+    srv = _launch(["--model-repository", str(repo), "--grpc-port", str(port)],
+                  tmp_path_factory.mktemp("serve-grpc-repo") / "serve.log")
+    try:
+        yield _GrpcServer(srv, port)
+    finally:
+        srv.stop()
+
+
+def _client(script: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PYTHON), str(script), "-u", url, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("client", ["simple_grpc_infer_client.py", "simple_grpc_async_infer_client.py",
+                                    "simple_grpc_aio_infer_client.py",
+                                    "simple_grpc_keepalive_client.py", "grpc_explicit_int_content_client.py",
+                                    "grpc_explicit_byte_content_client.py", "grpc_explicit_int8_content_client.py"])
+def test_tritons_example_grpc_clients_pass_unchanged(example_grpc: _GrpcServer, client: str) -> None:
+    """Each checks its sums, differences or identities (raw and typed contents, BYTES, INT8), statistics and the
+    unknown-model error where it asks one; it exits 1 on any mismatch."""
+    proc = _client(EXAMPLE_CLIENTS / client, example_grpc.grpc)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert example_grpc.server.proc.poll() is None
+
+
+def test_the_string_client_passes_simple_string_and_stops_at_the_python_backend_model(example_grpc: _GrpcServer) -> None:
+    """simple_grpc_string_infer_client checks simple_string (BYTES in and out: 16 sums and differences), then
+    simple_identity, a python-backend model the repository marks UNAVAILABLE with its reason."""
+    proc = _client(EXAMPLE_CLIENTS / "simple_grpc_string_infer_client.py", example_grpc.grpc)
+    assert proc.returncode == 1
+    assert len(re.findall(r"^b'\d+' \+ b'1' = b'\d+'$", proc.stdout, re.MULTILINE)) == 16, proc.stdout
+    assert "'simple_identity' has no available versions (UNAVAILABLE" in proc.stderr
+    assert "the python backend (model.py)" in proc.stderr
+
+
+def test_health_metadata_fails_only_on_the_servers_name(example_grpc: _GrpcServer, tmp_path: Path) -> None:
+    """Unchanged, simple_grpc_health_metadata stops at its check that the server is named "triton"; with only
+    that check changed to "inferperf" every other step passes (health, model metadata, the unknown-model words,
+    configuration, statistics)."""
+    script = EXAMPLE_CLIENTS / "simple_grpc_health_metadata.py"
+    proc = _client(script, example_grpc.grpc)
+    assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1] == "FAILED : get_server_metadata", proc.stdout
+    text = script.read_text()
+    assert text.count('metadata.name == "triton"') == 1
+    renamed = tmp_path / script.name
+    renamed.write_text(text.replace('metadata.name == "triton"', 'metadata.name == "inferperf"'))
+    proc = _client(renamed, example_grpc.grpc)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+
+
+def test_model_control_fails_only_at_the_load_time_config_override(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """simple_grpc_model_control over a repository in explicit mode: the index (8 models), a load and its
+    readiness, the refusal of a malformed override pass; the load with a valid config override is refused (not
+    applied yet), naming the parameters, and the server keeps serving."""
+    from tests.triton_repository import make_repository
+
+    repo = make_repository(tmp_path_factory.mktemp("triton-grpc-control") / "model_repository")
+    port = _free_port()
+    srv = _launch(["--model-repository", str(repo), "--model-control-mode", "explicit", "--grpc-port", str(port)],
+                  tmp_path_factory.mktemp("serve-grpc-control") / "serve.log")
+    try:
+        proc = _client(EXAMPLE_CLIENTS / "simple_grpc_model_control.py", f"127.0.0.1:{port}")
+        assert proc.returncode == 1, (proc.stdout, proc.stderr)
+        assert "FAILED" not in proc.stdout  # the index, the load and the malformed override's refusal passed
+        assert "load parameters ['config'] are not applied by inferperf yet" in proc.stderr, proc.stderr[-2000:]
+        assert srv.proc.poll() is None
+    finally:
+        srv.stop()
