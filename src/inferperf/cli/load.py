@@ -72,14 +72,17 @@ def load_flags(params: dict[str, Any]) -> dict[str, Any]:
 
 @app.command("load")
 def load_command(
-    target: Annotated[Optional[str], typer.Argument(help="http://HOST:PORT of a KServe v2 server (with --model), any URL"
-                                                         " (with --body), or an ONNX file / zoo:NAME to serve and load")] = None,
+    target: Annotated[Optional[str], typer.Argument(help="http://HOST:PORT of a KServe v2 server (with --model), grpc://HOST:PORT"
+                                                         " of its gRPC service, any URL (with --body), or an ONNX"
+                                                         " file / zoo:NAME to serve and load")] = None,
     model: Annotated[Optional[str], Opt(help="model name on the server")] = None,
     concurrency: Annotated[Optional[str], Opt(help="closed loop: streams per step, e.g. 1,4,16 (default 1)")] = None,
     request_rate: Annotated[Optional[str], Opt(help="open loop: requests/s per step, e.g. 50,100,200")] = None,
     arrival: Annotated[str, Opt(help="open loop: constant | poisson | mmpp (bursty: 1 s spells at 2/3 and 4/3 of the rate) | trace:FILE (one offset per line)")] = "constant",
     trace_speed: Annotated[Optional[float], Opt(help="replay a trace this many times faster (default 1)")] = None,
-    protocol: Annotated[str, Opt(help="json | binary (Triton's binary tensors)")] = "json",
+    protocol: Annotated[str, Opt(help="json | binary (Triton's binary tensors); a grpc:// target sends raw contents")] = "json",
+    streaming: Annotated[bool, Opt("--streaming", help="grpc:// only: ModelStreamInfer, one stream per connection"
+                                                       " (perf_analyzer's --streaming)")] = False,
     shape: Annotated[Optional[list[str]], Opt(help="input shape NAME:1x3x224x224; several make a mix; repeatable")] = None,
     shape_weights: Annotated[Optional[str], Opt(help="weights of the --shape values, e.g. 3,1")] = None,
     input_data: Annotated[Optional[str], Opt(help=".npz of inputs by name (leading axis = samples)")] = None,

@@ -222,13 +222,23 @@ def read_gen_target(cfg: LoadConfig, timeout_s: float = 10.0) -> GenTarget:
 
 
 def read_load_target(cfg: LoadConfig) -> TargetInfo:
-    """The target of ``cfg``: a token-stream API (:func:`read_gen_target`) or KServe v2 / a plain URL
-    (:func:`~.target.read_target`, looked up at call time), with their errors."""
-    return read_gen_target(cfg) if cfg.api != "kserve" else _target.read_target(cfg)
+    """The target of ``cfg``: a token-stream API (:func:`read_gen_target`), a KServe v2 gRPC server (``grpc://``,
+    :func:`~.grpc_client.read_grpc_target`) or KServe v2 HTTP / a plain URL (:func:`~.target.read_target`, looked
+    up at call time), with their errors."""
+    if cfg.api != "kserve":
+        return read_gen_target(cfg)
+    from .grpc_client import is_grpc, read_grpc_target
+
+    return read_grpc_target(cfg) if is_grpc(cfg.url) else _target.read_target(cfg)
 
 
 def transport_for(cfg: LoadConfig) -> Any:
-    """The transport of a step: ``HttpTransport`` (KServe v2), wrapped to read token streams for ``api`` openai-*."""
+    """The transport of a step: ``HttpTransport`` (KServe v2), wrapped to read token streams for ``api`` openai-*,
+    or a :class:`~.grpc_client.GrpcTransport` for a ``grpc://`` target."""
+    from .grpc_client import GrpcTransport, call_metadata, is_grpc
+
+    if is_grpc(cfg.url):
+        return GrpcTransport(cfg.url, cfg.streaming, call_metadata(cfg))
     inner = HttpTransport(cfg.url)
     if cfg.api == "kserve":
         return inner

@@ -32,10 +32,11 @@ class LoadConfig(BaseModel):
 
     Target and payload:
 
-    - ``url``: base URL of a KServe v2 server (``http://127.0.0.1:8000``) or, with
-      ``body``, any HTTP URL that is POSTed as given.
+    - ``url``: base URL of a KServe v2 server (``http://127.0.0.1:8000``; ``grpc://HOST:PORT`` for its gRPC
+      service, :mod:`inferperf.loadgen.grpc_client`) or, with ``body``, any HTTP URL that is POSTed as given.
     - ``model``: model name on the KServe v2 server (``None`` with ``body``).
-    - ``protocol``: ``json`` or ``binary`` (Triton's binary tensor extension).
+    - ``protocol``: ``json`` or ``binary`` (Triton's binary tensor extension); a ``grpc://`` target always sends
+      raw contents. ``streaming``: a ``grpc://`` target's ModelStreamInfer (one stream per connection).
     - ``shapes``: ``--shape`` values (``name:1x3x224x224`` or ``1x3x224x224``); several make a mix.
     - ``shape_weights``: relative weights of ``shapes`` (same length; default equal).
     - ``input_data``: an NPZ file of inputs (arrays keyed by input name; leading axis = samples).
@@ -84,6 +85,7 @@ class LoadConfig(BaseModel):
     body: str | None = None
     headers: list[str] = Field(default_factory=list)
     input_pool_size: int = Field(default=16, ge=1)
+    streaming: bool = False
 
     # steps
     concurrency: list[int] = Field(default_factory=list)
@@ -186,6 +188,13 @@ class LoadConfig(BaseModel):
                              " or --slo-ttft-ms / --slo-tpot-ms)")
         if self.find_max_rate and (self.stress or self.concurrency or self.soak_s is not None):
             raise ValueError("--find-max-rate searches open-loop rates: drop --stress, --concurrency and --soak-s")
+        grpc = self.url.lower().startswith("grpc://")
+        if self.streaming and not grpc:
+            raise ValueError("--streaming is gRPC's ModelStreamInfer: give a grpc://HOST:PORT target")
+        if grpc and (self.body is not None or self.api != "kserve"):
+            raise ValueError("a grpc:// target speaks KServe v2 inference: drop --body and --api")
+        if grpc and self.protocol == "binary":
+            raise ValueError("--protocol binary is HTTP's binary tensors: a grpc:// target always sends raw contents")
         if self.stress and self.soak_s is not None:
             raise ValueError("pass --stress or --soak-s, not both")
         if self.slo_p99_ms is not None and not self.slo_p99_ms > 0:
@@ -204,6 +213,13 @@ class LoadConfig(BaseModel):
         if not self.stress_gain_percent > 0:
             raise ValueError(f"--stress-gain-percent {self.stress_gain_percent}: must be > 0")
         return self
+
+    @property
+    def wire(self) -> str:
+        """What the requests travel as: ``json`` / ``binary`` (HTTP), ``grpc`` or ``grpc-stream``."""
+        if self.url.lower().startswith("grpc://"):
+            return "grpc-stream" if self.streaming else "grpc"
+        return self.protocol
 
     @property
     def mode(self) -> Literal["closed", "open"]:

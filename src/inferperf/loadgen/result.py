@@ -270,18 +270,18 @@ def step_result(s: StepSamples, target: TargetInfo, cfg: LoadConfig, command: li
     rate = client["target_rate"]
     shapes = target.shapes[0] if target.shapes else {}
     case = CaseConfig(
-        backend="http", session=SessionConfig(),
+        backend="grpc" if cfg.wire.startswith("grpc") else "http", session=SessionConfig(),
         workload={"shapes": shapes, "dtypes": {k: v.lower() for k, v in target.dtypes.items()},
                   "batch_size": max(1, rows), "input_pool_size": len(target.payloads),
                   "data_source": target.data_source, "seed": cfg.seed,
-                  "shape_mix": target.shapes if len(target.shapes) > 1 else [], "protocol": cfg.protocol},
+                  "shape_mix": target.shapes if len(target.shapes) > 1 else [], "protocol": cfg.wire},
         scenario=scenario, concurrency=s.concurrency or 1, request_rate=rate,
         warmup=WarmupConfig(iterations=0, duration_s=cfg.warmup_s),
         stop={"min_iterations": cfg.requests or 0, "min_duration_s": cfg.duration_s or 0.0,
               "max_duration_s": cfg.duration_s or cfg.measurement_interval_ms * cfg.max_trials / 1000},
     )  # fmt: skip
     key_doc = {"kind": "load", "url": target.url, "model": target.model, "scenario": scenario,
-               "concurrency": s.concurrency, "request_rate": rate, "arrival": cfg.arrival, "protocol": cfg.protocol,
+               "concurrency": s.concurrency, "request_rate": rate, "arrival": cfg.arrival, "protocol": cfg.wire,
                "shapes": target.shapes, "workers": cfg.workers}  # fmt: skip
     wins = [Window(t_s=(a - s.measure_start_ns) / 1e9, **window_figures(s, a, b)) for a, b in s.windows_ns]
     if not lat.size:

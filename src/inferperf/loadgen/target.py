@@ -45,7 +45,8 @@ class TargetInfo:
     ``kind``: ``kserve`` or ``url``; ``server``: ``GET /v2`` document (empty for a plain URL);
     ``metadata``/``config``: the model's documents; ``has_stats``: Triton statistics served;
     ``shapes``: the concrete input shapes used (name -> dims; several with a mix);
-    ``payloads``: whole HTTP requests (bytes) cycled through by the driver.
+    ``payloads``: whole HTTP requests (bytes; serialized ``ModelInferRequest`` s for a ``grpc://`` target) cycled
+    through by the driver; ``call_metadata``: a gRPC target's call metadata (``--header`` values).
     """
 
     kind: str
@@ -59,6 +60,7 @@ class TargetInfo:
     dtypes: dict[str, str] = field(default_factory=dict)
     payloads: list[bytes] = field(default_factory=list)
     data_source: str = "synthetic"
+    call_metadata: tuple[tuple[str, str], ...] = ()
 
     @property
     def sha256(self) -> str:
@@ -258,8 +260,14 @@ def encode_infer(arrays: dict[str, np.ndarray], datatypes: dict[str, str], binar
     return header + b"".join(raws), headers
 
 
-def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
-    """Fill ``info.payloads`` (and ``shapes``, ``dtypes``, ``data_source``) from the metadata and ``cfg``."""
+def payload_arrays(info: TargetInfo, cfg: LoadConfig) -> list[dict[str, np.ndarray]]:
+    """The payload pool's input arrays (name -> array, one dict per payload) from the metadata and ``cfg``
+    (``--input-data`` samples, or seeded values of each ``--shape`` in proportion to ``--shape-weights``); fills
+    ``info.shapes``, ``dtypes`` and ``data_source``.
+
+    Raises:
+        UsageError: a model that lists no inputs, an unresolved shape, unreadable or mismatched --input-data.
+    """
     inputs = list(info.metadata.get("inputs") or [])
     if not inputs:
         raise UsageError(f"model '{info.model}' lists no inputs in its metadata (GET /v2/models/{info.model}), so no "
@@ -268,23 +276,25 @@ def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
     max_batch = int(info.config.get("max_batch_size", 0) or 0)
     batched = max_batch > 0 or not info.config
     info.dtypes = {t["name"]: t["datatype"] for t in inputs}
-    path = f"{ep.path.rstrip('/')}/v2/models/{info.model}/infer"
-    extra = parse_headers(cfg.headers)
     rng = np.random.default_rng(cfg.seed)
-    arrays_list: list[dict[str, np.ndarray]] = []
     if cfg.input_data:
         arrays_list = _npz_samples(cfg.input_data, inputs, max_batch)
         info.data_source = cfg.input_data
         info.shapes = [{n: list(a.shape) for n, a in arrays_list[0].items()}]
-    else:
-        mix = _shape_mix(cfg, inputs, batched, max_batch)
-        counts = _counts(cfg.shape_weights or [1.0] * len(mix), max(cfg.input_pool_size, len(mix)))
-        order = [i for i, c in enumerate(counts) for _ in range(c)]
-        rng.shuffle(order)
-        for i in order:
-            arrays_list.append({n: _values(rng, info.dtypes[n], d) for n, d in mix[i].items()})
-        info.shapes = mix
-    for arrays in arrays_list:
+        return arrays_list
+    mix = _shape_mix(cfg, inputs, batched, max_batch)
+    counts = _counts(cfg.shape_weights or [1.0] * len(mix), max(cfg.input_pool_size, len(mix)))
+    order = [i for i, c in enumerate(counts) for _ in range(c)]
+    rng.shuffle(order)
+    info.shapes = mix
+    return [{n: _values(rng, info.dtypes[n], d) for n, d in mix[i].items()} for i in order]
+
+
+def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
+    """Fill ``info.payloads`` (whole HTTP requests) and what :func:`payload_arrays` fills."""
+    path = f"{ep.path.rstrip('/')}/v2/models/{info.model}/infer"
+    extra = parse_headers(cfg.headers)
+    for arrays in payload_arrays(info, cfg):
         body, headers = encode_infer(arrays, info.dtypes, cfg.protocol == "binary")
         info.payloads.append(build_request(ep, "POST", path, body, [*headers, *extra]))
 
@@ -327,6 +337,10 @@ def fetch_stats(info: TargetInfo, timeout_s: float = 5.0) -> dict[str, Any] | No
 
     if not info.has_stats or not info.model:
         return None
+    from .grpc_client import fetch_grpc_stats, is_grpc
+
+    if is_grpc(info.url):  # no /metrics beside it: no server_times
+        return fetch_grpc_stats(info, info.call_metadata, timeout_s)
     doc = fetch_json(f"{info.url}/v2/models/{info.model}/stats", timeout_s)
     try:
         entry = dict(doc["model_stats"][0]) if doc else None
@@ -340,4 +354,4 @@ def fetch_stats(info: TargetInfo, timeout_s: float = 5.0) -> dict[str, Any] | No
 
 
 __all__ = ["TargetInfo", "build_payloads", "encode_infer", "fetch_json", "fetch_stats", "parse_headers",
-           "parse_shape", "read_target"]
+           "parse_shape", "payload_arrays", "read_target"]
