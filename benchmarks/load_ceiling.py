@@ -35,6 +35,9 @@ Clients (each in its own process and venv where its pins need one):
     python benchmarks/load_ceiling.py [--rounds 5] [--settle-s 4] [--window-s 8] [--concurrency 16]
         [--clients wrk,perf_analyzer,locust,inferperf] [--before-src DIR] [--open-rate R]
 
+``--grpc`` serves gRPC too (``--grpc-port``) and adds ``perf_analyzer grpc`` (``-i grpc``) and ``inferperf load grpc``
+(``grpc://``, raw contents), with the target ``inferperf load grpc / perf_analyzer grpc >= 0.5`` (issue 40 item 3).
+
 ``--before-src DIR`` adds ``inferperf load @before``: the same command with ``PYTHONPATH=DIR`` (a ``src/`` of
 another commit, e.g. ``git archive COMMIT src | tar -x -C /tmp/before``), interleaved in the same rounds, to
 measure a change to the generator's cost per request. ``--open-rate R`` adds ``inferperf load open`` (and
@@ -150,19 +153,23 @@ def main() -> None:
     ap.add_argument("--clients", default="wrk,perf_analyzer,locust,inferperf", help="comma-separated subset")
     ap.add_argument("--before-src", type=Path, help="also run inferperf load from this src/ (PYTHONPATH)")
     ap.add_argument("--open-rate", type=float, help="also run inferperf load open loop at this constant rate")
+    ap.add_argument("--grpc", action="store_true", help="also run perf_analyzer -i grpc and inferperf load grpc:// "
+                                                         "against the same server's gRPC port (issue 40)")
     a = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     srv_cpu, cli_cpus = str(cpus[-1]), ",".join(map(str, cpus[:-1] or cpus))
     model = Path(ort.__file__).parent / "datasets" / "mul_1.onnx"
     port = _port()
+    a.grpc_port = _port() if a.grpc else None
     base = f"http://127.0.0.1:{port}"
     work = Path(tempfile.mkdtemp(prefix="inferperf-ceiling-"))
     xs = [np.random.default_rng(i).standard_normal((3, 2)).astype(np.float32) for i in range(16)]
     bodies = write_bodies(work / "bodies", "X", xs, "binary")
     every = _clients(a, a.settle_s + a.window_s + TAIL_S, base, port, bodies, cli_cpus, work)
     keep = {k.strip().lower() for k in a.clients.split(",")}
-    clients = {k: v for k, v in every.items() if k.split()[0].lower() in keep or k.endswith(("@before", "open"))}
-    proc = _serve(model, port, srv_cpu)
+    clients = {k: v for k, v in every.items()
+               if k.split()[0].lower() in keep or k.endswith(("@before", "open")) or k.endswith("grpc")}
+    proc = _serve(model, port, srv_cpu, a.grpc_port)
     rows, load_before = _rounds(a, base, clients, work, proc)
     _report(a, rows, load_before, srv_cpu, cli_cpus)
 
@@ -203,6 +210,15 @@ def _clients(a: argparse.Namespace, d: float, base: str, port: int, bodies: Path
         clients["perf_analyzer"] = (["taskset", "-c", cli_cpus, str(PA), "-m", "mul_1", "-u", f"127.0.0.1:{port}",
                                      "--concurrency-range", str(c), "--measurement-interval", str(int(d * 1000 / 3)),
                                      "--stability-percentage", "9999", "--max-trials", "3"], None)  # 3 windows = d
+    if a.grpc_port is not None:
+        gp = a.grpc_port
+        grpc_load = _inferperf(c, d, f"grpc://127.0.0.1:{gp}", cli_cpus, _out(work, "inferperf load grpc"))
+        clients["inferperf load grpc"] = ([x for x in grpc_load if x not in ("--protocol", "binary")], None)
+        if PA.exists():
+            clients["perf_analyzer grpc"] = (["taskset", "-c", cli_cpus, str(PA), "-m", "mul_1", "-u", f"127.0.0.1:{gp}",
+                                              "-i", "grpc", "--concurrency-range", str(c), "--measurement-interval",
+                                              str(int(d * 1000 / 3)), "--stability-percentage", "9999",
+                                              "--max-trials", "3"], None)  # fmt: skip
     if LOCUST.exists():
         env = {**os.environ, "INFERPERF_LOCUST_MODEL": "mul_1", "INFERPERF_LOCUST_PROTOCOL": "binary"}
         clients["Locust FastHttpUser"] = (["taskset", "-c", cli_cpus, str(LOCUST), "-f",
@@ -211,9 +227,10 @@ def _clients(a: argparse.Namespace, d: float, base: str, port: int, bodies: Path
     return clients
 
 
-def _serve(model: Path, port: int, srv_cpu: str) -> subprocess.Popen:
+def _serve(model: Path, port: int, srv_cpu: str, grpc_port: int | None = None) -> subprocess.Popen:
+    grpc = ["--grpc-port", str(grpc_port)] if grpc_port is not None else ["--no-grpc"]
     return subprocess.Popen(["taskset", "-c", srv_cpu, sys.executable, "-m", "inferperf", "serve", str(model),
-                             "--port", str(port), "--max-batch-size", "0"],
+                             "--port", str(port), "--max-batch-size", "0", *grpc],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
@@ -287,6 +304,11 @@ def _report(a: argparse.Namespace, rows: dict, load_before: tuple, srv_cpu: str,
                   f"send lag p99 {_mm([r['lag_p99_ms'] for r in v], '.3f')} ms, max "
                   f"{_mm([r['lag_max_ms'] for r in v], '.3f')} ms; target p99 < 1 ms: "
                   f"{'met' if max(r['lag_p99_ms'] for r in v) < 1 else 'not met'} (every round)")
+    grpc, pa_grpc = rows.get("inferperf load grpc"), rows.get("perf_analyzer grpc")
+    if grpc and pa_grpc:
+        ratios = [m["req_per_cpu_s"] / p["req_per_cpu_s"] for m, p in zip(grpc, pa_grpc, strict=True)]
+        print(f"\ninferperf load grpc / perf_analyzer grpc per round: {_mm(ratios, '.3f')} "
+              f"({', '.join(f'{r:.3f}' for r in ratios)}); target >= 0.5: **{verdict(ratios, 0.5)}**")
     me = rows.get("inferperf load")
     if not me:
         return

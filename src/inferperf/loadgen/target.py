@@ -268,11 +268,13 @@ def payload_arrays(info: TargetInfo, cfg: LoadConfig) -> list[dict[str, np.ndarr
     Raises:
         UsageError: a model that lists no inputs, an unresolved shape, unreadable or mismatched --input-data.
     """
-    inputs = list(info.metadata.get("inputs") or [])
+    inputs = list(info.metadata.get("inputs") or []) or declared_inputs(cfg)
     if not inputs:
         raise UsageError(f"model '{info.model}' lists no inputs in its metadata (GET /v2/models/{info.model}), so no "
-                         "request can be built from it: declare them on the server (MLServer: 'inputs' in "
-                         "model-settings.json) or send a prepared request with --body FILE")
+                         "request can be built from it: give them with --shape NAME:DIMS (FP32) or --input-data "
+                         "FILE.npz, declare them on the server (MLServer: 'inputs' in model-settings.json), or send a "
+                         "prepared request with --body FILE")
+    info.metadata["inputs"] = inputs  # declared by the user when the server lists none: the Result records them
     max_batch = int(info.config.get("max_batch_size", 0) or 0)
     batched = max_batch > 0 or not info.config
     info.dtypes = {t["name"]: t["datatype"] for t in inputs}
@@ -288,6 +290,31 @@ def payload_arrays(info: TargetInfo, cfg: LoadConfig) -> list[dict[str, np.ndarr
     rng.shuffle(order)
     info.shapes = mix
     return [{n: _values(rng, info.dtypes[n], d) for n, d in mix[i].items()} for i in order]
+
+
+def declared_inputs(cfg: LoadConfig) -> list[dict[str, Any]]:
+    """Inputs of a model whose metadata lists none (MLServer without ``inputs`` in its model-settings), as the
+    user gives them: ``--input-data FILE.npz`` (each array's name and datatype, a free leading dim), else each
+    ``--shape NAME:DIMS`` (datatype FP32, the dims as given); empty when neither names an input.
+
+    Raises:
+        UsageError: an unreadable --input-data, or a --shape without a name.
+    """
+    from ..serve.tensor_types import datatype_of
+
+    if cfg.input_data:
+        try:
+            data = dict(np.load(Path(cfg.input_data), allow_pickle=False))
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--input-data {cfg.input_data!r}: not a readable .npz ({e}): save with numpy.savez") from None
+        return [{"name": k, "datatype": datatype_of(a), "shape": [-1, *a.shape[1:]]} for k, a in data.items()]
+    out = []
+    for value in cfg.shapes:
+        name, sep, _ = value.rpartition(":")
+        if not sep or not name:
+            raise UsageError(f"--shape {value!r}: the model's metadata lists no inputs, so name it: --shape x:{value}")
+        out.append({"name": name, "datatype": "FP32", "shape": parse_shape(value, [name])[1]})
+    return out
 
 
 def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
@@ -354,4 +381,4 @@ def fetch_stats(info: TargetInfo, timeout_s: float = 5.0) -> dict[str, Any] | No
 
 
 __all__ = ["TargetInfo", "build_payloads", "encode_infer", "fetch_json", "fetch_stats", "parse_headers",
-           "parse_shape", "payload_arrays", "read_target"]
+           "parse_shape", "payload_arrays", "read_target", "declared_inputs"]
