@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -145,3 +146,39 @@ def test_model_control_fails_only_at_the_load_time_config_override(tmp_path_fact
         assert srv.proc.poll() is None
     finally:
         srv.stop()
+
+
+def test_perf_analyzer_and_inferperf_load_agree_over_grpc(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 40 item 2: on one server (zoo:squeezenet, 1 instance of 1 intra-op thread, batching off), perf_analyzer
+    -i grpc and ``inferperf load grpc://`` at concurrency 1, in interleaved rounds (3 each, so drift falls on both),
+    agree on throughput and p50 within 10 % (medians of the rounds): a millisecond-scale model, so the clients'
+    own cost (tenths of a millisecond) is inside the tolerance."""
+    import json
+
+    import numpy as np
+
+    port = _free_port()
+    srv = _launch(["zoo:squeezenet", "--intra-op-num-threads", "1", "--grpc-port", str(port)],
+                  tmp_path_factory.mktemp("serve-agree") / "serve.log")
+    pa, ours = [], []
+    try:
+        for r in range(3):
+            proc = subprocess.run([str(PERF_ANALYZER), "-m", "squeezenet", "-u", f"127.0.0.1:{port}", "-i", "grpc",
+                                   "--concurrency-range", "1", "--measurement-interval", "2000", "--stability-percentage",
+                                   "9999", "--max-trials", "3"], capture_output=True, text=True, timeout=300)  # fmt: skip
+            assert proc.returncode == 0, proc.stdout[-2000:]
+            thr = float(re.search(r"Throughput: ([\d.]+) infer/sec", proc.stdout).group(1))
+            pa.append((thr, int(re.search(r"p50 latency: (\d+) usec", proc.stdout).group(1)) / 1000))
+            out = tmp_path_factory.mktemp(f"load-agree-{r}")
+            run = subprocess.run([sys.executable, "-m", "inferperf", "load", f"grpc://127.0.0.1:{port}", "--model",
+                                  "squeezenet", "--concurrency", "1", "--duration-s", "4", "--warmup-s", "1", "-o",
+                                  str(out)], capture_output=True, text=True, timeout=300)  # fmt: skip
+            assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+            (doc,) = [json.loads(p.read_text()) for p in out.glob("*.json")]
+            ours.append((doc["metrics"]["throughput"]["queries_per_s"], doc["metrics"]["latency_ms"]["p50"]))
+    finally:
+        srv.stop()
+    (pa_thr, pa_p50), (our_thr, our_p50) = np.median(pa, axis=0), np.median(ours, axis=0)
+    print(f"perf_analyzer {pa}, inferperf load {ours}")
+    assert abs(our_thr / pa_thr - 1) <= 0.10, (pa, ours)
+    assert abs(our_p50 / pa_p50 - 1) <= 0.10, (pa, ours)
