@@ -82,8 +82,8 @@ def _perf_analyzer(protocol: str, port: int, model: str, shape: str, c: int, sec
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     text = out.stdout
     get = lambda pat: float(re.search(pat, text).group(1))  # noqa: E731
-    client = re.search(r"Avg (?:HTTP|gRPC) time: (\d+) usec \((.*?)\)", text)
-    server = re.search(r"Avg request latency: (\d+) usec \((.*?)\)", text)
+    client = re.search(r"Avg (?:HTTP|gRPC) time: (\d+) usec \((.*)\)$", text, re.MULTILINE)
+    server = re.search(r"Avg request latency: (\d+) usec \((.*)\)$", text, re.MULTILINE)
     return {"req_s": get(r"Throughput: ([\d.]+) infer/sec"), "p50_ms": get(r"p50 latency: (\d+) usec") / 1000,
             "client_us": int(client.group(1)) if client else None, "client_split": client.group(2) if client else "",
             "server_us": int(server.group(1)) if server else None, "server_split": server.group(2) if server else ""}
