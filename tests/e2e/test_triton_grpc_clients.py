@@ -151,7 +151,7 @@ def test_model_control_fails_only_at_the_load_time_config_override(tmp_path_fact
 def test_perf_analyzer_and_inferperf_load_agree_over_grpc(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Issue 40 item 2: on one server (zoo:squeezenet, 1 instance of 1 intra-op thread, batching off), perf_analyzer
     -i grpc and ``inferperf load grpc://`` at concurrency 1, in interleaved rounds (3 each, so drift falls on both),
-    agree on throughput and p50 within 10 % (medians of the rounds): a millisecond-scale model, so the clients'
+    agree on throughput and p50 within 10 % (the median of the per-round ratios): a millisecond-scale model, so the clients'
     own cost (tenths of a millisecond) is inside the tolerance."""
     import json
 
@@ -178,7 +178,7 @@ def test_perf_analyzer_and_inferperf_load_agree_over_grpc(tmp_path_factory: pyte
             ours.append((doc["metrics"]["throughput"]["queries_per_s"], doc["metrics"]["latency_ms"]["p50"]))
     finally:
         srv.stop()
-    (pa_thr, pa_p50), (our_thr, our_p50) = np.median(pa, axis=0), np.median(ours, axis=0)
-    print(f"perf_analyzer {pa}, inferperf load {ours}")
-    assert abs(our_thr / pa_thr - 1) <= 0.10, (pa, ours)
-    assert abs(our_p50 / pa_p50 - 1) <= 0.10, (pa, ours)
+    # each round's pair ran back to back: the median of the per-round ratios takes the machine's drift out
+    thr = float(np.median([o[0] / p[0] for o, p in zip(ours, pa, strict=True)]))
+    p50 = float(np.median([o[1] / p[1] for o, p in zip(ours, pa, strict=True)]))
+    assert abs(thr - 1) <= 0.10 and abs(p50 - 1) <= 0.10, (thr, p50, pa, ours)

@@ -46,7 +46,8 @@ def test_closed_loop_over_grpc_with_its_server_block(mlp, streaming: bool) -> No
     assert mlp.metrics.value("requests", "mlp", "200") - before >= r.metrics.latency_ms.count
     assert r.metrics.client["connections"]["peak"] == 2
     t = r.metrics.client["transport"]
-    assert t["client"].startswith("grpc.aio") and t["grpcio"] and t["protobuf"]  # the versions its figures depend on
+    assert t["client"] == ("grpc.aio ModelStreamInfer" if streaming else "inferperf HTTP/2 ModelInfer")
+    assert t["grpcio"] and t["protobuf"]  # the versions its figures depend on
     assert r.model.inputs[0].name == "x" and r.model.path.startswith("grpc://127.0.0.1:")
 
 

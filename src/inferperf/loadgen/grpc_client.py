@@ -8,12 +8,12 @@ step as HTTP's ``/stats``). The payload pool is the same seeded inputs the HTTP 
 (:func:`~.target.payload_arrays`), each serialized once, before any request is timed, as a ``ModelInferRequest``
 with raw contents (``raw_input_contents``, little-endian, BYTES elements behind their 4-byte lengths).
 
-Each connection of the driver is one ``grpc.aio`` channel with its own TCP connection
-(``grpc.use_local_subchannel_pool``: channels to one address otherwise share a subchannel), so ``--concurrency N``
-holds N connections as the HTTP client does; requests are sent as the prebuilt bytes and answers are not parsed
-(a unary answer's success is its status; ``--streaming`` answers carry ``error_message`` and are parsed for it).
-``--streaming``: one ``ModelStreamInfer`` stream per connection, one request in flight on it (perf_analyzer's
-``--streaming``). Message limits are lifted (Triton's clients set INT32_MAX). A refusal is counted by its gRPC
+Each connection of the driver is one TCP connection, so ``--concurrency N`` holds N connections as the HTTP client
+does. Unary calls go on a bare HTTP/2 connection (:mod:`.grpc_h2`: prebuilt frames on an asyncio protocol; answers
+are not parsed, their success is their ``grpc-status``); ``--streaming`` uses one ``grpc.aio`` channel
+(``grpc.use_local_subchannel_pool``: channels to one address otherwise share a subchannel) with one
+``ModelStreamInfer`` stream per connection, one request in flight on it (perf_analyzer's ``--streaming``), whose
+answers carry ``error_message`` and are parsed for it. Message limits are lifted (Triton's clients set INT32_MAX). A refusal is counted by its gRPC
 code (``grpc_unavailable``, ...) with the HTTP status of the same fault, so the driver's rules (a run of 4xx
 refusals stops a step) apply unchanged. ``--header K:V`` values are sent as call metadata (lower-cased keys).
 
@@ -237,8 +237,18 @@ class GrpcConnection:
             self._loop.create_task(self.channel.close())
 
 
+def code_status(code: int) -> tuple[int, str]:
+    """gRPC status code number -> (HTTP status of the same fault, error kind ``grpc_<name>``)."""
+    import grpc
+
+    sc = next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+    return status_of(sc), f"grpc_{sc.name.lower()}"
+
+
 class GrpcTransport:
-    """Opens :class:`GrpcConnection` s to a ``grpc://`` target.
+    """Opens connections to a ``grpc://`` target: unary calls on a bare HTTP/2 connection of its own
+    (:class:`~.grpc_h2.H2Connection`: prebuilt frames, a third of grpc.aio's client CPU per call), or a
+    :class:`GrpcConnection` (grpc.aio, one ModelStreamInfer stream) with ``streaming``.
 
     Args:
         url: ``grpc://HOST:PORT``.
@@ -247,17 +257,33 @@ class GrpcTransport:
         connect_timeout_s: deadline for one channel to connect.
     """
 
-    def __init__(self, url: str, streaming: bool = False, metadata: Any = (), connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, streaming: bool = False, metadata: Any = (), connect_timeout_s: float = 10.0,
+                 clock: Any = None) -> None:
+        from ..clock import SYSTEM_CLOCK
+        from .grpc_h2 import request_block
+
         self.url, self.address = url, grpc_address(url)
         self.streaming, self.metadata, self.connect_timeout_s = streaming, tuple(metadata), connect_timeout_s
+        self.clock = clock or SYSTEM_CLOCK
+        self.block = request_block(INFER, self.address, self.metadata)
 
-    async def connect(self) -> GrpcConnection:
-        """Open one channel and wait until it is connected.
+    async def connect(self) -> Any:
+        """Open one connection (HTTP/2 preface and SETTINGS exchanged, or a grpc.aio channel connected).
 
         Raises:
-            ConnectError: not connected within ``connect_timeout_s``.
+            ConnectError: refused, unreachable, or not connected within ``connect_timeout_s``.
         """
         import grpc
+
+        if not self.streaming:
+            from .grpc_h2 import open_h2
+
+            parts = urlsplit(self.url)
+            try:
+                return await open_h2(parts.hostname, parts.port or 8001, self.block, code_status, self.clock,
+                                     self.connect_timeout_s)
+            except (OSError, TimeoutError, ConnectionError) as e:
+                raise ConnectError(f"{self.address}: {e}") from None
 
         channel = grpc.aio.insecure_channel(self.address, options=list(CHANNEL_OPTIONS))
         try:
@@ -273,7 +299,7 @@ class GrpcTransport:
         import google.protobuf
         import grpc
 
-        return {"client": "grpc.aio" + (" ModelStreamInfer" if self.streaming else " ModelInfer"), "url": self.url,
+        return {"client": "grpc.aio ModelStreamInfer" if self.streaming else "inferperf HTTP/2 ModelInfer", "url": self.url,
                 "grpcio": grpc.__version__, "protobuf": google.protobuf.__version__}
 
 
