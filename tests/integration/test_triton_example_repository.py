@@ -33,7 +33,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(repo: Path):
     warnings: list[str] = []
-    handle = start(prepare_repository(repo, warn=warnings.append), "127.0.0.1", 0, ready_timeout_s=120)
+    handle = start(prepare_repository(repo, warn=warnings.append), "127.0.0.1", 0, ready_timeout_s=120, grpc_port=0)
     try:
         yield handle, warnings
     finally:
@@ -182,3 +182,30 @@ def test_exit_on_error_makes_an_unavailable_model_fatal(repo: Path) -> None:
                            "--exit-on-error"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "simple_dyna_sequence" in proc.stderr and "sequence_batching" in proc.stderr
+
+
+def test_every_served_config_is_the_same_over_grpc(server) -> None:  # noqa: ANN001
+    """Issue 40: ModelConfig over gRPC is the served /config document as Triton's message, for every example model
+    (reshape, labels, formats, batching), and the repository index and metadata answer as HTTP's."""
+    import grpc
+    from google.protobuf import json_format
+
+    from inferperf.serve.triton_protos import message
+
+    handle, _ = server
+
+    def call(rpc: str, req: object, resp: str) -> object:
+        with grpc.insecure_channel(f"127.0.0.1:{handle.grpc_port}") as ch:
+            fn = ch.unary_unary(f"/inference.GRPCInferenceService/{rpc}", request_serializer=type(req).SerializeToString,
+                                response_deserializer=message(resp).FromString)
+            return fn(req, timeout=30)
+
+    for name in SERVED:
+        http = httpx.get(f"{handle.url}/v2/models/{name}/config").json()
+        got = call("ModelConfig", message("inference.ModelConfigRequest")(name=name), "inference.ModelConfigResponse")
+        assert json_format.MessageToDict(got.config, preserving_proto_field_name=True) == json_format.MessageToDict(
+            json_format.ParseDict(http, message("inference.ModelConfig")()), preserving_proto_field_name=True), name
+    index = call("RepositoryIndex", message("inference.RepositoryIndexRequest")(), "inference.RepositoryIndexResponse")
+    states = {m.name: (m.state, m.reason) for m in index.models}
+    assert {n for n, (st, _) in states.items() if st == "READY"} == set(SERVED)
+    assert all(why in states[n][1] for n, why in UNAVAILABLE.items())

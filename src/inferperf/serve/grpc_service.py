@@ -245,7 +245,12 @@ class GrpcService:
 
     async def _ModelConfig(self, request: Any, context: Any, out: Any) -> Any:
         model = self.app.lookup(request.name, request.version or None)
-        return out(config=json_format.ParseDict(model_config(model), message("inference.ModelConfig")()))
+        try:
+            config = json_format.ParseDict(model_config(model), message("inference.ModelConfig")())
+        except json_format.ParseError as e:  # a bug in the served document: said, not an UNKNOWN with no words
+            raise Refused(500, f"model '{model.name}': its configuration does not convert to Triton's ModelConfig "
+                               f"({e})") from None
+        return out(config=config)
 
     async def _ModelStatistics(self, request: Any, context: Any, out: Any) -> Any:
         if request.name:
