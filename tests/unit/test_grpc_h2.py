@@ -166,3 +166,24 @@ def test_a_cancelled_call_closes_the_connection() -> None:
         assert wire.closed and not conn.open
 
     asyncio.run(go())
+
+
+def test_goaway_ends_the_connection_and_an_unreadable_block_is_a_client_error() -> None:
+    from inferperf.loadgen.grpc_h2 import GOAWAY
+
+    async def go() -> None:
+        conn, wire = await _connected()
+        task = asyncio.ensure_future(conn.send(b"x"))
+        await asyncio.sleep(0)
+        conn.data_received(_frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0)))  # stream 1 is still answered
+        assert not conn.open and not wire.closed
+        _answer(conn, 1, b"ok")
+        assert (await task).status == 200 and wire.closed
+        conn2, wire2 = await _connected()
+        task = asyncio.ensure_future(conn2.send(b"x"))
+        await asyncio.sleep(0)
+        conn2.data_received(_frame(HEADERS, END_HEADERS, 1, b"\xbf"))  # dynamic-table index 63: the table is empty
+        r = await task
+        assert r.error_kind == "client_error" and wire2.closed
+
+    asyncio.run(go())

@@ -160,7 +160,12 @@ class H2Connection(asyncio.Protocol):
             stream = _U32.unpack_from(buf, pos + 5)[0] & 0x7FFFFFFF
             payload = bytes(buf[pos + 9:pos + 9 + length])
             pos += 9 + length
-            self._on_frame(kind, flags, stream, payload)
+            try:
+                self._on_frame(kind, flags, stream, payload)
+            except Exception as e:  # noqa: BLE001 - a frame this client cannot read (a header block it cannot decode)
+                self._finish(Response(0, 0, "client_error", f"{type(e).__name__}: {e}".encode()[:ERROR_BODY_BYTES]))
+                self.close()
+                return
         del buf[:pos]
 
     # --------------------------------------------------------------------------------------------- frames
@@ -187,11 +192,13 @@ class H2Connection(asyncio.Protocol):
         elif kind == RST_STREAM and stream == self.stream:
             code = _U32.unpack_from(payload)[0]
             self._finish(Response(0, 0, DISCONNECTED, f"RST_STREAM error code {code}".encode()))
-        elif kind == GOAWAY:
+        elif kind == GOAWAY:  # no new stream here; one in flight at or under the last id is still answered
             self.open = False
             last = _U32.unpack_from(payload)[0] & 0x7FFFFFFF
             if self.stream and self.stream > last:
                 self._finish(Response(0, 0, DISCONNECTED, b"GOAWAY before this stream"))
+            if not self.stream:
+                self.close()
 
     def _apply_settings(self, payload: bytes) -> None:
         for i in range(0, len(payload) - 5, 6):
@@ -258,6 +265,8 @@ class H2Connection(asyncio.Protocol):
         self.stream = 0
         if w is not None and not w.done():
             w.set_result(r)
+        if not self.open and self.transport is not None:  # after a GOAWAY: nothing more will go on this connection
+            self.transport.close()
 
     # -------------------------------------------------------------------------------------------- client side
     async def send(self, message: bytes) -> Response:
