@@ -25,7 +25,7 @@ from pathlib import Path
 
 from google.protobuf import descriptor_pb2, text_format
 
-SERVE = Path(__file__).resolve().parents[1] / "src" / "inferperf" / "serve"
+SERVE = Path(__file__).resolve().parents[1] / "src" / "inferperf" / "workload"
 #: .proto -> (the name the descriptor pool knows it by, what it holds)
 PROTOS = {"model_config.proto": ("triton/model_config.proto", "package inference"),
           "grpc_service.proto": ("triton/grpc_service.proto", "package inference, service GRPCInferenceService")}

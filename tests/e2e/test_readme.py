@@ -55,7 +55,7 @@ def test_readme_names_everything_ci_installs_beside_the_test_command():
     """Issue 24 item 15: the README said CI "adds only Chromium" while .ci/run also installs the Triton clients,
     Locust and PostgreSQL."""
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if not ln.lstrip().startswith("#")]
-    steps = {"apt-get install": "Chromium", "install_triton_clients.sh": "Triton", "install_locust.sh": "Locust", "install_aiperf.sh": "AIPerf",
+    steps = {"apt-get install": "Chromium", "install_triton_clients.sh": "Triton", "install_locust.sh": "Locust", "install_aiperf.sh": "AIPerf", "install_mlserver.sh": "MLServer",
              "start_postgres.sh": "PostgreSQL", "install_prometheus.sh": "Prometheus",
              "install_allocators.sh": "jemalloc"}
     text = " ".join((ROOT / "README.md").read_text().split("inferperf measures how fast")[0].split())

@@ -113,7 +113,7 @@ def test_payloads_are_the_http_loads_inputs_as_raw_contents(mlp) -> None:  # noq
     from inferperf.loadgen.gen_target import read_load_target
     from inferperf.serve.grpc_tensors import decode_infer
     from inferperf.serve.tensor_types import TensorSpec
-    from inferperf.serve.triton_protos import message
+    from inferperf.workload.triton_protos import message
 
     g = read_load_target(LoadConfig(url=_url(mlp), model="mlp", concurrency=[1], input_pool_size=3, protocol="json"))
     h = read_load_target(LoadConfig(url=mlp.url, model="mlp", concurrency=[1], input_pool_size=3, protocol="binary"))

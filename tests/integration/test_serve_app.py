@@ -154,8 +154,12 @@ def test_routes_conformance(echo) -> None:
         async with httpx.AsyncClient(base_url=handle.url, timeout=10) as c:
             r = await c.get("/v2")
             assert r.status_code == 200 and r.json()["extensions"] == ["binary_tensor_data", "classification", "model_configuration", "statistics"]
-            assert (await c.get("/v2/health/live")).status_code == 200
-            assert (await c.get("/v2/health/ready")).status_code == 200
+            live, ready = await c.get("/v2/health/live"), await c.get("/v2/health/ready")
+            # KServe v2's bodies (its SDK reads them; issue 41 item 2), Triton's status codes
+            assert (live.status_code, live.json()) == (200, {"live": True})
+            assert (ready.status_code, ready.json()) == (200, {"ready": True})
+            model_ready = await c.get("/v2/models/echo/ready")
+            assert (model_ready.status_code, model_ready.json()) == (200, {"name": "echo", "ready": True})
             for base in ("/v2/models/echo", "/v2/models/echo/versions/1"):
                 md = (await c.get(base)).json()
                 assert md["name"] == "echo" and md["versions"] == ["1"]
@@ -488,16 +492,18 @@ def test_graceful_shutdown_under_load_answers_every_accepted_request(mlp) -> Non
                             break
                         await asyncio.sleep(0.005)
                     handle.begin_shutdown()
-                    ready = (await probe.get("/v2/health/ready")).status_code
+                    ready = await probe.get("/v2/health/ready")
                     live = (await probe.get("/v2/health/live")).status_code
+                    body = ready.json()
                 await asyncio.gather(*tasks)
-                return {"ready": ready, "live": live, "busy": busy > 0}
+                return {"ready": ready.status_code, "live": live, "busy": busy > 0, "body": body}
 
         probes = asyncio.run(go())
         handle.stop()
         answered = handle.metrics.value("requests", "mlp", "200")
         inflight = handle.metrics.value("inflight", "mlp")
-    assert probes == {"ready": 503, "live": 200, "busy": True}  # requests were in flight at shutdown
+    assert probes == {"ready": 503, "live": 200, "busy": True,  # requests were in flight at shutdown
+                      "body": {"ready": False, "error": "server is shutting down"}}
     assert set(outcomes) <= {"200", "not-accepted"}, outcomes
     assert outcomes["200"] == answered and inflight == 0  # every request the server began was answered
 

@@ -21,7 +21,7 @@ from inferperf.config import BenchConfig
 from inferperf.errors import UsageError
 from inferperf.serve.options import ServeOptions
 from inferperf.serve.server import serving
-from inferperf.serve.triton_protos import message, service
+from inferperf.workload.triton_protos import message, service
 from tests.integration.test_serve_app import StandIn
 from tests.models import seeded_mlp_onnx
 

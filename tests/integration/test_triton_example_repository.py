@@ -190,7 +190,7 @@ def test_every_served_config_is_the_same_over_grpc(server) -> None:  # noqa: ANN
     import grpc
     from google.protobuf import json_format
 
-    from inferperf.serve.triton_protos import message
+    from inferperf.workload.triton_protos import message
 
     handle, _ = server
 

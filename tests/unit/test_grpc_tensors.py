@@ -10,7 +10,7 @@ import pytest
 from inferperf.serve.grpc_service import grpc_code
 from inferperf.serve.grpc_tensors import TYPED_FIELD, decode_infer, encode_infer
 from inferperf.serve.tensor_types import ProtocolError, TensorSpec
-from inferperf.serve.triton_protos import message
+from inferperf.workload.triton_protos import message
 
 SPECS = [TensorSpec("x", "FP32", (-1, 2)), TensorSpec("h", "FP16", (-1, 2)), TensorSpec("s", "BYTES", (-1, 1))]
 OUTS = [TensorSpec("y", "FP32", (-1, 2))]

@@ -32,7 +32,7 @@ def test_input_data_declares_names_and_datatypes(tmp_path) -> None:  # noqa: ANN
     assert len(arrays) == 3 and arrays[1]["ids"].tolist() == [[4, 5, 6, 7]] and arrays[0]["mask"].dtype == np.int32
     assert [(t["name"], t["datatype"]) for t in info.metadata["inputs"]] == [("ids", "INT64"), ("mask", "INT32")]
     payload = infer_payload("m", arrays[1], info.dtypes)
-    from inferperf.serve.triton_protos import message
+    from inferperf.workload.triton_protos import message
 
     msg = message("inference.ModelInferRequest").FromString(payload)
     assert [(t.name, t.datatype, list(t.shape)) for t in msg.inputs] == [("ids", "INT64", [1, 4]), ("mask", "INT32", [1, 4])]

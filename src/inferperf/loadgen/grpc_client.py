@@ -1,7 +1,7 @@
 """A KServe v2 / Triton gRPC server as a load target: ``inferperf load grpc://HOST:PORT``.
 
 The scheme chooses the protocol (``grpc://``; HTTP targets keep ``http[s]://``). The target is read once before
-the load over ``inference.GRPCInferenceService`` (the vendored descriptor, :mod:`inferperf.serve.triton_protos`):
+the load over ``inference.GRPCInferenceService`` (the vendored descriptor, :mod:`inferperf.workload.triton_protos`):
 ``ServerMetadata``, ``ModelMetadata`` (inputs, datatypes, shapes) and, when served, ``ModelConfig``
 (``max_batch_size``; a server without it, as MLServer, needs none) and ``ModelStatistics`` (differenced over each
 step as HTTP's ``/stats``). The payload pool is the same seeded inputs the HTTP load builds
@@ -79,7 +79,7 @@ def call_metadata(cfg: LoadConfig) -> tuple[tuple[str, str], ...]:
 
 
 def _unary(channel: Any, rpc: str, metadata: Any, timeout_s: float, **fields: Any) -> Any:
-    from inferperf.serve.triton_protos import message, service
+    from inferperf.workload.triton_protos import message, service
 
     m = next(x for x in service().methods if x.name == rpc)
     req, resp = message(m.input_type.full_name), message(m.output_type.full_name)
@@ -134,22 +134,35 @@ def read_grpc_target(cfg: LoadConfig, timeout_s: float = 10.0) -> TargetInfo:
     info = TargetInfo(kind="kserve", url=cfg.url, model=cfg.model, server=server,
                       metadata={"name": meta.name, "versions": list(meta.versions), "platform": meta.platform,
                                 "inputs": _tensors(meta.inputs), "outputs": _tensors(meta.outputs)},
-                      config=config, has_stats=has_stats, call_metadata=md)  # fmt: skip
+                      config=config, has_stats=has_stats, call_metadata=md,
+                      stats_source=fetch_grpc_stats)  # fmt: skip
     info.payloads = [infer_payload(cfg.model, arrays, info.dtypes) for arrays in payload_arrays(info, cfg)]
     return info
 
 
 def infer_payload(model: str, arrays: dict[str, Any], datatypes: dict[str, str]) -> bytes:
     """A serialized ``ModelInferRequest`` of ``arrays`` (name -> array) with raw contents."""
-    from inferperf.serve.binary_tensors import binary_data
-    from inferperf.serve.triton_protos import message
+    from inferperf.workload.triton_protos import message
 
     msg = message("inference.ModelInferRequest")(model_name=model)
     for name, arr in arrays.items():
         msg.inputs.add(name=name, datatype=datatypes[name], shape=arr.shape)
-        blob = binary_data(arr.astype(arr.dtype.newbyteorder("<"), copy=False) if arr.dtype.kind not in "OSU" else arr)
-        msg.raw_input_contents.append(blob if isinstance(blob, bytes) else blob.tobytes())
+        msg.raw_input_contents.append(raw_contents(arr))
     return msg.SerializeToString()
+
+
+def raw_contents(arr: Any) -> bytes:
+    """``arr`` as KServe v2 raw contents: its little-endian bytes, or BYTES elements each behind a 4-byte
+    little-endian length (Triton's binary tensor layout)."""
+    import numpy as np
+
+    if arr.dtype.kind in "OSU":
+        parts = []
+        for x in arr.reshape(-1).tolist():
+            b = x if isinstance(x, bytes) else str(x).encode()
+            parts += [len(b).to_bytes(4, "little"), b]
+        return b"".join(parts)
+    return np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
 _COUNTS = frozenset({"count", "ns", "last_inference", "inference_count", "execution_count", "batch_size",
@@ -219,7 +232,7 @@ class GrpcConnection:
 
     @staticmethod
     def _stream_answer(raw: bytes) -> Response:
-        from inferperf.serve.triton_protos import message
+        from inferperf.workload.triton_protos import message
 
         error = message("inference.ModelStreamInferResponse").FromString(raw).error_message
         if error:  # Triton answers a refused stream request in-band

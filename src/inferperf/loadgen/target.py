@@ -46,7 +46,9 @@ class TargetInfo:
     ``metadata``/``config``: the model's documents; ``has_stats``: Triton statistics served;
     ``shapes``: the concrete input shapes used (name -> dims; several with a mix);
     ``payloads``: whole HTTP requests (bytes; serialized ``ModelInferRequest`` s for a ``grpc://`` target) cycled
-    through by the driver; ``call_metadata``: a gRPC target's call metadata (``--header`` values).
+    through by the driver; ``call_metadata``: a gRPC target's call metadata (``--header`` values);
+    ``stats_source``: ``(info, metadata, timeout_s) -> entry`` reading the statistics another way than HTTP's
+    ``/stats`` (a gRPC target's ModelStatistics), None for HTTP.
     """
 
     kind: str
@@ -61,6 +63,7 @@ class TargetInfo:
     payloads: list[bytes] = field(default_factory=list)
     data_source: str = "synthetic"
     call_metadata: tuple[tuple[str, str], ...] = ()
+    stats_source: Any = None
 
     @property
     def sha256(self) -> str:
@@ -300,14 +303,16 @@ def declared_inputs(cfg: LoadConfig) -> list[dict[str, Any]]:
     Raises:
         UsageError: an unreadable --input-data, or a --shape without a name.
     """
-    from ..serve.tensor_types import datatype_of
-
+    datatype_of = {np.dtype(v): k for k, v in _NUMPY.items()}
     if cfg.input_data:
         try:
             data = dict(np.load(Path(cfg.input_data), allow_pickle=False))
         except (OSError, ValueError) as e:
             raise UsageError(f"--input-data {cfg.input_data!r}: not a readable .npz ({e}): save with numpy.savez") from None
-        return [{"name": k, "datatype": datatype_of(a), "shape": [-1, *a.shape[1:]]} for k, a in data.items()]
+        unknown = [k for k, a in data.items() if a.dtype not in datatype_of]
+        if unknown:
+            raise UsageError(f"--input-data {cfg.input_data!r}: {unknown} are not of a KServe v2 numeric datatype")
+        return [{"name": k, "datatype": datatype_of[a.dtype], "shape": [-1, *a.shape[1:]]} for k, a in data.items()]
     out = []
     for value in cfg.shapes:
         name, sep, _ = value.rpartition(":")
@@ -364,10 +369,8 @@ def fetch_stats(info: TargetInfo, timeout_s: float = 5.0) -> dict[str, Any] | No
 
     if not info.has_stats or not info.model:
         return None
-    from .grpc_client import fetch_grpc_stats, is_grpc
-
-    if is_grpc(info.url):  # no /metrics beside it: no server_times
-        return fetch_grpc_stats(info, info.call_metadata, timeout_s)
+    if info.stats_source is not None:  # a gRPC target: no /metrics beside it, so no server_times
+        return info.stats_source(info, info.call_metadata, timeout_s)
     doc = fetch_json(f"{info.url}/v2/models/{info.model}/stats", timeout_s)
     try:
         entry = dict(doc["model_stats"][0]) if doc else None

@@ -283,7 +283,7 @@ class ServeApp:
         return Response(self._server_meta, media_type=_JSON)
 
     async def _live(self, request: Request) -> Response:
-        return Response(b"", 200)
+        return Response(b'{"live":true}', 200, media_type=_JSON)  # KServe v2's body; Triton's clients read the status
 
     async def _metrics(self, request: Request) -> Response:
         if not getattr(self.metrics, "enabled", True):
@@ -295,15 +295,16 @@ class ServeApp:
 
     async def _ready(self, request: Request) -> Response:
         if self.ready:
-            return Response(b"", 200)
+            return Response(b'{"ready":true}', 200, media_type=_JSON)
         what = "shutting down" if self.shutting_down else "not ready"
-        return _error(f"server is {what}", 503, retry_after_s=1)
+        return _json({"ready": False, "error": f"server is {what}"}, 503, {"Retry-After": "1"})
 
     async def _model_ready(self, request: Request) -> Response:
         model = self._model(request)
         if model.ready and not self.shutting_down:
-            return Response(b"", 200)
-        return _error(f"model '{model.name}' is not ready", 503, retry_after_s=1)
+            return _json({"name": model.name, "ready": True})
+        return _json({"name": model.name, "ready": False, "error": f"model '{model.name}' is not ready"}, 503,
+                     {"Retry-After": "1"})
 
     async def _metadata(self, request: Request) -> Response:
         return self._model_doc(request, model_metadata)

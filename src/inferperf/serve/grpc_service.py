@@ -3,7 +3,7 @@ the same models, batcher, metrics, limits and API key.
 
 Triton's ``grpc_service.proto`` is a superset of KServe's ``grpc_predict_v2.proto`` with the same field numbers,
 so one service answers both kinds of client (tritonclient.grpc, perf_analyzer ``-i grpc``, KServe's
-``InferenceGRPCClient``). The messages come from the vendored descriptor (:mod:`.triton_protos`); the handlers
+``InferenceGRPCClient``). The messages come from the vendored descriptor (:mod:`inferperf.workload.triton_protos`); the handlers
 are registered as a generic handler on a ``grpc.aio`` server, so no generated ``_pb2_grpc`` code is imported.
 
 What each RPC does:
@@ -45,7 +45,7 @@ from .grpc_tensors import decode_infer, encode_infer
 from .infer_core import InferCore, failure
 from .triton import model_config, model_metadata, server_metadata
 from .tensor_types import ProtocolError
-from .triton_protos import message, service
+from ..workload.triton_protos import message, service
 
 SERVICE = "inference.GRPCInferenceService"
 #: HTTP status of a refusal -> the gRPC status code Triton answers for the same fault

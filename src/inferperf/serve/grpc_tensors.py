@@ -26,7 +26,7 @@ from .binary_tensors import binary_data, decode_binary
 from .protocol import InferRequest, answered
 from .request_checks import check_input, request_rows
 from .tensor_types import NUMPY_DTYPE, ProtocolError, TensorLike, datatype_of
-from .triton_protos import message
+from ..workload.triton_protos import message
 
 #: KServe v2 datatype -> its ``InferTensorContents`` field (FP16 and BF16 have none: raw contents only)
 TYPED_FIELD = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",

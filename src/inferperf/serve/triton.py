@@ -127,8 +127,9 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
     versioned = "/v2/models/{model_name}/versions/{model_version}"
     paths: dict[str, Any] = {
         "/v2": get("Server metadata and extensions"),
-        "/v2/health/live": get("Liveness (200 while the process serves)"),
-        "/v2/health/ready": get("Readiness (200 once every model is loaded and warmed up)", {"503": err}),
+        "/v2/health/live": get("Liveness (200 while the process serves; body {\"live\": true})"),
+        "/v2/health/ready": get("Readiness (200 once every model is loaded and warmed up; body {\"ready\": bool})",
+                                {"503": err}),
         "/v2/models/stats": get("Triton statistics extension, all models"),
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition"}}}},
         "/openapi.json": get("This document"),
@@ -148,7 +149,7 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
     }
     for base in (model, versioned):
         paths[base] = get("Model metadata", {"404": err})
-        paths[f"{base}/ready"] = get("Model readiness", {"404": err, "503": err})
+        paths[f"{base}/ready"] = get("Model readiness (body {\"name\": str, \"ready\": bool})", {"404": err, "503": err})
         paths[f"{base}/config"] = get("Triton model configuration extension", {"404": err})
         paths[f"{base}/stats"] = get("Triton statistics extension", {"404": err})
         paths[f"{base}/infer"] = infer

@@ -1,6 +1,6 @@
 """Triton's ``config.pbtxt``: read with protobuf's ``text_format`` into Triton's own ``ModelConfig`` message.
 
-The message types come from ``model_config.descriptor.txtpb`` beside this module: protoc's
+The message types come from ``workload/model_config.descriptor.txtpb`` (:mod:`inferperf.workload.triton_protos`): protoc's
 FileDescriptorProto of Triton's ``model_config.proto`` (triton-inference-server/common; the commit, the
 licence and the command that remakes it are in its header), so every valid Triton config parses, lists of
 messages, maps, enums and comments included, and a field Triton does not know is an error as in Triton.
@@ -50,8 +50,8 @@ class TritonConfigError(ValueError):
 
 def message_class() -> Any:
     """The ``inference.ModelConfig`` message class, built once from the vendored descriptor
-    (:mod:`inferperf.serve.triton_protos`)."""
-    from .triton_protos import message
+    (:mod:`inferperf.workload.triton_protos`)."""
+    from ..workload.triton_protos import message
 
     return message("inference.ModelConfig")
 
