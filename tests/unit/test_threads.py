@@ -9,7 +9,18 @@ import time
 
 import pytest
 
-from inferperf.measure.threads import ThreadTimes, by_role, name_this_thread, native_id, read_threads, role_of, thread_delta
+from inferperf.measure.threads import (
+    LOOP_CHILD_NAME,
+    LOOP_NAME,
+    ThreadTimes,
+    by_role,
+    name_this_thread,
+    native_id,
+    read_threads,
+    rename_loop_children,
+    role_of,
+    thread_delta,
+)
 
 
 def test_a_named_busy_thread_shows_its_cpu_time_under_its_role() -> None:
@@ -61,3 +72,39 @@ def test_delta_counts_a_new_thread_from_zero_and_sums_by_role() -> None:
     d = thread_delta(b, a)
     assert d[1] == ThreadTimes(1, "inferperf-loop", 250, 20, 3) and d[2] == a[2]
     assert by_role(d)["instance-0"] == {"threads": 2, "cpu_ns": 600, "wait_ns": 6, "slices": 3}
+
+
+def test_a_thread_started_from_the_loop_inherits_its_name_and_is_renamed_out_of_the_loop_role() -> None:
+    """Linux gives a new thread its creator's name: a thread started from the thread named inferperf-loop reads as
+    a second event loop until rename_loop_children renames it; the loop keeps its name, and by_role with the
+    loop's TID counts one event loop either way."""
+    tids: dict[str, int] = {}
+    ready, leave = threading.Event(), threading.Event()
+
+    def child() -> None:
+        tids["child"] = native_id()
+        ready.set()
+        leave.wait(10)
+
+    def loop() -> None:
+        name_this_thread(LOOP_NAME)
+        tids["loop"] = native_id()
+        c = threading.Thread(target=child)
+        c.start()
+        c.join()
+
+    t = threading.Thread(target=loop)
+    t.start()
+    try:
+        assert ready.wait(5)
+        now = read_threads(os.getpid())
+        assert now[tids["child"]].name == LOOP_NAME  # inherited: the case this guards against
+        assert by_role(now)["event-loop"]["threads"] == 2
+        assert by_role(now, loop_tid=tids["loop"])["event-loop"]["threads"] == 1
+        assert rename_loop_children(tids["loop"]) >= 1
+        after = read_threads(os.getpid())
+        assert after[tids["child"]].name == LOOP_CHILD_NAME and after[tids["loop"]].name == LOOP_NAME
+        assert by_role(after)["event-loop"]["threads"] == 1 and role_of(LOOP_CHILD_NAME) == "other"
+    finally:
+        leave.set()
+        t.join()

@@ -14,12 +14,18 @@ Roles, by the name (``comm``, 15 bytes at most) a served replica sets (:func:`na
 - ``ip-pool-N``: threads the runtime started while instance N's session was created (its intra-op pool: they
   inherit the name the instance thread had then);
 - anything else: ``other`` (the main thread, the runtime's later threads, the resource sampler).
+
+Linux gives a new thread its creator's name, so a thread that a library starts from the event loop (grpc's
+poller and executor threads, asyncio's default executor) would read as a second event loop. The server renames
+such threads :data:`LOOP_CHILD_NAME` (:func:`rename_loop_children`), and :func:`by_role` takes the loop's TID
+where the caller knows it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -30,6 +36,8 @@ _PR_SET_NAME = 15
 _ROLE = re.compile(r"^(?:inferperf-(loop)|ip-(inst|pool)-(\d+))$")
 #: the event loop's thread name
 LOOP_NAME = "inferperf-loop"
+#: a thread started from the event loop's thread (it inherited :data:`LOOP_NAME`); role ``other``
+LOOP_CHILD_NAME = "ip-loop-child"
 
 
 def name_this_thread(name: str) -> bool:
@@ -71,6 +79,29 @@ def read_threads(pid: int) -> dict[int, ThreadTimes]:
     return out
 
 
+def rename_loop_children(loop_tid: int, pid: int | None = None) -> int:
+    """Rename every thread of this process named :data:`LOOP_NAME` other than ``loop_tid`` (threads started from
+    the loop's thread inherit its name) :data:`LOOP_CHILD_NAME`, by writing ``/proc/PID/task/TID/comm`` (allowed
+    for one's own threads). Returns how many were renamed; a thread that ended meanwhile is skipped, and where
+    ``/proc`` is absent nothing is renamed. Never raises."""
+    pid = os.getpid() if pid is None else pid
+    renamed = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0
+    for task in tasks:
+        if task.name == str(loop_tid):
+            continue
+        try:
+            if (task / "comm").read_text().strip() == LOOP_NAME:
+                (task / "comm").write_text(LOOP_CHILD_NAME)
+                renamed += 1
+        except OSError:
+            continue
+    return renamed
+
+
 def thread_delta(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes]) -> dict[int, ThreadTimes]:
     """What each thread of ``after`` did since ``before`` (a thread new in ``after`` counts from zero; one that
     ended between the two is lost: read often enough, or keep threads alive)."""
@@ -95,11 +126,15 @@ def role_of(name: str) -> str:
     return f"{'instance' if kind == 'inst' else 'pool'}-{n}"
 
 
-def by_role(times: dict[int, ThreadTimes]) -> dict[str, dict[str, int]]:
-    """``{role: {"threads", "cpu_ns", "wait_ns", "slices"}}`` summed over the threads of each role."""
+def by_role(times: dict[int, ThreadTimes], loop_tid: int | None = None) -> dict[str, dict[str, int]]:
+    """``{role: {"threads", "cpu_ns", "wait_ns", "slices"}}`` summed over the threads of each role; with
+    ``loop_tid`` only that thread is the ``event-loop`` (another thread still named like it is ``other``)."""
     out: dict[str, dict[str, int]] = {}
     for t in times.values():
-        r = out.setdefault(role_of(t.name), {"threads": 0, "cpu_ns": 0, "wait_ns": 0, "slices": 0})
+        role = role_of(t.name)
+        if loop_tid is not None and role == "event-loop" and t.tid != loop_tid:
+            role = "other"
+        r = out.setdefault(role, {"threads": 0, "cpu_ns": 0, "wait_ns": 0, "slices": 0})
         r["threads"] += 1
         r["cpu_ns"] += t.cpu_ns
         r["wait_ns"] += t.wait_ns
@@ -112,4 +147,5 @@ def native_id() -> int:
     return threading.get_native_id()
 
 
-__all__ = ["LOOP_NAME", "ThreadTimes", "by_role", "name_this_thread", "native_id", "read_threads", "role_of", "thread_delta"]
+__all__ = ["LOOP_CHILD_NAME", "LOOP_NAME", "ThreadTimes", "by_role", "name_this_thread", "native_id", "read_threads",
+           "rename_loop_children", "role_of", "thread_delta"]

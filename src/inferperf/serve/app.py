@@ -134,6 +134,7 @@ class ServeApp:
         self.metrics = metrics or ServerMetrics(clock=clock)
         self.clock = clock
         self.shutting_down = False
+        self.loop_tid: int | None = None  # the event loop thread's OS id, once the server started
         self._close_models = close_models_on_shutdown
         self._openapi = orjson.dumps(openapi(list(self.models), metrics=getattr(self.metrics, "enabled", True)))
         self._server_meta = orjson.dumps(server_metadata())

@@ -30,7 +30,7 @@ import uvicorn
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import BenchConfig
 from ..errors import UsageError
-from ..measure.threads import LOOP_NAME, name_this_thread
+from ..measure.threads import LOOP_NAME, name_this_thread, native_id, rename_loop_children
 from .app import ServeApp
 from .build import close_models, prepare, prepare_repository  # noqa: F401 - prepare*: public here too
 from .http_protocol import http_protocol
@@ -138,6 +138,7 @@ class _Server(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         name_this_thread(LOOP_NAME)  # the event loop's thread, by name (measure/threads.py's roles)
+        self.serve_app.loop_tid = native_id()
         await super().startup(sockets)
         if self.grpc is not None and not self.should_exit:
             try:
@@ -146,6 +147,7 @@ class _Server(uvicorn.Server):
                 self.grpc_error = e
                 self.should_exit = True
                 return
+        rename_loop_children(self.serve_app.loop_tid)  # threads grpc started from this one inherited its name
         self.serve_app.metrics.start_window()
         self.all_started = True
         if self.on_started is not None and sockets and not self.should_exit:
@@ -170,6 +172,8 @@ class _Server(uvicorn.Server):
         self.begin_shutdown()
 
     async def on_tick(self, counter: int) -> bool:
+        if counter % 10 == 0 and self.serve_app.loop_tid is not None:  # once a second: threads started lazily
+            rename_loop_children(self.serve_app.loop_tid)
         if self._exit_at is not None and _now_s() >= self._exit_at:
             self.should_exit = True
         return await super().on_tick(counter)
