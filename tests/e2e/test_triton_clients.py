@@ -372,3 +372,25 @@ def test_tritons_image_client_classifies_through_reshape_and_labels(example_serv
     assert len(rows) == 3 and all(names[int(i)] == label for _, i, label in rows), proc.stdout
     values = [float(v) for v, _, _ in rows]
     assert values == sorted(values, reverse=True)
+
+
+def test_http_model_control_passes_unchanged(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """simple_http_model_control (its repository holds 7 models: Triton's QA runs it without simple_identity)
+    in explicit mode: index, load, the malformed override refused, the override applied, unload, an unknown
+    model's "failed to load": exit 0."""
+    import shutil
+
+    from tests.triton_repository import make_repository
+
+    repo = make_repository(tmp_path_factory.mktemp("triton-http-control") / "model_repository")
+    shutil.rmtree(repo / "simple_identity")
+    srv = _launch(["--model-repository", str(repo), "--model-control-mode", "explicit"],
+                  tmp_path_factory.mktemp("serve-http-control") / "serve.log")
+    try:
+        proc = subprocess.run([str(PYTHON), str(EXAMPLE_CLIENTS / "simple_http_model_control.py"), "-u",
+                               srv.url.removeprefix("http://")], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and "PASS: model control" in proc.stdout, (proc.stdout[-3000:],
+                                                                              proc.stderr[-3000:])
+        assert srv.proc.poll() is None
+    finally:
+        srv.stop()

@@ -33,6 +33,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import SYSTEM_CLOCK, Clock
+from . import load_override
 from .errors import ModelUnloading, ServeError, UnknownModel, unknown_model, unknown_version
 from .infer_route import InferEndpoint, InferFirst
 from .metrics import CONTENT_TYPE, ServerMetrics
@@ -342,5 +343,14 @@ class ServeApp:
     async def _repo_call(self, request: Request, action: str) -> Response:
         if self.control is None:
             return _error("this server serves no model repository: start it with --model-repository DIR", 400)
-        await getattr(self.control, action)(request.path_params["model_name"])  # a ControlError: its status
+        name = request.path_params["model_name"]
+        if action == "unload":
+            await self.control.unload(name)  # a ControlError: its status
+            return _json({})
+        raw = await request.body()
+        try:
+            body = orjson.loads(raw) if raw.strip() else None
+        except orjson.JSONDecodeError:
+            return _error(f"failed to load '{name}': the load request body is not JSON", 400)
+        await self.control.load(name, load_override.from_http(name, body))
         return _json({})

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from ..errors import UsageError
 from .errors import ControlError
+from .load_override import Override, Staged, config_text
 from .repository import check_name, load_served, read_model
 from .warmup import warm_model
 
@@ -81,6 +82,7 @@ class ModelControl:
         self.states: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
         self.rss_bytes: dict[str, int] = {}  # resident memory each load added (process RSS after - before)
+        self._staged: dict[str, Staged] = {}  # the folders that file overrides made, while their model serves
 
     def bind(self, app: ServedModels) -> None:
         """Control ``app``'s models from now on; every model it serves already is ``READY``."""
@@ -109,12 +111,14 @@ class ModelControl:
                 out.append(entry)
         return out
 
-    async def load(self, name: str) -> None:
-        """Load (or reload) ``name``; concurrent calls for one name share one load.
+    async def load(self, name: str, override: Override | None = None) -> None:
+        """Load (or reload) ``name``, with Triton's load-time ``override`` (a config, files:
+        :mod:`inferperf.serve.load_override`) when given; concurrent calls for one name without an override share
+        one load.
 
         Raises:
-            ControlError: 400 for a refused mode, a bad name or a model that fails to load (the versions
-                already serving stay).
+            ControlError: 400 for a refused mode, a bad name, a malformed override or a model that fails to load
+                (the versions already serving stay); 500 when an override's files cannot be written.
         """
         self._refuse_in_none_mode("loading a model")
         try:
@@ -122,13 +126,16 @@ class ModelControl:
         except UsageError as e:
             raise ControlError(str(e)) from None
         pending = self._inflight.get(name)
-        if pending is not None:
+        if pending is not None and not override:
             await asyncio.shield(pending)
             return
+        while pending is not None:  # an override waits for the load under way, then loads what it asks
+            await asyncio.gather(asyncio.shield(pending), return_exceptions=True)
+            pending = self._inflight.get(name)
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._inflight[name] = fut
         try:
-            await self._load(name)
+            await self._load(name, override or Override())
             fut.set_result(None)
         except BaseException as e:
             fut.set_exception(e)
@@ -137,12 +144,18 @@ class ModelControl:
         finally:
             del self._inflight[name]
 
-    async def _load(self, name: str) -> None:
+    async def _load(self, name: str, override: Override) -> None:
         async with self._limit:
             before = self.states.get(name)
             self.states[name] = "LOADING"
+            staged = None
             try:
-                entry = read_model(self.root, name)
+                if override.files:
+                    staged = Staged(name, override)  # the folder the files make, with their config
+                    entry = read_model(staged.root, name)
+                else:
+                    text = config_text(name, override.config) if override.config is not None else None
+                    entry = read_model(self.root, name, text)
                 await self._make_room(name)
                 rss_before = rss()
                 served = await asyncio.to_thread(load_served, entry, self.observer, self.clock)
@@ -151,12 +164,26 @@ class ModelControl:
                     await warm_model(m)  # its batcher and instances, in this loop, before it is swapped in
             except Exception as e:  # noqa: BLE001 - any failed load leaves the serving versions; the state is restored
                 self.states[name] = before or "UNAVAILABLE"
+                if staged is not None:
+                    staged.cleanup()
+                if isinstance(e, ControlError):  # an override's refusal, already in Triton's words
+                    self.reasons[name] = str(e)
+                    raise
                 self.reasons[name] = str(e)
                 raise ControlError(f"failed to load '{name}': {e}") from None
             old = self.app.replace_model(name, served)
             self.states[name], self.reasons[name] = "READY", ""
+            self._set_staged(name, staged)
         for m in old:
             await m.close(drain=True)
+
+    def _set_staged(self, name: str, staged: Staged | None) -> None:
+        """Keep the staging folder of ``name``'s served files (None: none), removing the one it replaces."""
+        previous = self._staged.pop(name, None)
+        if previous is not None:
+            previous.cleanup()
+        if staged is not None:
+            self._staged[name] = staged
 
     async def _make_room(self, name: str) -> None:
         """With ``max_loaded_models``: unload least recently used models until loading ``name`` fits."""
@@ -187,6 +214,7 @@ class ModelControl:
                 await m.close(drain=True)
         finally:
             self.app.replace_model(name, [])
+            self._set_staged(name, None)
             self.app.draining.discard(name)
             self.states[name] = "UNAVAILABLE"
             self.reasons[name] = "unloaded"

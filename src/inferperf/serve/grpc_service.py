@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 from google.protobuf import json_format
@@ -43,6 +43,7 @@ from google.protobuf import json_format
 from .errors import Cancelled, ServeError
 from .grpc_tensors import decode_infer, encode_infer
 from .infer_core import InferCore, failure
+from .load_override import from_grpc
 from .triton import model_config, model_metadata, server_metadata
 from .tensor_types import ProtocolError
 from ..workload.triton_protos import message, service
@@ -63,6 +64,19 @@ NOT_SERVED = {
     "CudaSharedMemoryRegister": "CUDA shared memory", "CudaSharedMemoryUnregister": "CUDA shared memory",
     "TraceSetting": "tracing", "LogSettings": "log settings",
 }  # fmt: skip
+
+
+class Sized(NamedTuple):
+    """A request ``message`` parsed from ``nbytes`` bytes on the wire."""
+
+    message: Any
+    nbytes: int
+
+
+def _sized(msg_type: Any) -> Callable[[bytes], Sized]:
+    """A request deserializer that keeps the message's wire size beside it."""
+    parse = msg_type.FromString
+    return lambda data: Sized(parse(data), len(data))
 
 
 def grpc_code(status: int) -> grpc.StatusCode:
@@ -96,12 +110,14 @@ class GrpcService:
         for m in service().methods:
             req, resp = message(m.input_type.full_name), message(m.output_type.full_name)
             fn = self._method(m.name)
+            # infer requests keep the size of their wire bytes (the body limit; ByteSize() would re-encode them)
+            read = _sized(req) if m.name in ("ModelInfer", "ModelStreamInfer") else req.FromString
             if m.name == "ModelStreamInfer":
                 handlers[m.name] = grpc.stream_stream_rpc_method_handler(
-                    fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
+                    fn, request_deserializer=read, response_serializer=resp.SerializeToString)
             else:
                 handlers[m.name] = grpc.unary_unary_rpc_method_handler(
-                    fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
+                    fn, request_deserializer=read, response_serializer=resp.SerializeToString)
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _method(self, name: str) -> Callable[..., Any]:
@@ -145,13 +161,16 @@ class GrpcService:
 
     # -- inference --------------------------------------------------------------------------------------------
     async def infer(self, request: Any, context: Any = None) -> tuple[Any, int, str]:
-        """One ``ModelInferRequest`` through the infer core: ``(response, 200, "")``, or ``(None, status,
-        message)`` for a refusal or failure (the server keeps serving).
+        """One ``ModelInferRequest`` (or a :class:`Sized` one, as the server's deserializer hands it) through the
+        infer core: ``(response, 200, "")``, or ``(None, status, message)`` for a refusal or failure (the server
+        keeps serving).
 
         Raises:
             asyncio.CancelledError: the RPC was cancelled (counted as status 499, as a client that went away).
         """
         core = self.core
+        size = request.nbytes if isinstance(request, Sized) else None
+        request = request.message if isinstance(request, Sized) else request
         try:
             model = core.open(request.model_name, request.model_version or None)
         except ServeError as e:  # unknown model or version (404), being unloaded (503)
@@ -159,7 +178,7 @@ class GrpcService:
             return None, status, text
         call = core.start(model)
         try:
-            size, limit = request.ByteSize(), model.options.max_body_bytes
+            size, limit = request.ByteSize() if size is None else size, model.options.max_body_bytes
             if size > limit:  # HTTP's body limit, per model (gRPC's own limit is the server's largest)
                 raise ProtocolError(f"request message of {size} bytes is over the limit ({limit}): raise "
                                     "--max-body-bytes", 413)
@@ -271,11 +290,7 @@ class GrpcService:
 
     async def _RepositoryModelLoad(self, request: Any, context: Any, out: Any) -> Any:
         control = self._control()
-        if request.parameters:
-            raise Refused(501, f"failed to load '{request.model_name}': load parameters {sorted(request.parameters)} are "
-                               "not applied by inferperf yet: load without them (the model's config.pbtxt / "
-                               "model.yaml is used)")
-        await control.load(request.model_name)
+        await control.load(request.model_name, from_grpc(request.model_name, request.parameters))
         return out()
 
     async def _RepositoryModelUnload(self, request: Any, context: Any, out: Any) -> Any:

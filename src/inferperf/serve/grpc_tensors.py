@@ -97,7 +97,8 @@ def decode_infer(msg: Any, inputs: Sequence[TensorLike], outputs: Sequence[Tenso
         if raw:
             if t.HasField("contents"):
                 raise ProtocolError(f"input '{t.name}': give raw_input_contents or typed contents, not both")
-            arrays[t.name] = decode_binary(t.name, raw[i], 0, len(raw[i]), spec.datatype, shape)
+            blob = raw[i]  # upb copies the bytes out at each access: once
+            arrays[t.name] = decode_binary(t.name, blob, 0, len(blob), spec.datatype, shape)
         else:
             arrays[t.name] = _typed(t.name, t.contents, spec.datatype, shape)
     req = InferRequest(id=msg.id or None, inputs=arrays, rows=request_rows(arrays, inputs, max_batch_size),

@@ -97,19 +97,27 @@ def scan(root: Path, failures: dict[str, str] | None = None) -> list[RepositoryM
     return models
 
 
-def read_model(root: Path, name: str) -> RepositoryModel:
+def read_model(root: Path, name: str, config_text: str | None = None) -> RepositoryModel:
     """Read model ``name`` of the repository at ``root`` (either layout).
+
+    Args:
+        config_text: a Triton configuration (text format) read instead of the folder's ``config.pbtxt`` (a
+            load-time override, :mod:`inferperf.serve.load_override`); Triton-layout folders only.
 
     Raises:
         UsageError: unknown name, a folder with neither ``model.yaml`` nor ``config.pbtxt``, bad settings,
-            missing versions or files, or a path leaving the repository.
+            missing versions or files, a path leaving the repository, or ``config_text`` for an inferperf-layout
+            folder.
     """
     check_name(name)
     folder = confined(root, root / name, f"model '{name}'")
     if not folder.is_dir():
         raise UsageError(f"model '{name}' is not in the repository '{root}'")
+    if config_text is not None and not (folder / "config.pbtxt").is_file():
+        raise UsageError(f"a config override applies to Triton-layout models (config.pbtxt); '{folder}' holds "
+                         "model.yaml: edit it and load without the override")
     if (folder / "config.pbtxt").is_file():
-        return _triton_model(root, name, folder)
+        return _triton_model(root, name, folder, config_text)
     if (folder / "model.yaml").is_file():
         return _inferperf_model(root, name, folder)
     raise UsageError(f"model folder '{folder}' has neither model.yaml (inferperf layout) nor config.pbtxt (Triton's)")
@@ -145,10 +153,11 @@ def _inferperf_model(root: Path, name: str, folder: Path) -> RepositoryModel:
     return RepositoryModel(name, "inferperf", {"1": path}, config, serve)
 
 
-def _triton_model(root: Path, name: str, folder: Path) -> RepositoryModel:
+def _triton_model(root: Path, name: str, folder: Path, config_text: str | None = None) -> RepositoryModel:
     where = folder / "config.pbtxt"
     try:
-        tc = parse_triton_config(where.read_text(), str(where))
+        tc = parse_triton_config(where.read_text() if config_text is None else config_text,
+                                 str(where) if config_text is None else f"config override of '{name}'")
     except (TritonConfigError, UnicodeDecodeError) as e:
         raise UsageError(str(e)) from None
     if tc.name and tc.name != name:
