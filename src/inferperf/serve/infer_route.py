@@ -10,6 +10,8 @@ and everything else to the Starlette app; the same endpoint is also the Starlett
 405 for other methods. Answers are those of the Starlette route it replaced: ``{"error": ...}`` with the
 status of a :class:`ProtocolError` (400, 413), a :class:`ServeError` (404, 499, 503 with ``Retry-After``,
 504) or a runtime failure (500), and a 500 naming any other exception, after which the server keeps serving.
+A body sent with ``Content-Encoding: gzip | deflate`` is decoded (bounded by the body limit) and an answer is
+compressed when ``Accept-Encoding`` asks (:mod:`.content_coding`; both inside the decode and encode times).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .content_coding import accepted, compress, decompress
 from .errors import Cancelled, ServeError
 from .infer_core import InferCore, failure
 from .protocol import HEADER_LENGTH, decode_request, encode_response
@@ -141,20 +144,30 @@ class InferEndpoint:
         """The answer to one infer request (a refusal or failure answered too: the server keeps serving)."""
         core = self.core
         try:
-            body = await read_body(scope, receive, model.options.max_body_bytes)
+            limit = model.options.max_body_bytes
+            body = await read_body(scope, receive, limit)
             header_length = _header(scope, _HEADER_LENGTH)
-            req = core.decode(model, lambda inputs, outputs, mbs: decode_request(body, header_length, inputs,
-                                                                                outputs, mbs))
+            coding = _header(scope, b"content-encoding")  # the header length counts the decoded JSON
+            req = core.decode(model, lambda inputs, outputs, mbs: decode_request(
+                decompress(body, coding, limit) if coding else body, header_length, inputs, outputs, mbs))
             watch = DisconnectWatch(receive)
             outputs = await watch.race(core.run(model, req, watch.is_disconnected,
                                                 scope.get("state", {}).get("access")), model.name)
-            data, headers = core.encode(model, lambda: encode_response(model.name, model.version, req, outputs,
-                                                                        model.options.json_nonfinite))
+            answer_in = accepted(_header(scope, b"accept-encoding"))
+            data, headers = core.encode(model, lambda: _encoded(answer_in, *encode_response(
+                model.name, model.version, req, outputs, model.options.json_nonfinite)))
             return Answer(200, data, [(k.encode(), v.encode()) for k, v in headers.items()])
         except ClientDisconnect:  # the client went away mid-upload: nobody to answer, and not the server's error
             return Answer(Cancelled.status, None, [])
         except Exception as e:  # a refusal, a runtime failure, or a bug: answer it and keep serving
             return _failure_answer(e)
+
+
+def _encoded(coding: str | None, data: bytes, headers: dict[str, str]) -> tuple[bytes, dict[str, str]]:
+    """The answer in ``coding`` (None: as it is), with its ``Content-Encoding``."""
+    if coding is None:
+        return data, headers
+    return compress(data, coding), {**headers, "Content-Encoding": coding, "Vary": "Accept-Encoding"}
 
 
 class DisconnectWatch:
