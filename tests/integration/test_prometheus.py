@@ -106,7 +106,13 @@ def watched(tmp_path_factory) -> Iterator[dict]:
         _wait(ready, "Prometheus ready", 60)
         _wait(lambda: _get(f"{prom_url}/api/v1/query", query='up{job="inferperf"} == 1')["result"],
               "the server's first scrape", 30)
+        first = _get(f"{prom_url}/api/v1/query", query='inferperf_requests_total{model="mlp"} or '
+                     'inferperf_rejected_total{model="mlp"}')["result"]  # scraped before any request
         start = time.time()
+        bad = {"inputs": [{"name": "x", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}
+        for _ in range(3):  # three 400s within one scrape interval: a series born now would read 3 at once
+            assert httpx.post(f"{url}/v2/models/mlp/infer", json=bad, timeout=10).status_code == 400
+        time.sleep(SCRAPE_S * 2)
         load = subprocess.run([sys.executable, "-m", "inferperf", "load", url, "--model", "mlp", "--concurrency", "16",
                                "--warmup-s", "0.5", "--duration-s", str(LOAD_S), "-o", str(tmp / "load")],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -115,7 +121,7 @@ def watched(tmp_path_factory) -> Iterator[dict]:
         metrics = httpx.get(f"{url}/metrics", timeout=10).text
         _wait(lambda: float(_get(f"{prom_url}/api/v1/query", query='timestamp(up{job="inferperf"})')["result"][0]
                             ["value"][1]) > end + SCRAPE_S, "a scrape after the load", 30)
-        yield {"prometheus": prom_url, "start": start, "end": end, "metrics": metrics}
+        yield {"prometheus": prom_url, "start": start, "end": end, "metrics": metrics, "first": first}
     finally:
         for p in (prom, server):
             if p is not None and p.poll() is None:
@@ -151,6 +157,18 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(watched: dict
     busy = _get(f"{watched['prometheus']}/api/v1/query", time=watched["end"],
                 query='inferperf_instance_busy_seconds_total{model="mlp"} > 0')["result"]
     assert sorted(s["metric"]["model_instance"] for s in busy) == ["0", "1"]
+
+
+def test_every_series_exists_at_zero_before_its_first_event_so_increase_counts_it(watched: dict) -> None:
+    """Issue 41 item 6: the first scrape, before any request, holds every status and shedding reason at 0 (499
+    among them); so the three 400s sent within one scrape interval after it are counted by increase() (a series
+    born at its first event would read 3 at its first sample, and increase() 0)."""
+    first = {(s["metric"].get("status") or s["metric"]["reason"]): float(s["value"][1]) for s in watched["first"]}
+    assert {"200", "400", "413", "499", "500", "503", "504", "queue_full", "timeout"} <= set(first), first
+    assert set(first.values()) == {0.0}
+    got = _get(f"{watched['prometheus']}/api/v1/query", time=watched["end"],
+               query='sum(increase(inferperf_requests_total{model="mlp",status="400"}[1h]))')["result"]
+    assert got and 2.5 <= float(got[0]["value"][1]) <= 4.0, got  # 3, within increase()'s extrapolation
 
 
 def test_every_dashboard_variable_query_lists_the_served_model(watched: dict) -> None:

@@ -7,7 +7,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from inferperf.clock import FakeClock
-from inferperf.serve.metrics import ServerMetrics
+from inferperf.errors import UsageError
+from inferperf.serve.metrics import DURATION_BUCKETS_S, ServerMetrics, duration_buckets
 
 
 def _samples(m: ServerMetrics) -> dict[tuple[str, tuple], float]:
@@ -125,3 +126,50 @@ def test_each_model_instance_has_a_busy_seconds_counter() -> None:
     assert len([k for k in s if k[0] == "inferperf_instance_busy_seconds_total"]) == 2
     m.reset()
     assert not [k for k in _samples(m) if k[0] == "inferperf_instance_busy_seconds_total"]
+
+
+def test_a_loaded_models_series_exist_at_zero_and_again_after_a_reset() -> None:
+    """Issue 41 item 6: every status, shedding reason, histogram, gauge and instance counter of a model exists at
+    0 from its load (rate() and increase() need a sample before the first event), and after reset()."""
+    m = ServerMetrics(clock=FakeClock(), process=False)
+    m.model_loaded("m", instances=2)
+    for round_ in range(2):
+        s = _samples(m)
+        for status in ("200", "400", "413", "415", "499", "500", "503", "504"):
+            assert s[("inferperf_requests_total", (("model", "m"), ("status", status)))] == 0
+        for reason in ("queue_full", "not_ready", "shutting_down", "timeout"):
+            assert s[("inferperf_rejected_total", (("model", "m"), ("reason", reason)))] == 0
+        assert s[("inferperf_cancelled_total", (("model", "m"),))] == 0
+        assert s[("inferperf_request_duration_seconds_count", (("model", "m"),))] == 0
+        assert s[("inferperf_queue_depth", (("model", "m"),))] == 0
+        assert s[("inferperf_instance_busy_seconds_total", (("model", "m"), ("model_instance", "1")))] == 0
+        assert ("inferperf_http_exchange_duration_seconds_count", (("model", "m"),)) not in s  # httptools only
+        t0 = m.request_started("m")
+        m.request_finished("m", 400, t0)
+        assert _samples(m)[("inferperf_requests_total", (("model", "m"), ("status", "400")))] == 1
+        m.reset()  # (round 2: the same after the warm-up's reset)
+
+
+def test_latency_buckets_are_settable_and_an_slo_becomes_an_edge() -> None:
+    """--latency-buckets / --slo-ms: a 129 ms SLO between the default edges 100 and 250 ms becomes an edge, so the
+    share of requests within it is exact; bad edges are refused naming the flag."""
+    edges = duration_buckets(None, 129)
+    assert 0.129 in edges and edges == tuple(sorted(edges)) and len(edges) == len(DURATION_BUCKETS_S) + 1
+    assert duration_buckets([0.01, 0.1], 100) == (0.01, 0.1)  # already an edge
+    assert duration_buckets([0.01, 0.2], 50) == (0.01, 0.05, 0.2)
+    for bad in ([], [0.1, 0.05], [0.0, 1.0], [0.1, float("inf")], [i / 1000 for i in range(1, 62)]):
+        with pytest.raises(UsageError, match="--latency-buckets"):
+            duration_buckets(bad)
+    with pytest.raises(UsageError, match="--slo-ms"):
+        duration_buckets(None, -1)
+    clock = FakeClock()
+    m = ServerMetrics(clock=clock, process=False)
+    m.set_duration_buckets(duration_buckets(None, 129))
+    for ms in (120, 128, 130, 140):
+        t0 = m.request_started("m")
+        clock.advance_ns(ms * 1_000_000)
+        m.request_finished("m", 200, t0)
+    s = _samples(m)
+    assert s[("inferperf_request_duration_seconds_bucket", (("le", "0.129"), ("model", "m")))] == 2
+    assert s[("inferperf_request_duration_seconds_bucket", (("le", "0.1"), ("model", "m")))] == 0
+    assert s[("inferperf_request_duration_seconds_bucket", (("le", "0.25"), ("model", "m")))] == 4

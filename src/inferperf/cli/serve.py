@@ -88,6 +88,11 @@ def serve_command(
     max_body_bytes: Annotated[Optional[int], Opt(help="request bodies over this get 413 (default 64 MiB)")] = None,
     cpus: Annotated[Optional[str], Opt(help="pin the instances to these CPUs, e.g. 0-3")] = None,
     no_metrics: Annotated[bool, Opt("--no-metrics", help="turn Prometheus metrics off: no per-request hooks, GET /metrics answers 404")] = False,
+    latency_buckets: Annotated[Optional[str], Opt(help="the duration histograms' edges in seconds, comma-separated"
+                                                      " (default 0.00005 .. 10); a histogram p99 is only known to"
+                                                      " its bucket")] = None,
+    slo_ms: Annotated[Optional[float], Opt(help="latency SLO in ms, added as a histogram edge so the share within it"
+                                                " and an alert on it are exact")] = None,
     json_nonfinite: Annotated[Optional[str], Opt(help="NaN/Inf in a JSON answer: error (default: 500, strict JSON)"
                                                        " | literal (NaN/Infinity tokens, as Triton writes them)")] = None,
     backend: Backend = None,
@@ -142,7 +147,8 @@ def serve_command(
         timeout_keep_alive_s=timeout_keep_alive_s, limit_concurrency=limit_concurrency, api_key=api_key,
         metrics_auth=metrics_auth, access_log=access_log, loop=loop, http=http, metrics=not no_metrics,
         model_name=model_name, warmup=warmup, result=output is not None, model_flags=given, grpc=not no_grpc,
-        grpc_port=grpc_port, grpc_max_message_bytes=grpc_max_message_bytes,
+        grpc_port=grpc_port, grpc_max_message_bytes=grpc_max_message_bytes, latency_buckets=latency_buckets,
+        slo_ms=slo_ms,
     ).check(warn=_warn)  # the refusals, before any file is read or model loaded
     if model_repository is None:
         spec.cfg, spec.opts = _settings(params, config)

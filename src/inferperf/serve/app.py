@@ -133,6 +133,8 @@ class ServeApp:
         self.last_used: dict[str, int] = {}  # name -> clock.now_ns() of its last infer (LRU unloading)
         self.control = repository
         self.metrics = metrics or ServerMetrics(clock=clock)
+        for m in self.all_models():
+            self._count_from_zero(m)
         self.clock = clock
         self.shutting_down = False
         self.loop_tid: int | None = None  # the event loop thread's OS id, once the server started
@@ -236,10 +238,16 @@ class ServeApp:
         old = list(self.versions.pop(name, {}).values())
         self.models.pop(name, None)
         if served:
+            for m in served:
+                self._count_from_zero(m)
             self.versions[name] = {m.version: m for m in served}
             vs = self.versions[name]
             self.models[name] = vs[max(vs, key=_version_order)]
         return old
+
+    def _count_from_zero(self, model: Any) -> None:
+        """The model's metric series exist at 0 from its load (:meth:`ServerMetrics.model_loaded`)."""
+        self.metrics.model_loaded(model.name, getattr(getattr(model, "options", None), "instance_count", 1) or 1)
 
     def all_models(self) -> list[Any]:
         """Every served model version (``models`` holds only each name's default version)."""

@@ -40,28 +40,30 @@ count, mean, min and max there are exact (kept beside the reservoir).
 
 from __future__ import annotations
 
-import random
+import math
 import weakref
-from array import array
-from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import UsageError
 from ..measure.energy import EnergyWindow, energy_block, serving_energy, unavailable_block
-from ..stats import latency_summary
+from .metric_store import SAMPLING_METHOD, Hist, Reservoir
 
 #: Duration buckets in seconds: 50 us .. 10 s (+Inf added).
 DURATION_BUCKETS_S = (
     50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
     100e-3, 250e-3, 500e-3, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
+#: The statuses an infer request of a served model can be answered with: each has a series from the model's load
+#: (0 until its first request), so rate() and increase() count the first one.
+KNOWN_STATUSES = ("200", "400", "413", "415", "499", "500", "503", "504")
+#: Why a request is shed (``inferperf_rejected_total{reason}``), each with a series from the model's load.
+REJECT_REASONS = ("queue_full", "not_ready", "shutting_down", "timeout")
 #: Batch-size buckets in rows.
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -90,77 +92,28 @@ _GAUGES = {
 }
 
 
-class _Hist:
-    """Bucket counts (``le`` semantics), count and exact integer sum of one labelled histogram."""
+def duration_buckets(edges_s: Sequence[float] | None = None, slo_ms: float | None = None) -> tuple[float, ...]:
+    """The duration histograms' ``le`` edges (s): ``edges_s`` (default :data:`DURATION_BUCKETS_S`) with the SLO
+    (``slo_ms``) added as an edge, so "share of requests within the SLO" is exact and an alert on it fires at the
+    SLO itself. A histogram quantile (``histogram_quantile``) is only known to lie in its bucket: with edges 100
+    and 250 ms, every p99 between them reads as an interpolation inside that bucket.
 
-    __slots__ = ("bounds", "counts", "total", "count")
-
-    def __init__(self, bounds: list[int]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.total = 0
-        self.count = 0
-
-    def observe(self, value: int) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.total += value
-        self.count += 1
-
-    def family_args(self, scale: float, edges: tuple) -> tuple[list, float]:
-        cum, buckets = 0, []
-        for edge, n in zip(edges, self.counts, strict=False):
-            cum += n
-            buckets.append((floatToGoString(edge), cum))
-        buckets.append(("+Inf", self.count))
-        return buckets, self.total / scale
-
-
-#: How the Result's duration summaries are sampled (``metrics.server.sampling.method``).
-SAMPLING_METHOD = "reservoir (Vitter's algorithm R)"
-
-
-class _Reservoir:
-    """A uniform random sample of at most ``capacity`` of the values seen (Vitter's algorithm R), with the
-    exact count, sum, min and max of all of them.
-
-    Algorithm R: the first ``capacity`` values are kept; the n-th after them replaces a kept one, chosen at
-    random, with probability ``capacity / n`` (draw j in [0, n); replace slot j when j < capacity), so every
-    value seen is kept with the same probability ``capacity / n``. ``seed`` makes the sample reproducible.
+    Raises:
+        UsageError: edges not increasing, not positive or not finite (``--latency-buckets``), an SLO not
+            positive (``--slo-ms``), or more than 60 edges (each is a series per model).
     """
-
-    __slots__ = ("capacity", "data", "hi", "lo", "rng", "seen", "total")
-
-    def __init__(self, capacity: int, seed: str) -> None:
-        self.capacity = capacity
-        self.data = array("q")
-        self.rng = random.Random(seed)
-        self.seen = 0
-        self.total = 0
-        self.lo = 0
-        self.hi = 0
-
-    def add(self, value: int) -> None:
-        """Count ``value`` (ns) and offer it to the sample."""
-        n = self.seen = self.seen + 1
-        self.total += value
-        if n == 1 or value < self.lo:
-            self.lo = value
-        if n == 1 or value > self.hi:
-            self.hi = value
-        if n <= self.capacity:
-            self.data.append(value)
-        else:
-            j = self.rng.randrange(n)
-            if j < self.capacity:
-                self.data[j] = value
-
-    def summary(self) -> dict[str, Any] | None:
-        """Latency summary (ms): percentiles and std from the sample; count, mean, min, max exact. None if empty."""
-        if not self.seen:
-            return None
-        out = latency_summary(np.frombuffer(self.data, dtype=np.int64))
-        out.update(count=self.seen, mean=self.total / self.seen / 1e6, min=self.lo / 1e6, max=self.hi / 1e6)
-        return out
+    edges = tuple(DURATION_BUCKETS_S if edges_s is None else edges_s)
+    if (not edges or any(not (math.isfinite(e) and e > 0) for e in edges)
+            or any(b <= a for a, b in zip(edges, edges[1:], strict=False))):  # fmt: skip
+        raise UsageError(f"--latency-buckets {','.join(map(str, edges)) or '(none)'}: give increasing positive "
+                         "seconds, e.g. 0.005,0.01,0.025,0.05,0.1,0.25")
+    if slo_ms is not None:
+        if not (math.isfinite(slo_ms) and slo_ms > 0):
+            raise UsageError(f"--slo-ms {slo_ms}: give the latency SLO in milliseconds, e.g. 100")
+        edges = tuple(sorted(set(edges) | {slo_ms / 1e3}))
+    if len(edges) > 60:
+        raise UsageError(f"--latency-buckets: {len(edges)} edges; use at most 60 (each is a series per model)")
+    return edges
 
 
 class ServerMetrics:
@@ -182,6 +135,9 @@ class ServerMetrics:
         if process:
             ProcessCollector(registry=self.registry)
         self.registry.register(self)  # type: ignore[arg-type]  # collect() below
+        self._edges_s: tuple[float, ...] = DURATION_BUCKETS_S
+        self._bounds_ns = _DURATION_BOUNDS_NS
+        self._known: dict[str, int] = {}  # model -> instances: their series exist at 0 from the load
         self._max_samples = max_samples
         self._sample_seed = sample_seed
         self._process = process
@@ -192,19 +148,51 @@ class ServerMetrics:
         """Forget every observation (counters, histograms, samples; the window restarts now): the server calls
         it after warming its path, so no figure counts the warm-up."""
         clock = self.clock
-        self._hists: dict[str, dict[str, _Hist]] = {k: {} for k in (*_HISTOGRAMS, "batch")}
+        self._hists: dict[str, dict[str, Hist]] = {k: {} for k in (*_HISTOGRAMS, "batch")}
         self._counters: dict[str, dict[tuple[str, ...], int]] = {k: {} for k in _COUNTERS}
         self._gauges: dict[str, dict[str, int]] = {k: {} for k in _GAUGES}
-        self._samples = {k: _Reservoir(self._max_samples, f"{self._sample_seed}:{k}") for k in _HISTOGRAMS}
+        self._samples = {k: Reservoir(self._max_samples, f"{self._sample_seed}:{k}") for k in _HISTOGRAMS}
         self._batch_rows: dict[int, int] = {}
         self._busy_ns: dict[tuple[str, str], int] = {}
         self.window_start_ns = clock.now_ns()
+        for model, instances in self._known.items():
+            self._zero_series(model, instances)
 
-    def _hist(self, kind: str, model: str) -> _Hist:
+    def set_duration_buckets(self, edges_s: tuple[float, ...]) -> None:
+        """Use ``edges_s`` (increasing seconds, from :func:`duration_buckets`) as every duration histogram's
+        ``le`` edges; forgets what was observed (call it before serving)."""
+        self._edges_s = tuple(edges_s)
+        self._bounds_ns = [round(b * 1e9) for b in self._edges_s]
+        self.reset()
+
+    def model_loaded(self, model: str, instances: int = 1) -> None:
+        """``model`` is served with ``instances`` instances: its counters (every status of
+        :data:`KNOWN_STATUSES`, every reason of :data:`REJECT_REASONS`), histograms, gauges and instance busy
+        seconds exist at 0 from now on, and again after each :meth:`reset`. Prometheus' ``rate()`` and
+        ``increase()`` count an event only between two samples of a series, so a series born at its first
+        event would never count that event."""
+        self._known[model] = max(1, instances)
+        self._zero_series(model, self._known[model])
+
+    def _zero_series(self, model: str, instances: int) -> None:
+        for status in KNOWN_STATUSES:
+            self._inc("requests", (model, status), 0)
+        for reason in REJECT_REASONS:
+            self._inc("rejected", (model, reason), 0)
+        for counter in ("cancelled", "inferences", "executions"):
+            self._inc(counter, (model,), 0)
+        for kind in ("request", "queue", "compute", "decode", "encode", "batch"):  # (exchange: httptools only)
+            self._hist(kind, model)
+        for gauge in _GAUGES:
+            self._gauge(gauge, model, 0)
+        for i in range(instances):
+            self._busy_ns.setdefault((model, str(i)), 0)
+
+    def _hist(self, kind: str, model: str) -> Hist:
         per_model = self._hists[kind]
         h = per_model.get(model)
         if h is None:
-            h = per_model[model] = _Hist(list(BATCH_BUCKETS) if kind == "batch" else _DURATION_BOUNDS_NS)
+            h = per_model[model] = Hist(list(BATCH_BUCKETS) if kind == "batch" else self._bounds_ns)
         return h
 
     def _observe(self, kind: str, model: str, ns: int) -> None:
@@ -307,7 +295,7 @@ class ServerMetrics:
         """Prometheus families for the registry (called on scrape)."""
         for kind, (name, doc) in (*_HISTOGRAMS.items(), ("batch", ("inferperf_batch_size", "Rows per model call."))):
             fam = HistogramMetricFamily(name, doc, labels=["model"])
-            scale, edges = (1.0, BATCH_BUCKETS) if kind == "batch" else (1e9, DURATION_BUCKETS_S)
+            scale, edges = (1.0, BATCH_BUCKETS) if kind == "batch" else (1e9, self._edges_s)
             for model, h in self._hists[kind].items():
                 buckets, total = h.family_args(scale, edges)
                 fam.add_metric([model], buckets, total)
@@ -374,6 +362,9 @@ class DisabledMetrics(ServerMetrics):
 
     def request_started(self, model: str) -> int:
         return 0
+
+    def model_loaded(self, model: str, instances: int = 1) -> None:
+        pass
 
     def request_finished(self, model: str, status: int, start_ns: int) -> None:
         pass

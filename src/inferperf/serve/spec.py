@@ -7,7 +7,7 @@ gets the same one-line refusals as the CLI; the command only maps its flags onto
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +58,9 @@ class ServeSpec:
         gave (``MODEL``, ``--max-batch-size``, ...): refused with a repository, whose models carry their own.
         grpc / grpc_port / grpc_max_message_bytes: KServe v2 / Triton gRPC beside HTTP (on by default; the port
         :meth:`resolved_grpc_port` gives; request messages up to that many bytes, 0 = sized from the models' body
-        limit; :class:`~inferperf.serve.grpc_service.GrpcFront`).
+        limit; :class:`~inferperf.serve.grpc_service.GrpcFront`). latency_buckets / slo_ms: the duration
+        histograms' edges (s; a comma list as ``--latency-buckets`` gives it, or numbers) and an SLO (ms) added
+        as an edge (:func:`~inferperf.serve.metrics.duration_buckets`); None: the defaults.
     """
 
     model: str | None = None
@@ -85,6 +87,28 @@ class ServeSpec:
     grpc: bool = True
     grpc_port: int | None = None
     grpc_max_message_bytes: int = 0
+    latency_buckets: str | Sequence[float] | None = None
+    slo_ms: float | None = None
+
+    def duration_edges(self) -> tuple[float, ...] | None:
+        """The duration histograms' edges (s) that ``latency_buckets`` and ``slo_ms`` ask for; None: defaults.
+
+        Raises:
+            UsageError: edges that are not numbers (names ``--latency-buckets``), or as
+                :func:`~inferperf.serve.metrics.duration_buckets`.
+        """
+        from .metrics import duration_buckets
+
+        if self.latency_buckets is None and self.slo_ms is None:
+            return None
+        edges = self.latency_buckets
+        if isinstance(edges, str):
+            try:
+                edges = [float(x) for x in edges.split(",") if x.strip()]
+            except ValueError:
+                raise UsageError(f"--latency-buckets {self.latency_buckets!r}: give comma-separated seconds, e.g. "
+                                 "0.005,0.01,0.025,0.05,0.1") from None
+        return duration_buckets(edges, self.slo_ms)
 
     def resolved_grpc_port(self) -> int | None:
         """gRPC's port: ``grpc_port`` when given, else ``port`` + 1 (8001 beside 8000, Triton's convention; 0
@@ -120,7 +144,8 @@ class ServeSpec:
         listening on every address without an API key.
 
         Raises:
-            UsageError: an empty API key, ``metrics_auth`` without a key, a gRPC port that cannot be
+            UsageError: an empty API key, ``metrics_auth`` without a key, bad latency buckets or SLO, a gRPC port
+                that cannot be
                 (:meth:`resolved_grpc_port`), an access log that cannot be appended
                 to, one model's settings with a repository, neither a model nor a repository, repository control
                 without a repository, a negative warm-up.
@@ -131,6 +156,7 @@ class ServeSpec:
         ListenOptions(host=self.host, port=self.port, grace_s=self.grace_s, grpc_port=self.resolved_grpc_port(),
                       grpc_max_message_bytes=self.grpc_max_message_bytes)
         self.connection_limits()
+        self.duration_edges()
         if self.access_log not in (None, "-"):
             from .access_log import AccessLog
 
@@ -208,6 +234,9 @@ def run_serve(spec: ServeSpec, *, on_started: Callable[[str], None] | None = Non
                                     load_models=c.load_models, max_concurrent_loads=c.max_concurrent_loads,
                                     max_loaded_models=c.max_loaded_models, exit_on_error=c.exit_on_error)
     served.limits = spec.connection_limits()
+    edges = spec.duration_edges()
+    if edges is not None:
+        served.metrics.set_duration_buckets(edges)
     if spec.api_key is not None:
         served.require_api_key(spec.api_key, spec.metrics_auth)
     if spec.access_log is not None:
