@@ -422,3 +422,51 @@ def test_tritonclient_compressed_requests_and_answers(example_server: _Server) -
     proc = subprocess.run([str(PYTHON), "-c", _COMPRESSED_CLIENT, example_server.url], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0 and "compressed: 18 of 18" in proc.stdout, (proc.stdout[-3000:], proc.stderr[-3000:])
+
+
+_LOG_SETTINGS_CLIENT = """
+import sys
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+h = httpclient.InferenceServerClient(sys.argv[1])
+assert h.get_log_settings()["log_verbose_level"] == 0, h.get_log_settings()
+got = h.update_log_settings({"log_verbose_level": 1, "log_info": False})
+assert got["log_verbose_level"] == 1 and got["log_info"] is False, got
+a = np.arange(16, dtype=np.int32).reshape(1, 16)
+i0, i1 = httpclient.InferInput("INPUT0", [1, 16], "INT32"), httpclient.InferInput("INPUT1", [1, 16], "INT32")
+i0.set_data_from_numpy(a)
+i1.set_data_from_numpy(a)
+h.infer("simple", [i0, i1])
+try:
+    h.update_log_settings({"log_format": "json"})
+    raise SystemExit("a bad format was accepted")
+except InferenceServerException as e:
+    assert "log_format" in e.message(), e.message()
+if len(sys.argv) > 2:
+    g = grpcclient.InferenceServerClient(sys.argv[2])
+    s = g.update_log_settings({"log_verbose_level": 0, "log_info": True}, as_json=True)["settings"]
+    assert s["log_verbose_level"]["uint32_param"] == 0 and s["log_info"]["bool_param"] is True, s
+print("log settings: ok")
+"""
+
+
+def test_tritonclient_log_settings_change_what_the_server_writes(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 41 item 5: tritonclient's get/update_log_settings over HTTP and gRPC on `inferperf serve`: verbose
+    level 1 makes the server write one line per request to its stderr (Triton's line format), a bad setting is
+    refused, and gRPC reads and changes the same settings."""
+    from tests.triton_repository import make_repository
+
+    repo = make_repository(tmp_path_factory.mktemp("triton-logging") / "model_repository")
+    grpc_port = _free_port()
+    log = tmp_path_factory.mktemp("serve-logging") / "serve.log"
+    srv = _launch(["--model-repository", str(repo), "--grpc-port", str(grpc_port)], log)
+    try:
+        proc = subprocess.run([str(PYTHON), "-c", _LOG_SETTINGS_CLIENT, srv.url, f"127.0.0.1:{grpc_port}"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and "log settings: ok" in proc.stdout, (proc.stdout[-3000:], proc.stderr[-3000:])
+    finally:
+        srv.stop()
+    lines = [line for line in log.read_text().splitlines() if "infer model 'simple': status 200 in " in line]
+    assert len(lines) == 1 and re.match(r"V\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ serve\] ", lines[0]), log.read_text()[-2000:]

@@ -153,7 +153,7 @@ def test_routes_conformance(echo) -> None:
     async def go() -> None:
         async with httpx.AsyncClient(base_url=handle.url, timeout=10) as c:
             r = await c.get("/v2")
-            assert r.status_code == 200 and r.json()["extensions"] == ["binary_tensor_data", "classification", "model_configuration", "statistics"]
+            assert r.status_code == 200 and r.json()["extensions"] == ["binary_tensor_data", "classification", "logging", "model_configuration", "statistics"]
             live, ready = await c.get("/v2/health/live"), await c.get("/v2/health/ready")
             # KServe v2's bodies (its SDK reads them; issue 41 item 2), Triton's status codes
             assert (live.status_code, live.json()) == (200, {"live": True})
@@ -178,7 +178,7 @@ def test_routes_conformance(echo) -> None:
             doc = (await c.get("/openapi.json")).json()["paths"]
             routes = handle.app.asgi.app.app.routes  # behind the request-id middleware and the infer front
             served = {r.path: {m.lower() for m in r.methods if m != "HEAD"} for r in routes}
-            assert {p: set(ops) for p, ops in doc.items()} == served and len(served) == 19  # exactly what is served (3: repository)
+            assert {p: set(ops) for p, ops in doc.items()} == served and len(served) == 20  # exactly what is served (3: repository; 1: logging)
             assert all(inspect.iscoroutinefunction(r.endpoint) or inspect.iscoroutinefunction(type(r.endpoint).__call__)
                        for r in routes)  # none runs in a thread pool (the infer route's endpoint is an ASGI app)
             await c.post("/v2/models/echo/infer", json=_json_req())

@@ -49,7 +49,7 @@ class Repository:
     def index(self, ready_only: bool = False) -> list[dict[str, Any]]:
         return [{"name": "echo", "version": "1", "state": "READY", "reason": ""}]
 
-    async def load(self, name: str) -> None:
+    async def load(self, name: str, override: object = None) -> None:
         self.calls.append(("load", name))
 
     async def unload(self, name: str) -> None:

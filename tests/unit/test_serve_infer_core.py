@@ -63,7 +63,8 @@ def _app() -> SimpleNamespace:
             raise UnknownModel(f"Request for unknown model: '{name}' is not found")
         return model
 
-    return SimpleNamespace(clock=clock, metrics=_Metrics(clock), last_used={}, lookup=lookup, model=model)
+    return SimpleNamespace(clock=clock, metrics=_Metrics(clock), last_used={}, lookup=lookup, model=model,
+                           log_settings=SimpleNamespace(verbose=0))
 
 
 def test_a_request_through_the_core_is_counted_timed_and_queued() -> None:

@@ -36,6 +36,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from . import load_override
 from .errors import ModelUnloading, ServeError, UnknownModel, unknown_model, unknown_version
 from .infer_route import InferEndpoint, InferFirst
+from .log_settings import LogSettings, LogSettingsError
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .options import ConnectionLimits
 from .triton import model_config, model_metadata, openapi, server_metadata
@@ -90,7 +91,7 @@ class RequestIdMiddleware:
 class RepositoryHandler(Protocol):
     """What the app asks of a model repository at run time (Triton's repository extension): ``bind(app)``
     once (the app whose models it loads and unloads), ``index(ready_only)`` (Triton's index entries),
-    ``await load(name)`` / ``await unload(name)`` (a refusal raises a :class:`ServeError` such as
+    ``await load(name, override)`` (Triton's load parameters, :mod:`.load_override`) / ``await unload(name)`` (a refusal raises a :class:`ServeError` such as
     ``ControlError``, answered with its status), and ``reasons`` (name -> why it is unavailable)."""
 
     reasons: dict[str, str]
@@ -99,7 +100,7 @@ class RepositoryHandler(Protocol):
 
     def index(self, ready_only: bool = False) -> list[dict[str, Any]]: ...
 
-    async def load(self, name: str) -> None: ...
+    async def load(self, name: str, override: Any = None) -> None: ...
 
     async def unload(self, name: str) -> None: ...
 
@@ -138,6 +139,7 @@ class ServeApp:
         self.clock = clock
         self.shutting_down = False
         self.loop_tid: int | None = None  # the event loop thread's OS id, once the server started
+        self.log_settings = LogSettings()  # Triton's logging extension: /v2/logging, gRPC LogSettings
         self._close_models = close_models_on_shutdown
         self._openapi = orjson.dumps(openapi(list(self.models), metrics=getattr(self.metrics, "enabled", True)))
         self._server_meta = orjson.dumps(server_metadata())
@@ -187,6 +189,7 @@ class ServeApp:
         m, v = "/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"
         routes = [  # every endpoint is a coroutine (or an ASGI app): Starlette runs a plain function in a thread pool
             Route("/v2", self._server_metadata),
+            Route("/v2/logging", self._logging, methods=["GET", "POST"]),
             Route("/v2/health/live", self._live),
             Route("/v2/health/ready", self._ready),
             Route("/v2/models/stats", self._all_stats),
@@ -214,6 +217,7 @@ class ServeApp:
         await warm_through_app(self, self.all_models())  # before uvicorn accepts: the first batch is on time
         yield
         self.shutting_down = True
+        self.log_settings.close()
         if self._close_models:
             for model in self.all_models():
                 await model.close(drain=True)
@@ -302,6 +306,22 @@ class ServeApp:
 
     async def _openapi_doc(self, request: Request) -> Response:
         return Response(self._openapi, media_type=_JSON)
+
+    async def _logging(self, request: Request) -> Response:
+        """Triton's logging extension: GET the settings; POST a JSON object of those to change (all or none)."""
+        if request.method == "GET":
+            return _json(self.log_settings.values)
+        try:
+            changes = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            return _error("the log settings request body is not JSON: send an object such as "
+                          '{"log_verbose_level": 1}', 400)
+        if not isinstance(changes, dict):
+            return _error('the log settings request body must be a JSON object, e.g. {"log_info": false}', 400)
+        try:
+            return _json(self.log_settings.update(changes))
+        except LogSettingsError as e:
+            return _error(str(e), 400)
 
     async def _ready(self, request: Request) -> Response:
         if self.ready:

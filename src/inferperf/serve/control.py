@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from ..errors import UsageError
 from .errors import ControlError
 from .load_override import Override, Staged, config_text
+from .log_settings import LOGGER
 from .repository import check_name, load_served, read_model
 from .warmup import warm_model
 
@@ -173,6 +174,7 @@ class ModelControl:
                 raise ControlError(f"failed to load '{name}': {e}") from None
             old = self.app.replace_model(name, served)
             self.states[name], self.reasons[name] = "READY", ""
+            LOGGER.info("loaded model '%s' version(s) %s", name, ", ".join(m.version for m in served))
             self._set_staged(name, staged)
         for m in old:
             await m.close(drain=True)
@@ -218,3 +220,4 @@ class ModelControl:
             self.app.draining.discard(name)
             self.states[name] = "UNAVAILABLE"
             self.reasons[name] = "unloaded"
+            LOGGER.info("unloaded model '%s'", name)

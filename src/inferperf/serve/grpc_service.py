@@ -18,7 +18,8 @@ What each RPC does:
   the same checks, queue, batches and metrics), raw or typed contents in (:mod:`.grpc_tensors`), raw out.
 - ``ModelStreamInfer``: every request of the stream runs as ``ModelInfer`` does, concurrently; each answer (or
   its ``error_message``) is written as it is ready; a refused request does not end the stream.
-- The shared-memory, trace and log RPCs answer ``UNIMPLEMENTED`` naming what is not served.
+- ``LogSettings``: Triton's logging extension (:mod:`.log_settings`), as ``/v2/logging``.
+- The shared-memory and trace RPCs answer ``UNIMPLEMENTED`` naming what is not served.
 
 A refusal carries the status code Triton's gRPC server uses for the same fault (:data:`CODES`: 400
 ``INVALID_ARGUMENT``, 404 ``NOT_FOUND``, 503 ``UNAVAILABLE`` for back-pressure, ...) and the same message as
@@ -44,6 +45,7 @@ from .errors import Cancelled, ServeError
 from .grpc_tensors import decode_infer, encode_infer
 from .infer_core import InferCore, failure
 from .load_override import from_grpc
+from .log_settings import LogSettingsError
 from .triton import model_config, model_metadata, server_metadata
 from .tensor_types import ProtocolError
 from ..workload.triton_protos import message, service
@@ -62,7 +64,7 @@ NOT_SERVED = {
     "SystemSharedMemoryStatus": "system shared memory", "SystemSharedMemoryRegister": "system shared memory",
     "SystemSharedMemoryUnregister": "system shared memory", "CudaSharedMemoryStatus": "CUDA shared memory",
     "CudaSharedMemoryRegister": "CUDA shared memory", "CudaSharedMemoryUnregister": "CUDA shared memory",
-    "TraceSetting": "tracing", "LogSettings": "log settings",
+    "TraceSetting": "tracing",
 }  # fmt: skip
 
 
@@ -283,6 +285,24 @@ class GrpcService:
         if self.app.control is None:
             raise Refused(400, "this server serves no model repository: start it with --model-repository DIR")
         return self.app.control
+
+    async def _LogSettings(self, request: Any, context: Any, out: Any) -> Any:
+        """Triton's logging extension: the settings named in the request changed (all or none), every setting
+        answered (bool_param, uint32_param or string_param by its type)."""
+        changes = {}
+        for key in request.settings:
+            which = request.settings[key].WhichOneof("parameter_choice")
+            if which is not None:  # a key without a value changes nothing (tritonclient sends None that way)
+                changes[key] = getattr(request.settings[key], which)
+        try:
+            values = self.app.log_settings.update(changes)
+        except LogSettingsError as e:
+            raise Refused(400, str(e)) from None
+        resp = out()
+        for key, value in values.items():
+            kind = "bool_param" if type(value) is bool else "uint32_param" if type(value) is int else "string_param"
+            setattr(resp.settings[key], kind, value)
+        return resp
 
     async def _RepositoryIndex(self, request: Any, context: Any, out: Any) -> Any:
         return json_format.ParseDict({"models": self._control().index(bool(request.ready))}, out(),

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from ..errors import RuntimeFailure
 from .errors import ServeError
+from .log_settings import LOGGER, VERBOSE
 from .tensor_types import ProtocolError, TensorLike
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ class Call:
 
 
 class InferCore:
-    """The infer path over a ``ServeApp`` (its ``lookup``, ``metrics``, ``clock`` and ``last_used``)."""
+    """The infer path over a ``ServeApp`` (its ``lookup``, ``metrics``, ``clock``, ``last_used`` and ``log_settings``)."""
 
     __slots__ = ("app",)
 
@@ -67,8 +68,12 @@ class InferCore:
         return Call(model.name, self.app.metrics.request_started(model.name))
 
     def finish(self, call: Call) -> None:
-        """The request answered ``call.status``: in-flight -1, ``requests{model, status}`` +1, its duration."""
+        """The request answered ``call.status``: in-flight -1, ``requests{model, status}`` +1, its duration; at
+        log verbose level >= 1 one line (model, status, server time)."""
         self.app.metrics.request_finished(call.name, call.status, call.start_ns)
+        if self.app.log_settings.verbose:
+            ms = (self.app.clock.now_ns() - call.start_ns) / 1e6 if call.start_ns else float("nan")
+            LOGGER.log(VERBOSE, "infer model '%s': status %d in %.3f ms", call.name, call.status, ms)
 
     def decode(self, model: Any, decode: Callable[[Sequence[TensorLike], Sequence[TensorLike], int], T]) -> T:
         """``decode(inputs, outputs, max_batch_size)`` over the model's tensors (a form's decoder, which checks
@@ -126,8 +131,10 @@ def failure(e: BaseException) -> tuple[int, str, int | None]:
         retry = getattr(e, "retry_after_s", None) if e.status == 503 else None
         return e.status, str(e), retry
     if isinstance(e, RuntimeFailure):
+        LOGGER.error("%s", e)
         return 500, str(e), None
     if isinstance(e, Exception):
+        LOGGER.error("internal error: %s: %s", type(e).__name__, e)
         return 500, f"internal error: {type(e).__name__}: {e}", None
     raise e
 

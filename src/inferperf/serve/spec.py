@@ -226,6 +226,10 @@ def run_serve(spec: ServeSpec, *, on_started: Callable[[str], None] | None = Non
 
             reexec_with_allocator(spec.cfg.allocator)  # before any model loads
     stack = uvicorn_stack(spec.loop, spec.http)  # a bad or missing one: one line, before the models load
+    if on_started is not None:  # a command line: the server's log lines (/v2/logging switches them) to stderr
+        from .log_settings import log_to_stderr
+
+        log_to_stderr()
     if spec.model_repository is None:
         served = prepare(spec.model, spec.cfg, spec.opts, name=spec.model_name, warmup=spec.warmup != 0)
     else:

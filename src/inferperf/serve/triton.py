@@ -18,7 +18,9 @@ from .._version import __version__
 from .tensor_types import TRITON_DATA_TYPE
 
 #: Extensions listed by ``GET /v2``.
-EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
+#: Triton's protocol extensions served (``model_repository`` is added where a repository is served); not served:
+#: ``sequence``, ``schedule_policy``, ``system_shared_memory``, ``cuda_shared_memory``, ``trace``
+EXTENSIONS = ["binary_tensor_data", "classification", "logging", "model_configuration", "statistics"]
 
 
 def server_metadata() -> dict[str, Any]:
@@ -133,6 +135,10 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
         "/v2/models/stats": get("Triton statistics extension, all models"),
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition"}}}},
         "/openapi.json": get("This document"),
+        "/v2/logging": {**get("Triton logging extension: the log settings"),
+                        "post": {"summary": "Change log settings (log_info, log_warnings, log_errors, "
+                                            "log_verbose_level, log_format); answers every setting",
+                                 "responses": {"200": ok_json, "400": err}}},
     }
     if not metrics:
         del paths["/metrics"]
