@@ -49,9 +49,11 @@ def test_ops_plus_outside_add_up_to_profiled_time(det):
     # inside the perf_counter_ns window around the same session.run calls (a warm-up event counted as measured
     # would stick out; + 1 us per run for the trace's us rounding) and fill most of it (a missed event would
     # not). Bounds, not a tolerance: load stretches the events and the window alike; only the gaps between
-    # calls (microseconds against runs of milliseconds) are the window's alone
+    # calls (microseconds against runs of milliseconds) are the window's alone. ORT's trace clock is
+    # high_resolution_clock (libstdc++: CLOCK_REALTIME, which time sync slews and steps), the window's
+    # perf_counter (CLOCK_MONOTONIC): 1 % between them (CI once saw +0.29 %), far under one extra run's 1/6
     assert 0 <= p["outside_kernels_ms"] < p["profiled_run_ms_mean"]
-    assert 0.5 * p["profiled_wall_ms_mean"] <= p["profiled_run_ms_mean"] <= p["profiled_wall_ms_mean"] + 1e-3
+    assert 0.5 * p["profiled_wall_ms_mean"] <= p["profiled_run_ms_mean"] <= p["profiled_wall_ms_mean"] * 1.01 + 1e-3
     assert p["first_run_ms"] is not None and p["trace_path"] != det[1].metrics.profile["trace_path"]
 
 
