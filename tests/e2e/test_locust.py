@@ -188,3 +188,7 @@ def test_master_with_two_workers_makes_requests_that_import_as_a_result(squeezen
     assert doc["metrics"]["latency_ms"]["count"] > 0 and doc["metrics"]["errors"]["count"] == 0
     workers = [log.read_text() for log in logs[1:]]
     assert all("payload pool" in w for w in workers), workers  # each worker built its own pool
+    # issue 41 item 7: the master's totals step at the workers' reports; no window is a report gap read as zero
+    wins = doc["metrics"]["windows"]
+    assert wins and all(w["count"] > 0 for w in wins), wins
+    assert any("windows span report to report" in n for n in doc["notes"]), doc["notes"]

@@ -92,6 +92,7 @@ def test_report_reads_an_imported_result_and_says_so(tmp_path: Path) -> None:
     path, rep = report([tmp_path / "in"], tmp_path / "report.md", "markdown")
     text = path.read_text()
     assert "no raw samples" in text and "stability not judged" in text
+    assert "timed: Locust's 4 users" in text and "pool of 0" not in text  # issue 41 item 7
 
 
 @pytest.mark.parametrize("missing", ["stats", "stats_history"])
@@ -148,3 +149,30 @@ def test_compare_treats_imports_as_summary_only(tmp_path) -> None:
             save(x, tmp_path / side / f"r{i}.json")
     rows = {row.metric: row for row in compare([tmp_path / "c"], [tmp_path / "d"]).rows}
     assert rows["throughput"].n == (3, 3) and rows["throughput"].low is not None
+
+
+def test_a_distributed_runs_stepped_totals_become_one_window_per_worker_report(tmp_path: Path) -> None:
+    """Issue 41 item 7: a master writes a history row a second but its totals move only at the workers' reports
+    (every 3 s): per-row windows read 150, 0, 0, 360, 0, 0, ... requests/s, a sawtooth of the reports. Windows span
+    report to report instead (exact counts over 3 s), a note says so; a single process keeps one row per window."""
+    for suffix in ("stats", "failures"):
+        shutil.copy(FIX / f"tiny_binary_{suffix}.csv", tmp_path / f"dist_{suffix}.csv")
+    lines = (FIX / "tiny_binary_stats_history.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    base = lines[1].split(",")
+    i_t, i_u, i_n = header.index("Timestamp"), header.index("User Count"), header.index("Total Request Count")
+    i_50, i_99 = header.index("50%"), header.index("99%")
+    totals = [0, 150, 150, 150, 510, 510, 510, 870, 870, 870]  # reports at rows 1, 4 and 7
+    rows = [",".join(header)]
+    for k, total in enumerate(totals):
+        row = list(base)
+        row[i_t], row[i_u], row[i_n] = str(1796125602 + k), "4", str(total)
+        row[i_50], row[i_99] = ("N/A", "N/A") if k == 0 else ("20", "60")
+        rows.append(",".join(row))
+    (tmp_path / "dist_stats_history.csv").write_text("\n".join(rows) + "\n")
+    r = locust_results(tmp_path / "dist", system=collect_system(), command=["locust"])[0]
+    assert [(w.t_s, w.count, w.queries_per_s) for w in r.metrics.windows] == [(0.0, 150, 150.0), (1.0, 360, 120.0),
+                                                                             (4.0, 360, 120.0)]
+    assert any("windows span report to report, ~3 s each" in n for n in r.notes)
+    single = _one("tiny_binary")  # totals move every row: one window per row, no note
+    assert len(single.metrics.windows) == 6 and not any("report to report" in n for n in single.notes)

@@ -16,8 +16,10 @@ most Locust users seen) that says what it is and what it lacks:
   included (Locust times failures too); ``percentiles_from = "locust"``; ``std`` is not in the CSV (0.0, listed
   in ``not_reported``).
 - ``metrics.throughput``: successful requests over Locust's duration (request count / Locust's requests/s).
-- ``metrics.windows``: from the history, requests/s exact from the running totals between rows; p50/p99 are
-  Locust's "current" percentiles of that row (its last ~10 s, not the window alone).
+- ``metrics.windows``: from the history, requests/s exact from the running totals between the rows where they
+  moved (a distributed run's master learns counts at its workers' reports, every 3 s by default, so a window
+  spans report to report: :func:`report_rows`); p50/p99 are Locust's "current" percentiles of that row (its last
+  ~10 s, not the window alone).
 - ``validity``: ``valid`` when a request succeeded; its reasons say that stability cannot be judged from
   summaries (``validity.stability_judged = false``).
 
@@ -168,11 +170,26 @@ def _latency(row: LocustRow, where: str) -> LatencySummary:
                           not_reported=["std", "p50_ci95"])  # fmt: skip
 
 
+def report_rows(history: list[HistoryRow]) -> list[HistoryRow]:
+    """The history rows at which Locust's totals moved (the first row, then each row whose running total differs
+    from the row before). Locust's master writes a row a second but learns counts only from its workers' reports
+    (every 3 s by default: locust's ``WORKER_REPORT_INTERVAL``), so in a distributed run the totals step every few
+    rows; a single process moves them every row, and then every row is a report row."""
+    out = history[:1]
+    for a, b in zip(history, history[1:], strict=False):
+        if b.total_count != a.total_count:
+            out.append(b)
+    return out
+
+
 def _windows(history: list[HistoryRow]) -> list[Window]:
-    """Windows between consecutive history rows: exact counts and rates from the totals, Locust's percentiles."""
+    """Windows between consecutive report rows (:func:`report_rows`): exact counts and rates from the totals,
+    Locust's percentiles. A window spans from one report to the next, so a distributed run's per-second rows
+    (50, 48, 0, 120, 121, 0, ... requests: when the workers reported, not the load) become one window per report."""
     out: list[Window] = []
     t0 = history[0].timestamp_s if history else 0
-    for a, b in zip(history, history[1:], strict=False):
+    rows = report_rows(history)
+    for a, b in zip(rows, rows[1:], strict=False):
         dt = b.timestamp_s - a.timestamp_s
         p50, p99 = b.percentiles_ms.get("50%"), b.percentiles_ms.get("99%")
         if dt <= 0 or p50 is None or p99 is None:
@@ -204,6 +221,12 @@ def _notes(row: LocustRow, history: list[HistoryRow], users: int) -> list[str]:
     ]
     if row.failures:
         notes.append(f"{row.failures} failed requests: Locust's latencies and percentiles include them")
+    reports = report_rows(history)
+    if len(history) > 1 and len(reports) < len(history) - 1:
+        gaps = [b.timestamp_s - a.timestamp_s for a, b in zip(reports, reports[1:], strict=False)]
+        width = sorted(gaps)[len(gaps) // 2] if gaps else 0
+        notes.append(f"Locust's totals moved at {len(reports)} of {len(history)} history rows (a distributed run: "
+                     f"the master counts at its workers' reports): windows span report to report, ~{width} s each")
     ramp = [h.users for h in history if h.total_count > 0 and h.users < users]
     if ramp:
         notes.append(f"Locust's totals include {len(ramp)} s with fewer than {users} users (ramp-up or down;"

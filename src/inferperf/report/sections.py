@@ -173,7 +173,11 @@ def inputs_text(r: Result) -> str:
     """Where a Result's inputs came from, as recorded: the timed inputs (``config.workload.data_source``) and,
     for optimize and runtime comparisons, the inputs outputs were compared on (``metrics.accuracy``)."""
     w = r.config.workload
-    text = f"timed: {w.data_source}, pool of {w.input_pool_size}, seed {w.seed}"
+    if w.data_source == "locust":  # an import: Locust's CSV names the users, not the payloads they sent
+        users = ((r.run or {}).get("locust") or {}).get("users", r.config.concurrency)
+        text = f"timed: Locust's {users} users (its CSV records no payload pool or seed)"
+    else:
+        text = f"timed: {w.data_source}, pool of {w.input_pool_size}, seed {w.seed}"
     acc = r.metrics.accuracy if isinstance(r.metrics.accuracy, dict) else {}
     src = acc.get("data_source") or (acc.get("output_agreement") or {}).get("data_source")
     if src:
