@@ -470,3 +470,30 @@ def test_tritonclient_log_settings_change_what_the_server_writes(tmp_path_factor
         srv.stop()
     lines = [line for line in log.read_text().splitlines() if "infer model 'simple': status 200 in " in line]
     assert len(lines) == 1 and re.match(r"V\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ serve\] ", lines[0]), log.read_text()[-2000:]
+
+
+def test_tritons_shm_client_and_perf_analyzer_shared_memory_pass(tmp_path_factory: pytest.TempPathFactory,
+                                                                 model_path: Path) -> None:
+    """Issue 41 item 1: simple_http_shm_client.py (unchanged: it registers /dev/shm regions with tritonclient's
+    shared_memory utilities, infers simple's sums and differences through them, reads the status, unregisters)
+    exits 0 on `serve --model-repository ... --allow-client-shm`; perf_analyzer --shared-memory system drives a
+    model through regions with no error. The server keeps every segment (the client unlinks its own)."""
+    from tests.triton_repository import make_repository
+
+    repo = make_repository(tmp_path_factory.mktemp("triton-shm") / "model_repository")
+    srv = _launch(["--model-repository", str(repo), "--allow-client-shm"], tmp_path_factory.mktemp("serve-shm") / "log")
+    try:
+        proc = subprocess.run([str(PYTHON), str(EXAMPLE_CLIENTS / "simple_http_shm_client.py"), "-u", srv.url],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and "PASS: system shared memory" in proc.stdout, (proc.stdout[-3000:],
+                                                                                     proc.stderr[-3000:])
+        pa = subprocess.run([str(PERF_ANALYZER), "-m", "simple", "-u", srv.url, "-i", "http", "--shared-memory",
+                             "system", "--concurrency-range", "1:2", "--measurement-interval", str(MEASUREMENT_MS),
+                             "--stability-percentage", "9999", "--max-trials", "3"],
+                            capture_output=True, text=True, timeout=600)
+        out = pa.stdout + pa.stderr
+        assert pa.returncode == 0, out[-3000:]
+        assert re.search(r"Concurrency: 2, throughput: [1-9][\d.]* infer/sec", out), out[-3000:]
+        assert srv.proc.poll() is None
+    finally:
+        srv.stop()

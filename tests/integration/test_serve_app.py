@@ -178,7 +178,7 @@ def test_routes_conformance(echo) -> None:
             doc = (await c.get("/openapi.json")).json()["paths"]
             routes = handle.app.asgi.app.app.routes  # behind the request-id middleware and the infer front
             served = {r.path: {m.lower() for m in r.methods if m != "HEAD"} for r in routes}
-            assert {p: set(ops) for p, ops in doc.items()} == served and len(served) == 20  # exactly what is served (3: repository; 1: logging)
+            assert {p: set(ops) for p, ops in doc.items()} == served and len(served) == 30  # exactly what is served (3: repository; 1: logging; 10: shared memory)
             assert all(inspect.iscoroutinefunction(r.endpoint) or inspect.iscoroutinefunction(type(r.endpoint).__call__)
                        for r in routes)  # none runs in a thread pool (the infer route's endpoint is an ASGI app)
             await c.post("/v2/models/echo/infer", json=_json_req())

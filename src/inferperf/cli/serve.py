@@ -91,6 +91,8 @@ def serve_command(
     latency_buckets: Annotated[Optional[str], Opt(help="the duration histograms' edges in seconds, comma-separated"
                                                       " (default 0.00005 .. 10); a histogram p99 is only known to"
                                                       " its bucket")] = None,
+    allow_client_shm: Annotated[bool, Opt("--allow-client-shm", help="serve Triton's system shared memory: clients"
+                                                                      " on this machine pass tensors in /dev/shm")] = False,
     slo_ms: Annotated[Optional[float], Opt(help="latency SLO in ms, added as a histogram edge so the share within it"
                                                 " and an alert on it are exact")] = None,
     json_nonfinite: Annotated[Optional[str], Opt(help="NaN/Inf in a JSON answer: error (default: 500, strict JSON)"
@@ -148,7 +150,7 @@ def serve_command(
         metrics_auth=metrics_auth, access_log=access_log, loop=loop, http=http, metrics=not no_metrics,
         model_name=model_name, warmup=warmup, result=output is not None, model_flags=given, grpc=not no_grpc,
         grpc_port=grpc_port, grpc_max_message_bytes=grpc_max_message_bytes, latency_buckets=latency_buckets,
-        slo_ms=slo_ms,
+        slo_ms=slo_ms, allow_client_shm=allow_client_shm,
     ).check(warn=_warn)  # the refusals, before any file is read or model loaded
     if model_repository is None:
         spec.cfg, spec.opts = _settings(params, config)

@@ -37,6 +37,8 @@ from . import load_override
 from .errors import ModelUnloading, ServeError, UnknownModel, unknown_model, unknown_version
 from .infer_route import InferEndpoint, InferFirst
 from .log_settings import LogSettings, LogSettingsError
+from .shm import SharedMemory
+from .shm_routes import shm_routes
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .options import ConnectionLimits
 from .triton import model_config, model_metadata, openapi, server_metadata
@@ -140,6 +142,7 @@ class ServeApp:
         self.shutting_down = False
         self.loop_tid: int | None = None  # the event loop thread's OS id, once the server started
         self.log_settings = LogSettings()  # Triton's logging extension: /v2/logging, gRPC LogSettings
+        self.shm = SharedMemory(allowed=False)  # Triton's system shared memory: on with allow_client_shm()
         self._close_models = close_models_on_shutdown
         self._openapi = orjson.dumps(openapi(list(self.models), metrics=getattr(self.metrics, "enabled", True)))
         self._server_meta = orjson.dumps(server_metadata())
@@ -190,6 +193,7 @@ class ServeApp:
         routes = [  # every endpoint is a coroutine (or an ASGI app): Starlette runs a plain function in a thread pool
             Route("/v2", self._server_metadata),
             Route("/v2/logging", self._logging, methods=["GET", "POST"]),
+            *shm_routes(self.shm),
             Route("/v2/health/live", self._live),
             Route("/v2/health/ready", self._ready),
             Route("/v2/models/stats", self._all_stats),
@@ -221,6 +225,7 @@ class ServeApp:
         if self._close_models:
             for model in self.all_models():
                 await model.close(drain=True)
+        await self.shm.close()  # after the models drained: no request holds a view of a region
 
     async def _serve_error(self, request: Request, exc: ServeError) -> Response:
         return _refused(exc)  # a lookup's 404/503 (:meth:`_model`), a refused repository request
@@ -291,9 +296,11 @@ class ServeApp:
         return model
 
     async def _server_metadata(self, request: Request) -> Response:
-        if self.control is not None:  # Triton's repository extension, served only over a repository
+        extra = (["model_repository"] if self.control is not None else []) + (  # served only over a repository,
+            ["system_shared_memory"] if self.shm.allowed else [])  # and with --allow-client-shm
+        if extra:
             doc = orjson.loads(self._server_meta)
-            return _json({**doc, "extensions": [*doc["extensions"], "model_repository"]})
+            return _json({**doc, "extensions": sorted([*doc["extensions"], *extra])})
         return Response(self._server_meta, media_type=_JSON)
 
     async def _live(self, request: Request) -> Response:
@@ -322,6 +329,10 @@ class ServeApp:
             return _json(self.log_settings.update(changes))
         except LogSettingsError as e:
             return _error(str(e), 400)
+
+    def allow_client_shm(self) -> None:
+        """Serve Triton's system shared memory (``--allow-client-shm``: regions of this machine's /dev/shm)."""
+        self.shm.allowed = True
 
     async def _ready(self, request: Request) -> Response:
         if self.ready:

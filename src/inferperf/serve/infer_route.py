@@ -148,14 +148,15 @@ class InferEndpoint:
             body = await read_body(scope, receive, limit)
             header_length = _header(scope, _HEADER_LENGTH)
             coding = _header(scope, b"content-encoding")  # the header length counts the decoded JSON
+            shm = self.app.shm if self.app.shm.allowed else None
             req = core.decode(model, lambda inputs, outputs, mbs: decode_request(
-                decompress(body, coding, limit) if coding else body, header_length, inputs, outputs, mbs))
+                decompress(body, coding, limit) if coding else body, header_length, inputs, outputs, mbs, shm))
             watch = DisconnectWatch(receive)
             outputs = await watch.race(core.run(model, req, watch.is_disconnected,
                                                 scope.get("state", {}).get("access")), model.name)
             answer_in = accepted(_header(scope, b"accept-encoding"))
             data, headers = core.encode(model, lambda: _encoded(answer_in, *encode_response(
-                model.name, model.version, req, outputs, model.options.json_nonfinite)))
+                model.name, model.version, req, outputs, model.options.json_nonfinite, shm)))
             return Answer(200, data, [(k.encode(), v.encode()) for k, v in headers.items()])
         except ClientDisconnect:  # the client went away mid-upload: nobody to answer, and not the server's error
             return Answer(Cancelled.status, None, [])

@@ -73,6 +73,15 @@ class InferRequest:
     classification: dict[str, int] = field(default_factory=dict)
     labels: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     batched: bool = False
+    shm_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _shm(shm: Any) -> Any:
+    if shm is None:
+        from .shm import REFUSAL, ShmError
+
+        raise ShmError(REFUSAL, 403)
+    return shm
 
 
 def _as_dict(value: Any, what: str) -> dict[str, Any]:
@@ -180,6 +189,7 @@ def decode_request(
     inputs: Sequence[TensorLike],
     outputs: Sequence[TensorLike],
     max_batch_size: int,
+    shm: Any = None,
 ) -> InferRequest:
     """Decode and validate one ``/infer`` body.
 
@@ -189,10 +199,13 @@ def decode_request(
         inputs, outputs: the model's tensors (shape with -1 for free dims; batch dim included when
             ``max_batch_size`` > 0).
         max_batch_size: Triton's meaning: most rows per request; 0 = no batch dim.
+        shm: the server's :class:`~inferperf.serve.shm.SharedMemory` (inputs and outputs that name a
+            ``shared_memory_region``), or None (such a request is refused).
 
     Raises:
         ProtocolError: 400 naming the tensor (unknown/missing input, datatype, shape, element count,
-            rows over ``max_batch_size``, malformed binary data); unknown requested outputs.
+            rows over ``max_batch_size``, malformed binary data, a shared-memory span outside its region);
+            unknown requested outputs; 403 for shared memory on a server that does not allow it.
     """
     header, offset = _parse_header(body, header_length)
     entries = header.get("inputs")
@@ -206,7 +219,12 @@ def decode_request(
         name = entry["name"]
         spec, shape = check_input(name, entry.get("datatype"), entry.get("shape"), specs, arrays)
         params = _as_dict(entry.get("parameters"), f"input '{name}' parameters")
-        if "binary_data_size" in params:
+        if "shared_memory_region" in params:
+            if "data" in entry or "binary_data_size" in params:
+                raise ProtocolError(f"input '{name}': give 'data', binary_data_size or shared_memory_region, "
+                                    "not two")
+            arrays[name] = _shm(shm).read(name, params, spec.datatype, shape)
+        elif "binary_data_size" in params:
             if "data" in entry:
                 raise ProtocolError(f"input '{name}': give 'data' or binary_data_size, not both")
             size = params["binary_data_size"]
@@ -253,6 +271,8 @@ def _requested_outputs(entries: Any, known: dict[str, TensorLike], req: InferReq
                 req.labels[name] = getattr(known[name], "labels", None)
         if "binary_data" in params:
             req.binary[name] = bool(params["binary_data"])
+        if "shared_memory_region" in params:
+            req.shm_outputs[name] = params
         names.append(name)
     req.outputs = names or None
 
@@ -295,7 +315,7 @@ def answered(name: str, arr: np.ndarray, req: InferRequest) -> np.ndarray:
 
 def encode_response(
     model_name: str, model_version: str, req: InferRequest, outputs: dict[str, np.ndarray],
-    nonfinite: str = "error",
+    nonfinite: str = "error", shm: Any = None,
 ) -> tuple[bytes, dict[str, str]]:
     """Encode the answer to ``req`` in one piece.
 
@@ -304,6 +324,7 @@ def encode_response(
             requested order; all, in the given order, when none were requested).
         nonfinite: NaN/+-Inf in a JSON output: ``"error"`` (500) or ``"literal"`` (Triton's ``NaN``,
             ``Infinity``, ``-Infinity`` tokens); see ``ServeOptions.json_nonfinite``.
+        shm: the server's shared memory, for outputs asked into a region (``req.shm_outputs``).
 
     Returns:
         (body, headers): headers hold ``content-type`` and, when any output is binary,
@@ -319,7 +340,10 @@ def encode_response(
     for name in names:
         arr = answered(name, outputs[name], req)
         entry: dict[str, Any] = {"name": name, "datatype": datatype_of(arr), "shape": list(arr.shape)}
-        if req.binary.get(name, req.binary_default):
+        params = req.shm_outputs.get(name)
+        if params is not None:  # written into the client's region: no data and no parameters in the answer
+            _shm(shm).write(name, params, arr)  # (Triton's C++ client reads binary_data_size from any parameters)
+        elif req.binary.get(name, req.binary_default):
             blob = binary_data(arr)
             entry["parameters"] = {"binary_data_size": len(blob) if isinstance(blob, bytes) else blob.nbytes}
             blobs.append(blob)

@@ -60,7 +60,8 @@ class ServeSpec:
         :meth:`resolved_grpc_port` gives; request messages up to that many bytes, 0 = sized from the models' body
         limit; :class:`~inferperf.serve.grpc_service.GrpcFront`). latency_buckets / slo_ms: the duration
         histograms' edges (s; a comma list as ``--latency-buckets`` gives it, or numbers) and an SLO (ms) added
-        as an edge (:func:`~inferperf.serve.metrics.duration_buckets`); None: the defaults.
+        as an edge (:func:`~inferperf.serve.metrics.duration_buckets`); None: the defaults. allow_client_shm: serve
+        Triton's system shared memory (:mod:`.shm`).
     """
 
     model: str | None = None
@@ -87,6 +88,7 @@ class ServeSpec:
     grpc: bool = True
     grpc_port: int | None = None
     grpc_max_message_bytes: int = 0
+    allow_client_shm: bool = False
     latency_buckets: str | Sequence[float] | None = None
     slo_ms: float | None = None
 
@@ -238,6 +240,8 @@ def run_serve(spec: ServeSpec, *, on_started: Callable[[str], None] | None = Non
                                     load_models=c.load_models, max_concurrent_loads=c.max_concurrent_loads,
                                     max_loaded_models=c.max_loaded_models, exit_on_error=c.exit_on_error)
     served.limits = spec.connection_limits()
+    if spec.allow_client_shm:
+        served.allow_client_shm()
     edges = spec.duration_edges()
     if edges is not None:
         served.metrics.set_duration_buckets(edges)

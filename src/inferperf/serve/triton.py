@@ -135,6 +135,20 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
         "/v2/models/stats": get("Triton statistics extension, all models"),
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition"}}}},
         "/openapi.json": get("This document"),
+        **{path: (get(summary, {"403": err, "404": err}) if verb == "get" else
+                  {"post": {"summary": summary, "responses": {"200": ok_json, "400": err, "403": err}}})
+           for path, verb, summary in (
+               ("/v2/systemsharedmemory/status", "get", "System shared-memory regions (--allow-client-shm)"),
+               ("/v2/systemsharedmemory/region/{region}/status", "get", "One region's status"),
+               ("/v2/systemsharedmemory/region/{region}/register", "post",
+                "Register a region: body {key, offset, byte_size}"),
+               ("/v2/systemsharedmemory/unregister", "post", "Unregister every region"),
+               ("/v2/systemsharedmemory/region/{region}/unregister", "post", "Unregister a region"),
+               ("/v2/cudasharedmemory/status", "get", "CUDA shared memory: none (a CPU server)"),
+               ("/v2/cudasharedmemory/region/{region}/status", "get", "CUDA shared memory: none"),
+               ("/v2/cudasharedmemory/region/{region}/register", "post", "CUDA shared memory: refused"),
+               ("/v2/cudasharedmemory/unregister", "post", "CUDA shared memory: nothing to unregister"),
+               ("/v2/cudasharedmemory/region/{region}/unregister", "post", "CUDA shared memory: nothing to unregister"))},
         "/v2/logging": {**get("Triton logging extension: the log settings"),
                         "post": {"summary": "Change log settings (log_info, log_warnings, log_errors, "
                                             "log_verbose_level, log_format); answers every setting",
