@@ -72,7 +72,9 @@ def test_a_fresh_server_sends_one_request_per_shape_through_the_app_and_batcher_
         stats = model.stats()
         assert stats["inference_count"] == 0 and stats["execution_count"] == 0
         assert app.metrics.window_summary()["request_ms"] is None
-        assert "inferperf_requests_total{" not in app.metrics.exposition().decode()
+        counted = [line for line in app.metrics.exposition().decode().splitlines()
+                   if line.startswith("inferperf_requests_total{")]
+        assert counted and all(line.endswith(" 0.0") for line in counted), counted  # series at 0 (issue 41 item 6)
 
         x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(1, 32)
         body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 32], "data": x.ravel().tolist()}]}

@@ -64,7 +64,7 @@ def _app() -> SimpleNamespace:
         return model
 
     return SimpleNamespace(clock=clock, metrics=_Metrics(clock), last_used={}, lookup=lookup, model=model,
-                           log_settings=SimpleNamespace(verbose=0))
+                           log_settings=SimpleNamespace(verbose=0), shm=SimpleNamespace(allowed=False))
 
 
 def test_a_request_through_the_core_is_counted_timed_and_queued() -> None:
