@@ -1,4 +1,4 @@
-"""The listening socket of ``inferperf serve`` (serve/server.py ``bind_socket``)."""
+"""The listening socket of ``inferperf serve`` (serve/listen.py ``bind_socket``)."""
 
 from __future__ import annotations
 
