@@ -37,34 +37,12 @@ from urllib.parse import unquote
 from ..clock import SYSTEM_CLOCK, Clock
 from .http1 import DISCONNECTED, ERROR_BODY_BYTES, Response
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
-END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY = 0x1, 0x1, 0x4, 0x8, 0x20
-#: our receive window: the largest there is, for the connection and every stream
-MAX_WINDOW = 2**31 - 1
-_U32 = struct.Struct(">I")
-
-
-def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    return (len(payload) << 8 | kind).to_bytes(4, "big") + bytes((flags,)) + _U32.pack(stream) + payload
-
-
-def _literal(name: bytes, value: bytes) -> bytes:
-    """An HPACK literal header field without indexing, new name, no Huffman coding (RFC 7541 section 6.2.2)."""
-    return b"\x00" + _hpack_int(len(name), 7) + name + _hpack_int(len(value), 7) + value
-
-
-def _hpack_int(n: int, prefix_bits: int) -> bytes:
-    """RFC 7541 section 5.1 integer with a ``prefix_bits`` prefix (the high bits left 0: no Huffman flag)."""
-    limit = (1 << prefix_bits) - 1
-    if n < limit:
-        return bytes((n,))
-    out, n = bytearray((limit,)), n - limit
-    while n >= 128:
-        out.append(n % 128 + 128)
-        n //= 128
-    out.append(n)
-    return bytes(out)
+from ..workload.h2_frames import (ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, MAX_WINDOW, PADDED,
+                                  PING, PREFACE, PRIORITY, RST_STREAM, SETTINGS, WINDOW_UPDATE)
+from ..workload.h2_frames import U32 as _U32
+from ..workload.h2_frames import frame as _frame
+from ..workload.h2_frames import read_frame
+from ..workload.h2_frames import literal as _literal
 
 
 def request_block(path: str, authority: str, metadata: tuple[tuple[str, str], ...] = ()) -> bytes:
@@ -151,15 +129,9 @@ class H2Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:  # noqa: D102
         buf = self.buf
         buf += data
-        pos, end = 0, len(buf)
-        while end - pos >= 9:
-            length = int.from_bytes(buf[pos:pos + 3], "big")
-            if end - pos < 9 + length:
-                break
-            kind, flags = buf[pos + 3], buf[pos + 4]
-            stream = _U32.unpack_from(buf, pos + 5)[0] & 0x7FFFFFFF
-            payload = bytes(buf[pos + 9:pos + 9 + length])
-            pos += 9 + length
+        pos = 0
+        while (f := read_frame(buf, pos)) is not None:
+            kind, flags, stream, payload, pos = f
             try:
                 self._on_frame(kind, flags, stream, payload)
             except Exception as e:  # noqa: BLE001 - a frame this client cannot read (a header block it cannot decode)

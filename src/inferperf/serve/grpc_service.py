@@ -3,8 +3,9 @@ the same models, batcher, metrics, limits and API key.
 
 Triton's ``grpc_service.proto`` is a superset of KServe's ``grpc_predict_v2.proto`` with the same field numbers,
 so one service answers both kinds of client (tritonclient.grpc, perf_analyzer ``-i grpc``, KServe's
-``InferenceGRPCClient``). The messages come from the vendored descriptor (:mod:`inferperf.workload.triton_protos`); the handlers
-are registered as a generic handler on a ``grpc.aio`` server, so no generated ``_pb2_grpc`` code is imported.
+``InferenceGRPCClient``). The messages come from the vendored descriptor (:mod:`inferperf.workload.triton_protos`), so no generated
+``_pb2_grpc`` code is imported; the HTTP/2 side is :mod:`.grpc_h2` (served from the event loop, no gRPC core
+threads).
 
 What each RPC does:
 
@@ -68,6 +69,17 @@ NOT_SERVED = {
 }  # fmt: skip
 
 
+class Rpc(NamedTuple):
+    """One RPC as the front runs it: ``run(request, context)`` (a coroutine; for a ``streaming`` one,
+    ``run(requests, context)`` an async generator of answers), ``parse(bytes) -> request``,
+    ``serialize(answer) -> bytes``."""
+
+    streaming: bool
+    parse: Callable[[Any], Any]
+    run: Callable[..., Any]
+    serialize: Callable[[Any], bytes]
+
+
 class Sized(NamedTuple):
     """A request ``message`` parsed from ``nbytes`` bytes on the wire."""
 
@@ -98,7 +110,7 @@ class Refused(Exception):
 class GrpcService:
     """The service's handlers over a ``ServeApp`` (its models, metrics, repository control and API key).
 
-    :meth:`handler` is the ``grpc.GenericRpcHandler`` to register on a ``grpc.aio`` server.
+    :meth:`rpcs` is what the front (:mod:`.grpc_h2`) serves.
     """
 
     def __init__(self, app: Any) -> None:
@@ -106,21 +118,17 @@ class GrpcService:
         self.core = InferCore(app)
 
     # -- plumbing ---------------------------------------------------------------------------------------------
-    def handler(self) -> grpc.GenericRpcHandler:
-        """Every RPC of ``inference.GRPCInferenceService``, with its messages' (de)serialisers."""
-        handlers = {}
+    def rpcs(self) -> dict[str, Rpc]:
+        """Every RPC of ``inference.GRPCInferenceService`` by its path (``/inference.GRPCInferenceService/NAME``),
+        with its messages' (de)serialisers, for :class:`~.grpc_h2.GrpcFront`."""
+        out = {}
         for m in service().methods:
             req, resp = message(m.input_type.full_name), message(m.output_type.full_name)
-            fn = self._method(m.name)
             # infer requests keep the size of their wire bytes (the body limit; ByteSize() would re-encode them)
             read = _sized(req) if m.name in ("ModelInfer", "ModelStreamInfer") else req.FromString
-            if m.name == "ModelStreamInfer":
-                handlers[m.name] = grpc.stream_stream_rpc_method_handler(
-                    fn, request_deserializer=read, response_serializer=resp.SerializeToString)
-            else:
-                handlers[m.name] = grpc.unary_unary_rpc_method_handler(
-                    fn, request_deserializer=read, response_serializer=resp.SerializeToString)
-        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+            out[f"/{SERVICE}/{m.name}"] = Rpc(m.name == "ModelStreamInfer", read, self._method(m.name),
+                                              resp.SerializeToString)
+        return out
 
     def _method(self, name: str) -> Callable[..., Any]:
         if name == "ModelStreamInfer":
@@ -318,46 +326,4 @@ class GrpcService:
         return out()
 
 
-class GrpcFront:
-    """The ``grpc.aio`` server of one ``ServeApp``: started on the running event loop (uvicorn's), stopped with
-    the server's own shutdown.
-
-    Args:
-        app: the ``ServeApp``.
-        host, port: where to listen (port 0: any free port; :attr:`port` is the one bound once started).
-        max_message_bytes: the largest request message accepted (gRPC's default is 4 MiB; a batch of 8
-            224x224x3 FP32 images is 4.8 MB); 0 = the largest model body limit (``max_body_bytes``) plus 64 KiB, so a
-            message a little over a model's limit is refused with that model's words (413, RESOURCE_EXHAUSTED,
-            "raise --max-body-bytes") and one far over by gRPC itself (RESOURCE_EXHAUSTED). Answers are not
-            limited (Triton sets both to INT32_MAX).
-    """
-
-    def __init__(self, app: Any, host: str, port: int, max_message_bytes: int = 0) -> None:
-        self.app, self.host, self.port = app, host, port
-        limits = [m.options.max_body_bytes for m in app.all_models()] or [64 * 2**20]
-        self.max_message_bytes = max_message_bytes or min(2**31 - 1, max(limits) + 65536)
-        self.server: Any = None
-
-    async def start(self) -> int:
-        """Bind and start serving; returns the port bound.
-
-        Raises:
-            RuntimeError: the address could not be bound (a port in use).
-        """
-        self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", self.max_message_bytes),
-                                               ("grpc.max_send_message_length", -1),
-                                               ("grpc.so_reuseport", 0)])
-        self.server.add_generic_rpc_handlers((GrpcService(self.app).handler(),))
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        self.port = self.server.add_insecure_port(f"{host}:{self.port}")
-        await self.server.start()
-        return self.port
-
-    async def stop(self, grace_s: float | None = 30.0) -> None:
-        """Refuse new RPCs at once; let those running finish for up to ``grace_s`` s, then cancel them."""
-        if self.server is not None:
-            await self.server.stop(grace_s)
-            self.server = None
-
-
-__all__ = ["CODES", "GrpcFront", "GrpcService", "NOT_SERVED", "OPEN_RPCS", "SERVICE", "grpc_code"]
+__all__ = ["CODES", "GrpcService", "NOT_SERVED", "OPEN_RPCS", "Rpc", "SERVICE", "grpc_code"]

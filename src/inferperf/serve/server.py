@@ -42,12 +42,12 @@ def _now_s() -> float:
 
 
 def _grpc_front(app: ServeApp, host: str, grpc_port: int | None, max_message_bytes: int) -> Any:
-    """A :class:`~inferperf.serve.grpc_service.GrpcFront` for ``app`` (its port checked), or None (``grpc_port``
+    """A :class:`~inferperf.serve.grpc_h2.GrpcFront` for ``app`` (its port checked), or None (``grpc_port``
     None: gRPC off)."""
     if grpc_port is None:
         return None
     check_grpc_port(host, grpc_port)
-    from .grpc_service import GrpcFront
+    from .grpc_h2 import GrpcFront
 
     return GrpcFront(app, host, grpc_port, max_message_bytes)
 
@@ -65,7 +65,7 @@ class _Server(uvicorn.Server):
         self.serve_app = app
         self.grace_s = grace_s
         self.on_started = on_started
-        self.grpc = grpc  # a GrpcFront (serve/grpc_service.py) started on this loop after uvicorn, or None
+        self.grpc = grpc  # a GrpcFront (serve/grpc_h2.py) started on this loop after uvicorn, or None
         self.grpc_error: BaseException | None = None
         self.all_started = False  # uvicorn's ``started`` turns True inside its startup, before gRPC is up
         self._exit_at: float | None = None
@@ -197,7 +197,7 @@ def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float 
     ``loop`` / ``http``: uvicorn's event loop and HTTP parser (:func:`uvicorn_stack`). ``grpc_port``: also serve
     KServe v2 / Triton gRPC there (0 = any free port: ``handle.grpc_port``; None = off);
     ``grpc_max_message_bytes``: its request limit (0 = sized from the models' body limit;
-    :class:`~inferperf.serve.grpc_service.GrpcFront`).
+    :class:`~inferperf.serve.grpc_h2.GrpcFront`).
 
     Raises:
         UsageError: the port (or gRPC port) is in use, or an unknown / missing loop or HTTP implementation.
