@@ -181,3 +181,31 @@ def test_perf_analyzer_and_inferperf_load_agree_over_grpc(tmp_path_factory: pyte
     thr = float(np.median([o[0] / p[0] for o, p in zip(ours, pa, strict=True)]))
     p50 = float(np.median([o[1] / p[1] for o, p in zip(ours, pa, strict=True)]))
     assert abs(thr - 1) <= 0.10 and abs(p50 - 1) <= 0.10, (thr, p50, pa, ours)
+
+
+def test_tritons_grpc_shm_client_and_perf_analyzer_grpc_shared_memory_pass(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 41 item 1 over gRPC: simple_grpc_shm_client.py (unchanged: it registers /dev/shm regions through the
+    SystemSharedMemory RPCs, infers simple's sums and differences with inputs and outputs in them, reads the
+    status, unregisters) exits 0 on `serve --model-repository ... --allow-client-shm --grpc-port`; perf_analyzer
+    -i grpc --shared-memory system drives simple through regions with no error, and the server keeps serving."""
+    from tests.triton_repository import make_repository
+
+    repo = make_repository(tmp_path_factory.mktemp("triton-grpc-shm") / "model_repository")
+    port = _free_port()
+    srv = _launch(["--model-repository", str(repo), "--allow-client-shm", "--grpc-port", str(port)],
+                  tmp_path_factory.mktemp("serve-grpc-shm") / "serve.log")
+    try:
+        proc = _client(EXAMPLE_CLIENTS / "simple_grpc_shm_client.py", f"127.0.0.1:{port}")
+        assert proc.returncode == 0 and "PASS: system shared memory" in proc.stdout, (proc.stdout[-3000:],
+                                                                                     proc.stderr[-3000:])
+        pa = subprocess.run([str(PERF_ANALYZER), "-m", "simple", "-u", f"127.0.0.1:{port}", "-i", "grpc",
+                             "--shared-memory", "system", "--concurrency-range", "1:2", "--measurement-interval",
+                             str(MEASUREMENT_MS), "--stability-percentage", "9999", "--max-trials", "3"],
+                            capture_output=True, text=True, timeout=600)
+        out = pa.stdout + pa.stderr
+        assert pa.returncode == 0, out[-3000:]
+        assert re.search(r"Concurrency: 2, throughput: [1-9][\d.]* infer/sec", out), out[-3000:]
+        assert srv.proc.poll() is None
+    finally:
+        srv.stop()

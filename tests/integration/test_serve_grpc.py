@@ -191,8 +191,11 @@ def test_bad_input_gets_its_status_and_https_words_and_the_server_keeps_serving(
     finally:
         model.mode = "ok"
     with pytest.raises(grpc.RpcError) as e:
+        stub("TraceSetting")
+    assert _code(e) == grpc.StatusCode.UNIMPLEMENTED and "tracing" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:  # served, but only with --allow-client-shm
         stub("SystemSharedMemoryStatus")
-    assert _code(e) == grpc.StatusCode.UNIMPLEMENTED and "system shared memory" in e.value.details()
+    assert _code(e) == grpc.StatusCode.PERMISSION_DENIED and "--allow-client-shm" in e.value.details()
     status = httpx.get(f"{handle.url}/metrics").text
     assert 'inferperf_requests_total{model="echo",status="400"}' in status  # gRPC refusals counted as HTTP's
 

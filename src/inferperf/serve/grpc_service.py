@@ -20,7 +20,11 @@ What each RPC does:
 - ``ModelStreamInfer``: every request of the stream runs as ``ModelInfer`` does, concurrently; each answer (or
   its ``error_message``) is written as it is ready; a refused request does not end the stream.
 - ``LogSettings``: Triton's logging extension (:mod:`.log_settings`), as ``/v2/logging``.
-- The shared-memory and trace RPCs answer ``UNIMPLEMENTED`` naming what is not served.
+- ``SystemSharedMemoryStatus`` / ``Register`` / ``Unregister``: Triton's system shared memory (:mod:`.shm`,
+  ``--allow-client-shm``; without it PERMISSION_DENIED naming the flag), the HTTP routes' checks and words; inputs
+  and outputs of ModelInfer name regions in their parameters (:mod:`.grpc_tensors`). The CUDA ones answer a CPU
+  server's empty state (no region; register refused).
+- ``TraceSetting`` answers ``UNIMPLEMENTED`` naming what is not served.
 
 A refusal carries the status code Triton's gRPC server uses for the same fault (:data:`CODES`: 400
 ``INVALID_ARGUMENT``, 404 ``NOT_FOUND``, 503 ``UNAVAILABLE`` for back-pressure, ...) and the same message as
@@ -47,6 +51,7 @@ from .grpc_tensors import decode_infer, encode_infer
 from .infer_core import InferCore, failure
 from .load_override import from_grpc
 from .log_settings import LogSettingsError
+from .shm import ShmError
 from .triton import model_config, model_metadata, server_metadata
 from .tensor_types import ProtocolError
 from ..workload.triton_protos import message, service
@@ -61,12 +66,7 @@ CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTIC
 #: RPCs that need no API key (the HTTP server leaves /v2/health/* open)
 OPEN_RPCS = ("ServerLive", "ServerReady")
 #: RPCs of the service not served, and why
-NOT_SERVED = {
-    "SystemSharedMemoryStatus": "system shared memory", "SystemSharedMemoryRegister": "system shared memory",
-    "SystemSharedMemoryUnregister": "system shared memory", "CudaSharedMemoryStatus": "CUDA shared memory",
-    "CudaSharedMemoryRegister": "CUDA shared memory", "CudaSharedMemoryUnregister": "CUDA shared memory",
-    "TraceSetting": "tracing",
-}  # fmt: skip
+NOT_SERVED = {"TraceSetting": "tracing"}
 
 
 class Rpc(NamedTuple):
@@ -192,13 +192,14 @@ class GrpcService:
             if size > limit:  # HTTP's body limit, per model (gRPC's own limit is the server's largest)
                 raise ProtocolError(f"request message of {size} bytes is over the limit ({limit}): raise "
                                     "--max-body-bytes", 413)
-            req = core.decode(model, lambda i, o, mbs: decode_infer(request, i, o, mbs))
+            shm = self.app.shm if self.app.shm.allowed else None
+            req = core.decode(model, lambda i, o, mbs: decode_infer(request, i, o, mbs, shm))
 
             async def gone() -> bool:
                 return context is not None and context.cancelled()
 
             outputs = await core.run(model, req, gone)
-            resp = core.encode(model, lambda: encode_infer(model.name, model.version, req, outputs))
+            resp = core.encode(model, lambda: encode_infer(model.name, model.version, req, outputs, shm))
             call.status = 200
             return resp, 200, ""
         except asyncio.CancelledError:
@@ -311,6 +312,39 @@ class GrpcService:
             kind = "bool_param" if type(value) is bool else "uint32_param" if type(value) is int else "string_param"
             setattr(resp.settings[key], kind, value)
         return resp
+
+    # -- system shared memory (Triton's extension; serve/shm.py) ----------------------------------------------------
+    async def _SystemSharedMemoryStatus(self, request: Any, context: Any, out: Any) -> Any:
+        try:
+            regions = self.app.shm.status(request.name or None)
+        except ShmError as e:
+            raise Refused(e.status, str(e)) from None
+        return json_format.ParseDict({"regions": {r["name"]: r for r in regions}}, out())
+
+    async def _SystemSharedMemoryRegister(self, request: Any, context: Any, out: Any) -> Any:
+        try:
+            self.app.shm.register(request.name, request.key, request.offset, request.byte_size)
+        except ShmError as e:
+            raise Refused(e.status, str(e)) from None
+        return out()
+
+    async def _SystemSharedMemoryUnregister(self, request: Any, context: Any, out: Any) -> Any:
+        try:
+            await self.app.shm.unregister(request.name or None)
+        except ShmError as e:
+            raise Refused(e.status, str(e)) from None
+        return out()
+
+    async def _CudaSharedMemoryStatus(self, request: Any, context: Any, out: Any) -> Any:
+        if request.name:  # a CPU server holds no CUDA region (the HTTP routes' answers)
+            raise Refused(404, f"Unable to find cuda shared memory region: '{request.name}'")
+        return out()
+
+    async def _CudaSharedMemoryRegister(self, request: Any, context: Any, out: Any) -> Any:
+        raise Refused(400, "CUDA shared memory is not served (a CPU server): use system shared memory")
+
+    async def _CudaSharedMemoryUnregister(self, request: Any, context: Any, out: Any) -> Any:
+        return out()
 
     async def _RepositoryIndex(self, request: Any, context: Any, out: Any) -> Any:
         return json_format.ParseDict({"models": self._control().index(bool(request.ready))}, out(),

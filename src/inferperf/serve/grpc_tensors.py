@@ -25,6 +25,7 @@ import numpy as np
 from .binary_tensors import binary_data, decode_binary
 from .protocol import InferRequest, answered
 from .request_checks import check_input, request_rows
+from .shm import serving as shm_serving
 from .tensor_types import NUMPY_DTYPE, ProtocolError, TensorLike, datatype_of
 from ..workload.triton_protos import message
 
@@ -69,8 +70,26 @@ def _typed(name: str, contents: Any, datatype: str, shape: tuple[int, ...]) -> n
     return np.array(values, dtype=dtype).reshape(shape)
 
 
+def _shm_params(params: Any, tensor: str) -> dict[str, Any] | None:
+    """A tensor's ``shared_memory_region`` / ``_offset`` / ``_byte_size`` parameters as the HTTP form's dict, or
+    None when it names no region.
+
+    Raises:
+        ProtocolError: an offset or byte size without a region (Triton's words).
+    """
+    region = parameter(params, "shared_memory_region")
+    if region is None:
+        for key in ("shared_memory_offset", "shared_memory_byte_size"):
+            if key in params:
+                raise ProtocolError(f"'{key}' can not be specified without 'shared_memory_region' parameter for "
+                                    f"tensor '{tensor}'")
+        return None
+    return {"shared_memory_region": region, "shared_memory_offset": parameter(params, "shared_memory_offset") or 0,
+            "shared_memory_byte_size": parameter(params, "shared_memory_byte_size")}
+
+
 def decode_infer(msg: Any, inputs: Sequence[TensorLike], outputs: Sequence[TensorLike],
-                 max_batch_size: int) -> InferRequest:
+                 max_batch_size: int, shm: Any = None) -> InferRequest:
     """Decode and validate one ``ModelInferRequest`` against the model's tensors.
 
     Args:
@@ -78,26 +97,37 @@ def decode_infer(msg: Any, inputs: Sequence[TensorLike], outputs: Sequence[Tenso
         inputs, outputs: the model's tensors (shape with -1 for free dims; batch dim included when
             ``max_batch_size`` > 0).
         max_batch_size: Triton's meaning: most rows per request; 0 = no batch dim.
+        shm: the server's :class:`~inferperf.serve.shm.SharedMemory` for inputs and outputs whose parameters name
+            a ``shared_memory_region`` (None: such a request is refused, 403). As Triton's gRPC server reads
+            them, ``raw_input_contents`` holds one entry per input that is neither in shared memory nor typed.
 
     Raises:
         ProtocolError: 400 naming the tensor (unknown/missing input, datatype, shape, element or byte count,
-            raw contents not one per input, both raw and typed contents, rows over ``max_batch_size``), an
-            unknown requested output or a bad ``classification`` parameter.
+            raw contents not one per input, both raw and typed contents, rows over ``max_batch_size``, a shared
+            memory span outside its region), an unknown requested output or a bad ``classification`` parameter.
     """
     if not msg.inputs:
         raise ProtocolError("request needs a non-empty 'inputs' list")
     raw = msg.raw_input_contents
-    if raw and len(raw) != len(msg.inputs):
-        raise ProtocolError(f"{len(raw)} raw_input_contents for {len(msg.inputs)} inputs: give one per input "
-                            "(in the inputs' order), or none and typed contents")
+    in_shm = [_shm_params(t.parameters, t.name) for t in msg.inputs]
+    carried = sum(p is None for p in in_shm)
+    if raw and len(raw) != carried:
+        raise ProtocolError(f"{len(raw)} raw_input_contents for {carried} inputs not in shared memory: give one per "
+                            "such input (in the inputs' order), or none and typed contents")
     specs = {s.name: s for s in inputs}
     arrays: dict[str, np.ndarray] = {}
-    for i, t in enumerate(msg.inputs):
+    index = 0
+    for t, params in zip(msg.inputs, in_shm, strict=True):
         spec, shape = check_input(t.name, t.datatype, list(t.shape), specs, arrays)
-        if raw:
+        if params is not None:
+            if t.HasField("contents"):
+                raise ProtocolError(f"input '{t.name}': give shared_memory_region or typed contents, not both")
+            arrays[t.name] = shm_serving(shm).read(t.name, params, spec.datatype, shape)
+        elif raw:
             if t.HasField("contents"):
                 raise ProtocolError(f"input '{t.name}': give raw_input_contents or typed contents, not both")
-            blob = raw[i]  # upb copies the bytes out at each access: once
+            blob = raw[index]  # upb copies the bytes out at each access: once
+            index += 1
             arrays[t.name] = decode_binary(t.name, blob, 0, len(blob), spec.datatype, shape)
         else:
             arrays[t.name] = _typed(t.name, t.contents, spec.datatype, shape)
@@ -109,6 +139,11 @@ def decode_infer(msg: Any, inputs: Sequence[TensorLike], outputs: Sequence[Tenso
         if o.name not in known:
             raise ProtocolError(f"unknown output {o.name!r}: the model's outputs are {sorted(known)}")
         count = parameter(o.parameters, "classification")
+        params = _shm_params(o.parameters, o.name)
+        if params is not None:
+            if count:
+                raise ProtocolError(f"output '{o.name}': can't set both 'shared_memory_region' and 'classification'")
+            req.shm_outputs[o.name] = params
         if count is not None:
             if type(count) is not int or count < 0:
                 raise ProtocolError(f"output '{o.name}': classification {count!r} must be a number of classes >= 0")
@@ -120,18 +155,27 @@ def decode_infer(msg: Any, inputs: Sequence[TensorLike], outputs: Sequence[Tenso
     return req
 
 
-def encode_infer(model_name: str, model_version: str, req: InferRequest, outputs: dict[str, np.ndarray]) -> Any:
+def encode_infer(model_name: str, model_version: str, req: InferRequest, outputs: dict[str, np.ndarray],
+                 shm: Any = None) -> Any:
     """The ``ModelInferResponse`` to ``req``: the requested outputs in the requested order (all, in the given
-    order, when none were requested), each as name, datatype and shape with its bytes in ``raw_output_contents``.
+    order, when none were requested), each as name, datatype and shape with its bytes in ``raw_output_contents``;
+    an output asked into shared memory (``req.shm_outputs``) is written there through ``shm`` and its
+    ``raw_output_contents`` entry left empty (Triton's gRPC server keeps one entry per output).
 
     Raises:
-        ProtocolError: 400 for an output asked as classes whose dtype Triton does not classify.
+        ProtocolError: 400 for an output asked as classes whose dtype Triton does not classify; a shared memory
+            span too small or outside its region (:class:`~inferperf.serve.shm.ShmError`).
     """
     resp = message("inference.ModelInferResponse")(model_name=model_name, model_version=model_version,
                                                     id=req.id or "")
     for name in req.outputs or list(outputs):
         arr = answered(name, outputs[name], req)
         resp.outputs.add(name=name, datatype=datatype_of(arr), shape=arr.shape)
+        params = req.shm_outputs.get(name)
+        if params is not None:
+            shm_serving(shm).write(name, params, arr)
+            resp.raw_output_contents.append(b"")
+            continue
         blob = binary_data(arr)
         resp.raw_output_contents.append(blob if isinstance(blob, bytes) else blob.tobytes())
     return resp

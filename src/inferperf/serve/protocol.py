@@ -48,6 +48,7 @@ from . import json_tensors
 from .classification import ClassificationError, top_k
 from .binary_tensors import binary_data, decode_binary
 from .request_checks import check_input, request_rows
+from .shm import serving as shm_serving
 from .tensor_types import NUMPY_DTYPE, ProtocolError, TensorLike, datatype_of
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -74,14 +75,6 @@ class InferRequest:
     labels: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     batched: bool = False
     shm_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def _shm(shm: Any) -> Any:
-    if shm is None:
-        from .shm import REFUSAL, ShmError
-
-        raise ShmError(REFUSAL, 403)
-    return shm
 
 
 def _as_dict(value: Any, what: str) -> dict[str, Any]:
@@ -223,7 +216,7 @@ def decode_request(
             if "data" in entry or "binary_data_size" in params:
                 raise ProtocolError(f"input '{name}': give 'data', binary_data_size or shared_memory_region, "
                                     "not two")
-            arrays[name] = _shm(shm).read(name, params, spec.datatype, shape)
+            arrays[name] = shm_serving(shm).read(name, params, spec.datatype, shape)
         elif "binary_data_size" in params:
             if "data" in entry:
                 raise ProtocolError(f"input '{name}': give 'data' or binary_data_size, not both")
@@ -342,7 +335,7 @@ def encode_response(
         entry: dict[str, Any] = {"name": name, "datatype": datatype_of(arr), "shape": list(arr.shape)}
         params = req.shm_outputs.get(name)
         if params is not None:  # written into the client's region: no data and no parameters in the answer
-            _shm(shm).write(name, params, arr)  # (Triton's C++ client reads binary_data_size from any parameters)
+            shm_serving(shm).write(name, params, arr)  # (Triton's C++ client reads binary_data_size from any parameters)
         elif req.binary.get(name, req.binary_default):
             blob = binary_data(arr)
             entry["parameters"] = {"binary_data_size": len(blob) if isinstance(blob, bytes) else blob.nbytes}

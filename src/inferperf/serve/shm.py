@@ -194,6 +194,17 @@ class SharedMemory:
         return data.nbytes
 
 
+def serving(shm: SharedMemory | None) -> SharedMemory:
+    """``shm`` itself, for a request that names a region.
+
+    Raises:
+        ShmError: 403 naming ``--allow-client-shm`` when ``shm`` is None (the server does not serve it).
+    """
+    if shm is None:
+        raise ShmError(REFUSAL, 403)
+    return shm
+
+
 _LATER: set[asyncio.Task[None]] = set()  # unmaps still waiting for a view to go (kept from the GC)
 
 
@@ -222,4 +233,4 @@ async def _unmap(mapping: mmap.mmap, wait_s: float = 1.0, poll_s: float = 0.005)
         task.add_done_callback(_LATER.discard)
 
 
-__all__ = ["REFUSAL", "Region", "SharedMemory", "ShmError", "segment_path"]
+__all__ = ["REFUSAL", "Region", "SharedMemory", "ShmError", "segment_path", "serving"]
