@@ -487,13 +487,19 @@ def test_tritons_shm_client_and_perf_analyzer_shared_memory_pass(tmp_path_factor
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0 and "PASS: system shared memory" in proc.stdout, (proc.stdout[-3000:],
                                                                                      proc.stderr[-3000:])
-        pa = subprocess.run([str(PERF_ANALYZER), "-m", "simple", "-u", srv.url, "-i", "http", "--shared-memory",
-                             "system", "--concurrency-range", "1:2", "--measurement-interval", str(MEASUREMENT_MS),
-                             "--stability-percentage", "9999", "--max-trials", "3"],
-                            capture_output=True, text=True, timeout=600)
-        out = pa.stdout + pa.stderr
-        assert pa.returncode == 0, out[-3000:]
-        assert re.search(r"Concurrency: 2, throughput: [1-9][\d.]* infer/sec", out), out[-3000:]
+        perf_analyzer_shm_passes(srv.url, "http")
         assert srv.proc.poll() is None
     finally:
         srv.stop()
+
+
+def perf_analyzer_shm_passes(url: str, protocol: str) -> None:
+    """perf_analyzer --shared-memory system on ``simple`` at concurrency 1 and 2 over ``protocol``: exit 0 and a
+    positive throughput at concurrency 2."""
+    pa = subprocess.run([str(PERF_ANALYZER), "-m", "simple", "-u", url, "-i", protocol, "--shared-memory", "system",
+                         "--concurrency-range", "1:2", "--measurement-interval", str(MEASUREMENT_MS),
+                         "--stability-percentage", "9999", "--max-trials", "3"],
+                        capture_output=True, text=True, timeout=600)
+    out = pa.stdout + pa.stderr
+    assert pa.returncode == 0, out[-3000:]
+    assert re.search(r"Concurrency: 2, throughput: [1-9][\d.]* infer/sec", out), out[-3000:]

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_triton_clients import (EXAMPLE_CLIENTS, MEASUREMENT_MS, MODEL, PERF_ANALYZER, PYTHON, ROW_SHAPE,
-                                           _free_port, _io, _launch, _Server, _start, model_path, pytestmark)
+                                           _free_port, _io, _launch, _Server, _start, model_path,
+                                           perf_analyzer_shm_passes, pytestmark)
 
 __all__ = ["model_path", "pytestmark"]  # the model fixture and the skip-without-the-venv marks, shared
 
@@ -199,13 +200,7 @@ def test_tritons_grpc_shm_client_and_perf_analyzer_grpc_shared_memory_pass(
         proc = _client(EXAMPLE_CLIENTS / "simple_grpc_shm_client.py", f"127.0.0.1:{port}")
         assert proc.returncode == 0 and "PASS: system shared memory" in proc.stdout, (proc.stdout[-3000:],
                                                                                      proc.stderr[-3000:])
-        pa = subprocess.run([str(PERF_ANALYZER), "-m", "simple", "-u", f"127.0.0.1:{port}", "-i", "grpc",
-                             "--shared-memory", "system", "--concurrency-range", "1:2", "--measurement-interval",
-                             str(MEASUREMENT_MS), "--stability-percentage", "9999", "--max-trials", "3"],
-                            capture_output=True, text=True, timeout=600)
-        out = pa.stdout + pa.stderr
-        assert pa.returncode == 0, out[-3000:]
-        assert re.search(r"Concurrency: 2, throughput: [1-9][\d.]* infer/sec", out), out[-3000:]
+        perf_analyzer_shm_passes(f"127.0.0.1:{port}", "grpc")
         assert srv.proc.poll() is None
     finally:
         srv.stop()

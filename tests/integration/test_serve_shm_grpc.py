@@ -6,10 +6,8 @@ servers always stopped; segments made and unlinked by the test)."""
 
 from __future__ import annotations
 
-import mmap
-import os
-import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
@@ -22,32 +20,28 @@ from inferperf.serve.server import prepare, start
 from inferperf.workload.triton_protos import message
 from tests.integration.test_serve_app import StandIn
 from tests.integration.test_serve_grpc import Stub, infer_request, outputs_of
+from tests.integration.test_serve_shm import segment
 
 F = np.arange(6, dtype=np.float32).reshape(2, 3)
 I64 = np.array([[1, 2], [3, 4]], np.int64)
 S = np.array([[b"a"], [b"b"]], dtype=object)
 
 
-@pytest.fixture()
-def segment() -> Iterator[tuple[str, mmap.mmap]]:
-    """A 4 KiB POSIX segment (/dev/shm/inferperf-test-*), unlinked here (the server never unlinks it)."""
-    key = f"/inferperf-test-{uuid.uuid4().hex[:8]}"
-    fd = os.open("/dev/shm" + key, os.O_CREAT | os.O_RDWR, 0o600)
-    os.ftruncate(fd, 4096)
-    mm = mmap.mmap(fd, 4096)
-    os.close(fd)
-    try:
-        yield key, mm
-    finally:
-        mm.close()
-        os.unlink("/dev/shm" + key)
+__all__ = ["segment"]  # the /dev/shm segment fixture, shared with the HTTP tests
 
 
-def _serve(allow: bool) -> Any:
+@contextmanager
+def _stub(allow: bool) -> Iterator[Stub]:
+    """A stub on a served echo stand-in (``--allow-client-shm`` when ``allow``), the server always stopped."""
     app = prepare(StandIn(), BenchConfig(), ServeOptions())
     if allow:
         app.allow_client_shm()
-    return start(app, grpc_port=0)
+    h = start(app, grpc_port=0)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{h.grpc_port}") as ch:
+            yield Stub(ch)
+    finally:
+        h.stop()
 
 
 def _param(p: Any, value: Any) -> None:
@@ -85,91 +79,76 @@ def _refused(stub: Stub, code: grpc.StatusCode, words: str, rpc: str = "ModelInf
 def test_inputs_from_and_outputs_into_regions_over_grpc(segment) -> None:  # noqa: ANN001
     key, mm = segment
     mm[0:F.nbytes] = F.tobytes()
-    h = _serve(allow=True)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{h.grpc_port}") as ch:
-            stub = Stub(ch)
-            stub("SystemSharedMemoryRegister", name="in", key=key, offset=0, byte_size=1024)
-            stub("SystemSharedMemoryRegister", name="out", key=key, offset=1024, byte_size=1024)
-            status = stub("SystemSharedMemoryStatus").regions
-            assert {n: (r.key, r.offset, r.byte_size) for n, r in status.items()} == {
-                "in": (key, 0, 1024), "out": (key, 1024, 1024)}
-            assert list(stub("SystemSharedMemoryStatus", name="out").regions) == ["out"]
-            resp = stub("ModelInfer", _msg=_shm_request())
-            assert [o.name for o in resp.outputs] == ["f2", "i2", "s2"]
-            assert resp.raw_output_contents[0] == b""  # in the region; one raw entry per output, as Triton's
-            assert list(resp.outputs[0].shape) == [2, 3] and resp.outputs[0].datatype == "FP32"
-            got = np.frombuffer(mm, np.float32, count=6, offset=1024 + 8).reshape(2, 3)
-            np.testing.assert_array_equal(got, F * 2)
-            raw = message("inference.ModelInferResponse")(outputs=resp.outputs[1:],
-                                                          raw_output_contents=resp.raw_output_contents[1:])
-            out = outputs_of(raw)
-            np.testing.assert_array_equal(out["i2"], I64 + 1)
-            assert list(out["s2"]) == [b"A", b"B"]
-            stub("SystemSharedMemoryUnregister", name="in")
-            assert list(stub("SystemSharedMemoryStatus").regions) == ["out"]
-            stub("SystemSharedMemoryUnregister")  # every region
-            assert not stub("SystemSharedMemoryStatus").regions
-            assert not stub("CudaSharedMemoryStatus").regions
-    finally:
-        h.stop()
+    with _stub(allow=True) as stub:
+        stub("SystemSharedMemoryRegister", name="in", key=key, offset=0, byte_size=1024)
+        stub("SystemSharedMemoryRegister", name="out", key=key, offset=1024, byte_size=1024)
+        status = stub("SystemSharedMemoryStatus").regions
+        assert {n: (r.key, r.offset, r.byte_size) for n, r in status.items()} == {
+            "in": (key, 0, 1024), "out": (key, 1024, 1024)}
+        assert list(stub("SystemSharedMemoryStatus", name="out").regions) == ["out"]
+        resp = stub("ModelInfer", _msg=_shm_request())
+        assert [o.name for o in resp.outputs] == ["f2", "i2", "s2"]
+        assert resp.raw_output_contents[0] == b""  # in the region; one raw entry per output, as Triton's
+        assert list(resp.outputs[0].shape) == [2, 3] and resp.outputs[0].datatype == "FP32"
+        got = np.frombuffer(mm, np.float32, count=6, offset=1024 + 8).reshape(2, 3)
+        np.testing.assert_array_equal(got, F * 2)
+        raw = message("inference.ModelInferResponse")(outputs=resp.outputs[1:],
+                                                      raw_output_contents=resp.raw_output_contents[1:])
+        out = outputs_of(raw)
+        np.testing.assert_array_equal(out["i2"], I64 + 1)
+        assert list(out["s2"]) == [b"A", b"B"]
+        stub("SystemSharedMemoryUnregister", name="in")
+        assert list(stub("SystemSharedMemoryStatus").regions) == ["out"]
+        stub("SystemSharedMemoryUnregister")  # every region
+        assert not stub("SystemSharedMemoryStatus").regions
+        assert not stub("CudaSharedMemoryStatus").regions
 
 
 def test_every_bound_and_bad_form_is_refused_in_one_line_and_the_server_serves_on(segment) -> None:  # noqa: ANN001
     key, mm = segment
-    h = _serve(allow=True)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{h.grpc_port}") as ch:
-            stub = Stub(ch)
-            inv = grpc.StatusCode.INVALID_ARGUMENT
-            _refused(stub, inv, "must name one segment", "SystemSharedMemoryRegister", name="x", key="/../etc",
-                     byte_size=8)
-            _refused(stub, inv, "past the end of segment", "SystemSharedMemoryRegister", name="x", key=key,
-                     offset=4000, byte_size=200)
-            stub("SystemSharedMemoryRegister", name="in", key=key, offset=0, byte_size=16)
-            _refused(stub, inv, "already in manager", "SystemSharedMemoryRegister", name="in", key=key, byte_size=8)
-            _refused(stub, grpc.StatusCode.NOT_FOUND, "Unable to find system shared memory region: 'nope'",
-                     "SystemSharedMemoryStatus", name="nope")
-            stub("SystemSharedMemoryRegister", name="out", key=key, offset=1024, byte_size=1024)
-            over = _shm_request()  # f needs 24 bytes, region "in" holds 16
-            _refused(stub, inv, "input 'f': shared_memory_offset 0 + shared_memory_byte_size 24 lies outside "
-                                "region 'in' (16 bytes)", _msg=over)
-            unknown = _shm_request()
-            unknown.inputs[2].parameters["shared_memory_region"].string_param = "gone"
-            _refused(stub, inv, "input 'f': shared memory region 'gone' is not registered", _msg=unknown)
-            mm[0:F.nbytes] = F.tobytes()
-            stub("SystemSharedMemoryUnregister", name="in")
-            stub("SystemSharedMemoryRegister", name="in", key=key, offset=0, byte_size=1024)
-            small = _shm_request()
-            small.outputs[0].parameters["shared_memory_byte_size"].int64_param = 8
-            _refused(stub, inv, "output 'f2': 24 bytes do not fit shared_memory_byte_size 8", _msg=small)
-            extra = _shm_request()
-            extra.raw_input_contents.append(b"\0" * 24)  # one per input: Triton counts only those not in a region
-            _refused(stub, inv, "3 raw_input_contents for 2 inputs not in shared memory", _msg=extra)
-            orphan = infer_request("echo", {"f": F, "i": I64, "s": S})
-            orphan.inputs[0].parameters["shared_memory_offset"].int64_param = 0
-            _refused(stub, inv, "'shared_memory_offset' can not be specified without 'shared_memory_region'",
-                     _msg=orphan)
-            _refused(stub, inv, "CUDA shared memory is not served", "CudaSharedMemoryRegister", name="c",
-                     byte_size=8)
-            _refused(stub, grpc.StatusCode.NOT_FOUND, "Unable to find cuda shared memory region: 'c'",
-                     "CudaSharedMemoryStatus", name="c")
-            assert stub("ModelInfer", _msg=_shm_request()).outputs  # still serving, the same regions
-    finally:
-        h.stop()
+    with _stub(allow=True) as stub:
+        inv = grpc.StatusCode.INVALID_ARGUMENT
+        _refused(stub, inv, "must name one segment", "SystemSharedMemoryRegister", name="x", key="/../etc",
+                 byte_size=8)
+        _refused(stub, inv, "past the end of segment", "SystemSharedMemoryRegister", name="x", key=key,
+                 offset=4000, byte_size=200)
+        stub("SystemSharedMemoryRegister", name="in", key=key, offset=0, byte_size=16)
+        _refused(stub, inv, "already in manager", "SystemSharedMemoryRegister", name="in", key=key, byte_size=8)
+        _refused(stub, grpc.StatusCode.NOT_FOUND, "Unable to find system shared memory region: 'nope'",
+                 "SystemSharedMemoryStatus", name="nope")
+        stub("SystemSharedMemoryRegister", name="out", key=key, offset=1024, byte_size=1024)
+        over = _shm_request()  # f needs 24 bytes, region "in" holds 16
+        _refused(stub, inv, "input 'f': shared_memory_offset 0 + shared_memory_byte_size 24 lies outside "
+                            "region 'in' (16 bytes)", _msg=over)
+        unknown = _shm_request()
+        unknown.inputs[2].parameters["shared_memory_region"].string_param = "gone"
+        _refused(stub, inv, "input 'f': shared memory region 'gone' is not registered", _msg=unknown)
+        mm[0:F.nbytes] = F.tobytes()
+        stub("SystemSharedMemoryUnregister", name="in")
+        stub("SystemSharedMemoryRegister", name="in", key=key, offset=0, byte_size=1024)
+        small = _shm_request()
+        small.outputs[0].parameters["shared_memory_byte_size"].int64_param = 8
+        _refused(stub, inv, "output 'f2': 24 bytes do not fit shared_memory_byte_size 8", _msg=small)
+        extra = _shm_request()
+        extra.raw_input_contents.append(b"\0" * 24)  # one per input: Triton counts only those not in a region
+        _refused(stub, inv, "3 raw_input_contents for 2 inputs not in shared memory", _msg=extra)
+        orphan = infer_request("echo", {"f": F, "i": I64, "s": S})
+        orphan.inputs[0].parameters["shared_memory_offset"].int64_param = 0
+        _refused(stub, inv, "'shared_memory_offset' can not be specified without 'shared_memory_region'",
+                 _msg=orphan)
+        _refused(stub, inv, "CUDA shared memory is not served", "CudaSharedMemoryRegister", name="c",
+                 byte_size=8)
+        _refused(stub, grpc.StatusCode.NOT_FOUND, "Unable to find cuda shared memory region: 'c'",
+                 "CudaSharedMemoryStatus", name="c")
+        assert stub("ModelInfer", _msg=_shm_request()).outputs  # still serving, the same regions
 
 
 def test_without_the_flag_the_rpcs_and_the_parameters_are_refused(segment) -> None:  # noqa: ANN001
     key, _ = segment
-    h = _serve(allow=False)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{h.grpc_port}") as ch:
-            stub = Stub(ch)
-            denied = grpc.StatusCode.PERMISSION_DENIED
-            _refused(stub, denied, "--allow-client-shm", "SystemSharedMemoryRegister", name="in", key=key,
-                     byte_size=16)
-            _refused(stub, denied, "--allow-client-shm", "SystemSharedMemoryStatus")
-            _refused(stub, denied, "--allow-client-shm", _msg=_shm_request())
-            assert stub("ModelInfer", _msg=infer_request("echo", {"f": F, "i": I64, "s": S})).outputs
-    finally:
-        h.stop()
+    with _stub(allow=False) as stub:
+        denied = grpc.StatusCode.PERMISSION_DENIED
+        _refused(stub, denied, "--allow-client-shm", "SystemSharedMemoryRegister", name="in", key=key,
+                 byte_size=16)
+        _refused(stub, denied, "--allow-client-shm", "SystemSharedMemoryStatus")
+        _refused(stub, denied, "--allow-client-shm", _msg=_shm_request())
+        assert stub("ModelInfer", _msg=infer_request("echo", {"f": F, "i": I64, "s": S})).outputs
