@@ -83,6 +83,10 @@ def load_command(
     protocol: Annotated[str, Opt(help="json | binary (Triton's binary tensors); a grpc:// target sends raw contents")] = "json",
     streaming: Annotated[bool, Opt("--streaming", help="grpc:// only: ModelStreamInfer, one stream per connection"
                                                        " (perf_analyzer's --streaming)")] = False,
+    shared_memory: Annotated[str, Opt(help="none | system: inputs and outputs through Triton's system shared memory"
+                                          " (a server on this machine; perf_analyzer's flag)")] = "none",
+    output_shared_memory_size: Annotated[Optional[int], Opt(help="--shared-memory system: bytes per output"
+                                                                 " region (default 102400)")] = None,
     shape: Annotated[Optional[list[str]], Opt(help="input shape NAME:1x3x224x224; several make a mix; repeatable")] = None,
     shape_weights: Annotated[Optional[str], Opt(help="weights of the --shape values, e.g. 3,1")] = None,
     input_data: Annotated[Optional[str], Opt(help=".npz of inputs by name (leading axis = samples)")] = None,

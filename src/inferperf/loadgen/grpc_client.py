@@ -31,6 +31,7 @@ from ..errors import UsageError
 from .http1 import ERROR_BODY_BYTES, Response
 from .options import LoadConfig
 from .target import TargetInfo, parse_headers, payload_arrays
+from ..workload.raw_tensors import raw_contents
 from .transport import ConnectError
 
 SCHEME = "grpc"
@@ -136,33 +137,44 @@ def read_grpc_target(cfg: LoadConfig, timeout_s: float = 10.0) -> TargetInfo:
                                 "inputs": _tensors(meta.inputs), "outputs": _tensors(meta.outputs)},
                       config=config, has_stats=has_stats, call_metadata=md,
                       stats_source=fetch_grpc_stats)  # fmt: skip
-    info.payloads = [infer_payload(cfg.model, arrays, info.dtypes) for arrays in payload_arrays(info, cfg)]
+    arrays_list = payload_arrays(info, cfg)
+    if cfg.shared_memory != "system":
+        info.payloads = [infer_payload(cfg.model, arrays, info.dtypes) for arrays in arrays_list]
+        return info
+    from .shm_client import grpc_pool, shm_payloads
+
+    info.payloads = shm_payloads(info, cfg, grpc_pool(addr, md), arrays_list,
+                                 lambda a, i, o: infer_payload(cfg.model, a, info.dtypes, i, o))
     return info
 
 
-def infer_payload(model: str, arrays: dict[str, Any], datatypes: dict[str, str]) -> bytes:
-    """A serialized ``ModelInferRequest`` of ``arrays`` (name -> array) with raw contents."""
+def infer_payload(model: str, arrays: dict[str, Any], datatypes: dict[str, str],
+                  shm_inputs: dict[str, dict[str, Any]] | None = None,
+                  shm_outputs: dict[str, dict[str, Any]] | None = None) -> bytes:
+    """A serialized ``ModelInferRequest`` of ``arrays`` (name -> array) with raw contents, or, with
+    ``shm_inputs`` / ``shm_outputs`` (name -> ``shared_memory_region`` / ``_offset`` / ``_byte_size``), naming
+    shared-memory regions instead (no raw contents; the outputs requested into their regions)."""
     from inferperf.workload.triton_protos import message
 
     msg = message("inference.ModelInferRequest")(model_name=model)
     for name, arr in arrays.items():
-        msg.inputs.add(name=name, datatype=datatypes[name], shape=arr.shape)
-        msg.raw_input_contents.append(raw_contents(arr))
+        t = msg.inputs.add(name=name, datatype=datatypes[name], shape=arr.shape)
+        if shm_inputs:
+            _shm_parameters(t.parameters, shm_inputs[name])
+        else:
+            msg.raw_input_contents.append(raw_contents(arr))
+    for name, params in (shm_outputs or {}).items():
+        _shm_parameters(msg.outputs.add(name=name).parameters, params)
     return msg.SerializeToString()
 
 
-def raw_contents(arr: Any) -> bytes:
-    """``arr`` as KServe v2 raw contents: its little-endian bytes, or BYTES elements each behind a 4-byte
-    little-endian length (Triton's binary tensor layout)."""
-    import numpy as np
-
-    if arr.dtype.kind in "OSU":
-        parts = []
-        for x in arr.reshape(-1).tolist():
-            b = x if isinstance(x, bytes) else str(x).encode()
-            parts += [len(b).to_bytes(4, "little"), b]
-        return b"".join(parts)
-    return np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+def _shm_parameters(target: Any, params: dict[str, Any]) -> None:
+    """``shared_memory_region`` as a string_param, the offset and byte size as int64_param (Triton's types)."""
+    for key, value in params.items():
+        if isinstance(value, str):
+            target[key].string_param = value
+        else:
+            target[key].int64_param = value
 
 
 _COUNTS = frozenset({"count", "ns", "last_inference", "inference_count", "execution_count", "batch_size",

@@ -42,6 +42,9 @@ class LoadConfig(BaseModel):
     - ``input_data``: an NPZ file of inputs (arrays keyed by input name; leading axis = samples).
     - ``body`` / ``headers``: plain-URL mode: body file POSTed as is, ``K:V`` headers.
     - ``input_pool_size``: distinct seeded payloads built up front.
+    - ``shared_memory``: ``system`` sends inputs and asks outputs through Triton's system shared memory (a server
+      on this machine; :mod:`inferperf.loadgen.shm_client`), ``output_shared_memory_size`` bytes per output
+      (perf_analyzer's flags and default).
 
     Steps: exactly one of ``concurrency`` (closed loop, scenario Concurrent) or
     ``request_rate`` (open loop, scenario Server, req/s) is a non-empty list.
@@ -86,6 +89,8 @@ class LoadConfig(BaseModel):
     headers: list[str] = Field(default_factory=list)
     input_pool_size: int = Field(default=16, ge=1)
     streaming: bool = False
+    shared_memory: Literal["none", "system"] = "none"
+    output_shared_memory_size: int = Field(default=102400, ge=1)
 
     # steps
     concurrency: list[int] = Field(default_factory=list)
@@ -193,6 +198,11 @@ class LoadConfig(BaseModel):
             raise ValueError("--streaming is gRPC's ModelStreamInfer: give a grpc://HOST:PORT target")
         if grpc and (self.body is not None or self.api != "kserve"):
             raise ValueError("a grpc:// target speaks KServe v2 inference: drop --body and --api")
+        if self.shared_memory == "system" and (self.body is not None or self.api != "kserve"):
+            raise ValueError("--shared-memory system carries KServe v2 tensors: drop --body and --api")
+        if self.shared_memory == "system" and self.protocol == "binary":
+            raise ValueError("--protocol binary puts the tensors in the body; --shared-memory system puts them in "
+                             "regions (the body is JSON naming them): drop one")
         if grpc and self.protocol == "binary":
             raise ValueError("--protocol binary is HTTP's binary tensors: a grpc:// target always sends raw contents")
         if self.stress and self.soak_s is not None:
@@ -216,10 +226,13 @@ class LoadConfig(BaseModel):
 
     @property
     def wire(self) -> str:
-        """What the requests travel as: ``json`` / ``binary`` (HTTP), ``grpc`` or ``grpc-stream``."""
+        """What the requests travel as: ``json`` / ``binary`` (HTTP), ``grpc`` or ``grpc-stream``; ``+shm`` when
+        the tensors travel through system shared memory (``json+shm``: a JSON body naming the regions)."""
         if self.url.lower().startswith("grpc://"):
-            return "grpc-stream" if self.streaming else "grpc"
-        return self.protocol
+            base = "grpc-stream" if self.streaming else "grpc"
+        else:
+            base = self.protocol
+        return f"{base}+shm" if self.shared_memory == "system" else base
 
     @property
     def mode(self) -> Literal["closed", "open"]:

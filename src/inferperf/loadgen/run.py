@@ -310,17 +310,22 @@ def load(cfg: LoadConfig, command: list[str] | None = None,
         MeasurementError: a worker process failed.
     """
     build_mode(cfg, cfg.steps[0])  # a bad trace file or rate is a usage error before any request
+    owned = target is None  # read here: released here (--shared-memory system's regions)
     target = target or read_load_target(cfg)
     out = []
-    for value in cfg.steps:
-        if STOP.requested:
-            break  # Ctrl-C / SIGTERM: the steps so far are written; the caller says what was kept
-        r = run_one(cfg, target, value, command)
-        out.append(r)
-        if on_step is not None:
-            on_step(r)
-        if (r.metrics.client or {}).get("target_lost") or (r.metrics.client or {}).get("rejected"):
-            break  # the target died, or refuses the requests themselves: later steps would only measure refusals
+    try:
+        for value in cfg.steps:
+            if STOP.requested:
+                break  # Ctrl-C / SIGTERM: the steps so far are written; the caller says what was kept
+            r = run_one(cfg, target, value, command)
+            out.append(r)
+            if on_step is not None:
+                on_step(r)
+            if (r.metrics.client or {}).get("target_lost") or (r.metrics.client or {}).get("rejected"):
+                break  # the target died, or refuses the requests themselves: later steps would only measure refusals
+    finally:
+        if owned:
+            target.close()
     return out
 
 

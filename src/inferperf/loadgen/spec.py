@@ -168,10 +168,13 @@ def run_steps(cfg: LoadConfig, *, command: list[str] | None = None,
         extra["on_progress"] = on_progress
     if cfg.soak_s is not None and on_interval is not None:
         extra["on_interval"] = on_interval
-    if on_start is not None:
-        on_start(cfg)
-    with cooperative():
-        results = runner_for(cfg)(cfg, command=command, on_step=placed, target=target, **extra)
+    try:
+        if on_start is not None:
+            on_start(cfg)
+        with cooperative():
+            results = runner_for(cfg)(cfg, command=command, on_step=placed, target=target, **extra)
+    finally:
+        target.close()  # --shared-memory system: regions unregistered, segments unlinked (also on a hard stop)
     if on_end is not None:
         on_end()
     return LoadOutcome(cfg, results, placement=placement)

@@ -48,7 +48,8 @@ class TargetInfo:
     ``payloads``: whole HTTP requests (bytes; serialized ``ModelInferRequest`` s for a ``grpc://`` target) cycled
     through by the driver; ``call_metadata``: a gRPC target's call metadata (``--header`` values);
     ``stats_source``: ``(info, metadata, timeout_s) -> entry`` reading the statistics another way than HTTP's
-    ``/stats`` (a gRPC target's ModelStatistics), None for HTTP.
+    ``/stats`` (a gRPC target's ModelStatistics), None for HTTP; ``shm``: the run's shared-memory regions
+    (``--shared-memory system``; released by :meth:`close`).
     """
 
     kind: str
@@ -64,6 +65,13 @@ class TargetInfo:
     data_source: str = "synthetic"
     call_metadata: tuple[tuple[str, str], ...] = ()
     stats_source: Any = None
+    shm: Any = None
+
+    def close(self) -> None:
+        """Release what the target holds for the run: ``--shared-memory system``'s regions and segments
+        (:class:`~.shm_client.ShmPool`); idempotent."""
+        if self.shm is not None:
+            self.shm.close()
 
     @property
     def sha256(self) -> str:
@@ -323,10 +331,23 @@ def declared_inputs(cfg: LoadConfig) -> list[dict[str, Any]]:
 
 
 def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
-    """Fill ``info.payloads`` (whole HTTP requests) and what :func:`payload_arrays` fills."""
+    """Fill ``info.payloads`` (whole HTTP requests) and what :func:`payload_arrays` fills; with
+    ``--shared-memory system`` each payload's inputs go into a registered region (``info.shm``) and its body is
+    JSON naming them.
+
+    Raises:
+        UsageError: as :func:`payload_arrays`; a region the server refused.
+    """
     path = f"{ep.path.rstrip('/')}/v2/models/{info.model}/infer"
     extra = parse_headers(cfg.headers)
-    for arrays in payload_arrays(info, cfg):
+    arrays_list = payload_arrays(info, cfg)
+    if cfg.shared_memory == "system":
+        from .shm_client import http_payloads
+
+        info.payloads = http_payloads(info, cfg, arrays_list, extra, lambda body: build_request(
+            ep, "POST", path, body, [("Content-Type", "application/json"), *extra]))
+        return
+    for arrays in arrays_list:
         body, headers = encode_infer(arrays, info.dtypes, cfg.protocol == "binary")
         info.payloads.append(build_request(ep, "POST", path, body, [*headers, *extra]))
 

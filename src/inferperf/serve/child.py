@@ -27,7 +27,7 @@ def split_cpus(cpus: list[int]) -> tuple[list[int], list[int]]:
 
 
 def _serve_child(model: str, cpus: list[int], cfg_doc: dict[str, Any] | None, opts_doc: dict[str, Any] | None,
-                 conn: Any) -> None:
+                 conn: Any, allow_client_shm: bool = False) -> None:
     """Child process: serve ``model`` pinned to ``cpus``; report the port; stop on request; send the serve Result.
 
     It ignores SIGINT: a terminal's Ctrl-C reaches the whole process group, and the parent, which owns this
@@ -45,6 +45,8 @@ def _serve_child(model: str, cpus: list[int], cfg_doc: dict[str, Any] | None, op
         cfg = BenchConfig.model_validate(cfg_doc) if cfg_doc else BenchConfig()
         opts = ServeOptions.model_validate({**(opts_doc or {}), "cpus": cpus})
         with serving(model, cfg, opts, host="127.0.0.1", port=0) as h:
+            if allow_client_shm:
+                h.app.allow_client_shm()
             conn.send(("ready", h.url, next(iter(h.app.models))))
             conn.recv()  # any message: stop
         conn.send(("result", serve_result(h.app, model, cfg, command=["inferperf", "serve", model]).model_dump()))
@@ -53,8 +55,8 @@ def _serve_child(model: str, cpus: list[int], cfg_doc: dict[str, Any] | None, op
 
 
 @contextmanager
-def own_server(model: str, server_cpus: list[int], cfg: Any = None,
-               opts: dict[str, Any] | None = None) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+def own_server(model: str, server_cpus: list[int], cfg: Any = None, opts: dict[str, Any] | None = None,
+               allow_client_shm: bool = False) -> Iterator[tuple[str, str, Callable[[], Any]]]:
     """Start ``inferperf serve MODEL`` in a child process; yields (url, model name, stop) where ``stop()``
     stops it gracefully and returns its Result (kind serve) or None; ``stop.pid`` is the server's process id
     (its threads' CPU time: :mod:`inferperf.measure.threads`).
@@ -62,6 +64,8 @@ def own_server(model: str, server_cpus: list[int], cfg: Any = None,
     Args:
         cfg: the BenchConfig of the served sessions (threads, backend, shapes); defaults if None.
         opts: ServeOptions fields (batching, instances); ``cpus`` is set to ``server_cpus``.
+        allow_client_shm: serve Triton's system shared memory (``serve --allow-client-shm``), for a load with
+            ``--shared-memory system``.
 
     Raises:
         UsageError: unknown or unloadable model, bad serving settings (the server's own one-line error).
@@ -72,7 +76,8 @@ def own_server(model: str, server_cpus: list[int], cfg: Any = None,
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
     cfg_doc = cfg.model_dump(mode="json") if cfg is not None else None
-    proc = ctx.Process(target=_serve_child, args=(model, server_cpus, cfg_doc, opts, there), daemon=True)
+    proc = ctx.Process(target=_serve_child, args=(model, server_cpus, cfg_doc, opts, there, allow_client_shm),
+                       daemon=True)
     proc.start()
     there.close()
     state: dict[str, Any] = {"result": None, "stopped": False}

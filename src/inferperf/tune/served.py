@@ -94,7 +94,7 @@ def run_load_spec(spec: LoadSpec, *, command: list[str] | None = None, **hooks: 
         return run_steps(spec.cfg, command=command, **hooks)
     gen, srv = split_cpus(sorted(os.sched_getaffinity(0)))
     placement = {"generator_cpus": gen, "server_cpus": srv, "disjoint": not set(gen) & set(srv)}
-    with own_server(spec.target, srv) as (url, name, stop):
+    with own_server(spec.target, srv, allow_client_shm=spec.cfg.shared_memory == "system") as (url, name, stop):
         cfg = spec.cfg.model_copy(update={"url": url, "model": spec.cfg.model or name,
                                           "shapes": served_shapes(spec.target, spec.cfg)})
         before = os.sched_getaffinity(0)
