@@ -476,7 +476,8 @@ def test_tritons_shm_client_and_perf_analyzer_shared_memory_pass(tmp_path_factor
                                                                  model_path: Path) -> None:
     """Issue 41 item 1: simple_http_shm_client.py (unchanged: it registers /dev/shm regions with tritonclient's
     shared_memory utilities, infers simple's sums and differences through them, reads the status, unregisters)
-    exits 0 on `serve --model-repository ... --allow-client-shm`; perf_analyzer --shared-memory system drives a
+    exits 0 on `serve --model-repository ... --allow-client-shm`, and so do the BYTES one and
+    reuse_infer_objects_client.py; perf_analyzer --shared-memory system drives a
     model through regions with no error. The server keeps every segment (the client unlinks its own)."""
     from tests.triton_repository import make_repository
 
@@ -487,6 +488,7 @@ def test_tritons_shm_client_and_perf_analyzer_shared_memory_pass(tmp_path_factor
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0 and "PASS: system shared memory" in proc.stdout, (proc.stdout[-3000:],
                                                                                      proc.stderr[-3000:])
+        shm_examples_pass(srv.url, "http")
         perf_analyzer_shm_passes(srv.url, "http")
         assert srv.proc.poll() is None
     finally:
@@ -503,3 +505,13 @@ def perf_analyzer_shm_passes(url: str, protocol: str) -> None:
     out = pa.stdout + pa.stderr
     assert pa.returncode == 0, out[-3000:]
     assert re.search(r"Concurrency: 2, throughput: [1-9][\d.]* infer/sec", out), out[-3000:]
+
+
+def shm_examples_pass(url: str, protocol: str) -> None:
+    """Triton's BYTES-in-shared-memory client (simple_string) and reuse_infer_objects_client (the same input and
+    output objects reused, with and without regions) over ``protocol``: exit 0 each."""
+    for cmd in ([f"simple_{protocol}_shm_string_client.py", "-u", url],
+                ["reuse_infer_objects_client.py", "-u", url, "-i", protocol]):
+        proc = subprocess.run([str(PYTHON), str(EXAMPLE_CLIENTS / cmd[0]), *cmd[1:]], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, (cmd[0], proc.stdout[-3000:], proc.stderr[-3000:])

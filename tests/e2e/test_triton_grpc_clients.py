@@ -23,7 +23,7 @@ import pytest
 
 from tests.e2e.test_triton_clients import (EXAMPLE_CLIENTS, MEASUREMENT_MS, MODEL, PERF_ANALYZER, PYTHON, ROW_SHAPE,
                                            _free_port, _io, _launch, _Server, _start, model_path,
-                                           perf_analyzer_shm_passes, pytestmark)
+                                           perf_analyzer_shm_passes, pytestmark, shm_examples_pass)
 
 __all__ = ["model_path", "pytestmark"]  # the model fixture and the skip-without-the-venv marks, shared
 
@@ -200,6 +200,7 @@ def test_tritons_grpc_shm_client_and_perf_analyzer_grpc_shared_memory_pass(
         proc = _client(EXAMPLE_CLIENTS / "simple_grpc_shm_client.py", f"127.0.0.1:{port}")
         assert proc.returncode == 0 and "PASS: system shared memory" in proc.stdout, (proc.stdout[-3000:],
                                                                                      proc.stderr[-3000:])
+        shm_examples_pass(f"127.0.0.1:{port}", "grpc")
         perf_analyzer_shm_passes(f"127.0.0.1:{port}", "grpc")
         assert srv.proc.poll() is None
     finally:

@@ -152,3 +152,28 @@ def test_without_the_flag_the_rpcs_and_the_parameters_are_refused(segment) -> No
         _refused(stub, denied, "--allow-client-shm", "SystemSharedMemoryStatus")
         _refused(stub, denied, "--allow-client-shm", _msg=_shm_request())
         assert stub("ModelInfer", _msg=infer_request("echo", {"f": F, "i": I64, "s": S})).outputs
+
+
+def test_bytes_tensors_through_regions_in_tritons_layout(segment) -> None:  # noqa: ANN001
+    """BYTES in a region: each element behind its 4-byte little-endian length (as tritonclient's shared_memory
+    utilities serialize it); read in, and s2 written out in the same layout; a span that the elements do not
+    fill exactly is refused naming the input."""
+    key, mm = segment
+    blob = b"".join(len(b).to_bytes(4, "little") + b for b in (b"ab", b"xyz"))
+    mm[0:len(blob)] = blob
+    with _stub(allow=True) as stub:
+        stub("SystemSharedMemoryRegister", name="in", key=key, offset=0, byte_size=1024)
+        stub("SystemSharedMemoryRegister", name="out", key=key, offset=1024, byte_size=1024)
+        msg = infer_request("echo", {"f": F, "i": I64})
+        s = msg.inputs.add(name="s", datatype="BYTES", shape=[2, 1])
+        _in_region(msg, s, "in", len(blob))
+        o = msg.outputs.add(name="s2")
+        _in_region(msg, o, "out", 64)
+        resp = stub("ModelInfer", _msg=msg)
+        assert [t.name for t in resp.outputs] == ["s2"] and resp.raw_output_contents[0] == b""
+        want = b"".join(len(b).to_bytes(4, "little") + b for b in (b"AB", b"XYZ"))
+        assert mm[1024:1024 + len(want)] == want
+        s.parameters["shared_memory_byte_size"].int64_param = len(blob) + 3  # 3 stray bytes after the elements
+        with pytest.raises(grpc.RpcError) as e:
+            stub("ModelInfer", _msg=msg)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "input 's'" in e.value.details()

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .binary_tensors import binary_data, decode_bytes
 from .tensor_types import NUMPY_DTYPE, ProtocolError
 
 SHM_DIR = "/dev/shm"
@@ -156,18 +157,21 @@ class SharedMemory:
         return r, r.offset + offset, size
 
     def read(self, tensor: str, params: dict[str, Any], datatype: str, shape: tuple[int, ...]) -> np.ndarray:
-        """Input ``tensor`` from the region its ``params`` name, as a read-only view of ``shape``.
+        """Input ``tensor`` from the region its ``params`` name, as a read-only view of ``shape`` (BYTES: its
+        elements copied out, Triton's layout).
 
         Raises:
-            ShmError: not allowed, an unknown region, a span outside it, a size other than the tensor's, or a
-                BYTES tensor (not read from shared memory here).
+            ShmError: not allowed, an unknown region, a span outside it, a size other than the tensor's.
+            ProtocolError: BYTES elements that do not fill the span exactly (``decode_bytes``'s words).
         """
         what = f"input '{tensor}'"
         r, start, size = self._span(params.get("shared_memory_region"), params.get("shared_memory_offset", 0),
                                     params.get("shared_memory_byte_size"), what)
         dtype = NUMPY_DTYPE.get(datatype)
-        if dtype is None or dtype.kind == "O":
+        if dtype is None:
             raise ShmError(f"{what}: {datatype} is not read from shared memory here: send it in the body")
+        if dtype.kind == "O":  # BYTES: Triton's layout (4-byte little-endian length, then the bytes), copied out
+            return decode_bytes(tensor, r.mapping, start, size, int(np.prod(shape))).reshape(shape)
         need = int(np.prod(shape)) * dtype.itemsize
         if size != need:
             raise ShmError(f"{what}: shared_memory_byte_size {size} but shape {list(shape)} of {datatype} needs "
@@ -185,13 +189,12 @@ class SharedMemory:
         what = f"output '{tensor}'"
         r, start, size = self._span(params.get("shared_memory_region"), params.get("shared_memory_offset", 0),
                                     params.get("shared_memory_byte_size"), what)
-        if arr.dtype.kind == "O":
-            raise ShmError(f"{what}: BYTES outputs are not written to shared memory here: read it from the body")
-        data = np.ascontiguousarray(arr)
-        if data.nbytes > size:
-            raise ShmError(f"{what}: {data.nbytes} bytes do not fit shared_memory_byte_size {size}")
-        r.mapping[start:start + data.nbytes] = data.tobytes()
-        return data.nbytes
+        data = binary_data(arr)  # BYTES in Triton's layout, other types their raw buffer
+        n = len(data) if isinstance(data, bytes) else data.nbytes
+        if n > size:
+            raise ShmError(f"{what}: {n} bytes do not fit shared_memory_byte_size {size}")
+        r.mapping[start:start + n] = data
+        return n
 
 
 def serving(shm: SharedMemory | None) -> SharedMemory:
