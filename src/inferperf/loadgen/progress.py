@@ -19,7 +19,6 @@ a rate of at least ``lo``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .drain import DRAIN_MAX_WAIT_S, DRAIN_QUIET_S

@@ -33,7 +33,6 @@ from .options import LoadConfig
 from .result import step_result
 from .gen_target import read_load_target, transport_for
 from .target import TargetInfo, fetch_stats
-from .transport import HttpTransport
 
 RssSource = Callable[[], "float | None"]
 _RSS_RE = re.compile(r"^process_resident_memory_bytes(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)

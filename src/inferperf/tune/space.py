@@ -21,7 +21,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from ..config import BenchConfig, canonical_backend, load_mapping
 from ..errors import UsageError, first_error
