@@ -20,8 +20,8 @@ from hpack import Decoder, Encoder
 
 from inferperf.serve.options import ServeOptions
 from inferperf.serve.server import serving
-from inferperf.workload.h2_frames import (CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED,
-                                          PREFACE, PRIORITY, SETTINGS, U32, frame)
+from inferperf.workload.h2_frames import (CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, MAX_WINDOW,
+                                          PADDED, PREFACE, PRIORITY, SETTINGS, U32, WINDOW_UPDATE, frame, settings)
 from inferperf.workload.triton_protos import message
 from tests.integration.test_serve_app import StandIn
 from tests.integration.test_serve_grpc import Stub, infer_request, outputs_of
@@ -78,7 +78,9 @@ def test_messages_of_megabytes_both_ways_through_flow_control(served, compressio
 # --------------------------------------------------------------------------------------- a client of raw frames
 def _connect(port: int) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(PREFACE + frame(SETTINGS, 0, 0))
+    # the largest windows this way (the client here never sends a WINDOW_UPDATE of its own)
+    s.sendall(PREFACE + frame(SETTINGS, 0, 0, settings(INITIAL_WINDOW_SIZE=MAX_WINDOW))
+              + frame(WINDOW_UPDATE, 0, 0, U32.pack(MAX_WINDOW - 65535)))
     return s
 
 
@@ -218,3 +220,114 @@ def test_stop_lets_a_running_call_finish_and_refuses_new_ones() -> None:
     _check(result["resp"], _tensors(2))
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
         pass
+
+
+# ------------------------------------------------------------------------------------ bounds and stream errors
+def _goaway_code(frames: list[tuple[int, int, int, bytes]]) -> int | None:
+    return next((U32.unpack_from(p, 4)[0] for k, _, _, p in frames if k == GOAWAY), None)
+
+
+def test_calls_past_their_deadline_before_they_start_are_answered_and_freed(served) -> None:  # noqa: ANN001
+    """``grpc-timeout: 1n``: the deadline fires in the same pass as the request's end, before the call's task took
+    a step; every call is still answered DEADLINE_EXCEEDED and no stream is left behind."""
+    handle, _ = served
+    port = handle.grpc_port
+    enc, body = Encoder(), _grpc_body(infer_request("echo", _tensors(4)))
+    stream_path = "/inference.GRPCInferenceService/ModelStreamInfer"
+    with _connect(port) as s:
+        out = b""
+        for sid in range(1, 20, 2):
+            path = INFER if sid < 17 else stream_path
+            h = [x if x[0] != ":path" else (":path", path) for x in _request_headers(port, ("grpc-timeout", "1n"))]
+            out += frame(HEADERS, END_HEADERS, sid, enc.encode(h))
+            if path == INFER:
+                out += frame(DATA, END_STREAM, sid, body)
+        s.sendall(out)
+        got = _frames(s, lambda f: False, deadline_s=3)
+        dec = Decoder()
+        status = {}
+        for kind, _, sid, payload in got:
+            if kind == HEADERS:
+                status.setdefault(sid, {}).update(dec.decode(payload))
+        assert {sid: h.get("grpc-status") for sid, h in status.items()} == {sid: "4" for sid in range(1, 20, 2)}
+    assert all(not c.streams for c in handle.server.grpc.connections)
+
+
+def test_a_frame_over_the_advertised_size_and_bad_settings_are_connection_errors(served) -> None:  # noqa: ANN001
+    handle, _ = served
+    with _connect(handle.grpc_port) as s:
+        s.sendall(frame(DATA, 0, 1, b"\0" * (2**20 + 1)))
+        assert _goaway_code(_frames(s, lambda f: f[0] == GOAWAY)) == 0x6  # FRAME_SIZE_ERROR
+    with _connect(handle.grpc_port) as s:
+        s.sendall(frame(SETTINGS, 0, 0, b"\x00\x05\x00\x00\x00\x00"))  # SETTINGS_MAX_FRAME_SIZE 0
+        assert _goaway_code(_frames(s, lambda f: f[0] == GOAWAY)) == 0x1  # PROTOCOL_ERROR
+    with grpc.insecure_channel(f"127.0.0.1:{handle.grpc_port}") as ch:
+        assert Stub(ch)("ServerLive").live
+
+
+def test_one_bad_call_ends_alone_and_a_unary_body_past_the_limit_is_refused_before_its_end(served) -> None:  # noqa: ANN001
+    """A corrupt gzip message on stream 3 is INTERNAL on stream 3 while stream 1's call (the model answers after
+    0.3 s) is answered OK on the same connection; a unary body that passes the limit without a prefix saying so
+    is RESOURCE_EXHAUSTED before END_STREAM."""
+    handle, model = served
+    model.delay_s = 0.3
+    port, enc, dec = handle.grpc_port, Encoder(), Decoder()
+    with _connect(port) as s:
+        s.sendall(frame(HEADERS, END_HEADERS, 1, enc.encode(_request_headers(port)))
+                  + frame(DATA, END_STREAM, 1, _grpc_body(infer_request("echo", _tensors(2))))
+                  + frame(HEADERS, END_HEADERS, 3, enc.encode(_request_headers(port, ("grpc-encoding", "gzip"))))
+                  + frame(DATA, END_STREAM, 3, b"\x01\x00\x00\x00\x04junk"))
+        got = _frames(s, _stream_end(1))
+        h3, _ = _answer(got, 3, dec)
+        h1, _ = _answer(got, 1, Decoder())
+    assert h3.get("grpc-status") == "13" and "inflate" in h3.get("grpc-message", "")
+    assert h1.get("grpc-status") == "0"
+    model.delay_s = 0.0
+    limit = handle.server.grpc.max_message_bytes
+    with _connect(port) as s:
+        s.sendall(frame(HEADERS, END_HEADERS, 1, Encoder().encode(_request_headers(port))) + frame(DATA, 0, 1, b"\0"))
+        chunk = b"\0" * 2**20
+        for _ in range(limit // len(chunk) + 2):
+            s.sendall(frame(DATA, 0, 1, chunk))
+        h, _ = _answer(_frames(s, _stream_end(1)), 1, Decoder())
+    assert h.get("grpc-status") == "8" and "larger than max" in h.get("grpc-message", "")
+
+
+def test_many_stream_messages_in_one_frame_are_all_answered(served) -> None:  # noqa: ANN001
+    """5,000 ModelStreamInfer requests in one DATA frame with END_STREAM: parsed at most 1,024 ahead of the
+    handler, and every one answered before the trailers."""
+    handle, _ = served
+    port = handle.grpc_port
+    one = _grpc_body(infer_request("echo", _tensors(1)))
+    h = [x if x[0] != ":path" else (":path", "/inference.GRPCInferenceService/ModelStreamInfer")
+         for x in _request_headers(port)]
+    with _connect(port) as s:
+        s.sendall(frame(HEADERS, END_HEADERS, 1, Encoder().encode(h)) + frame(DATA, END_STREAM, 1, one * 5000))
+        got = _frames(s, _stream_end(1), deadline_s=60)
+        headers, data = _answer(got, 1, Decoder())
+    assert headers.get("grpc-status") == "0"
+    count, pos = 0, 0
+    while pos < len(data):
+        pos += 5 + int.from_bytes(data[pos + 1:pos + 5], "big")
+        count += 1
+    assert count == 5000
+
+
+def test_a_client_that_indexes_gets_its_own_decoder_after_another_filled_the_cache(served) -> None:  # noqa: ANN001
+    """The cache of decoded blocks serves only connections whose client emptied its table: a new client that
+    indexes (its first block inserts into its table) decodes with its own decoder, and its second block, which
+    refers to those entries, still decodes."""
+    handle, _ = served
+    port = handle.grpc_port
+    zero = Encoder()
+    zero.header_table_size = 0  # a client that honours our HEADER_TABLE_SIZE 0: its blocks are cached
+    indexing = Encoder()
+    body = _grpc_body(infer_request("echo", _tensors(1)))
+    for enc in (zero, indexing):
+        with _connect(port) as s:
+            dec = Decoder()
+            for sid in (1, 3):
+                s.sendall(frame(HEADERS, END_HEADERS, sid, enc.encode(_request_headers(port)))
+                          + frame(DATA, END_STREAM, sid, body))
+                headers, _ = _answer(_frames(s, _stream_end(sid)), sid, dec)
+                assert headers.get("grpc-status") == "0", headers

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import zlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,12 +18,18 @@ from typing import Any
 import grpc
 
 from ..workload.h2_frames import (CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, MESSAGE_PREFIX, NO_ERROR,
-                                  RST_STREAM, U32, frame, grpc_message_value, literal)
+                                  RST_STREAM, U32, WINDOW_UPDATE, frame, grpc_message_value, literal)
 
 log = logging.getLogger("inferperf.serve")
 RESPONSE_HEAD = b"\x88" + literal(b"content-type", b"application/grpc")  # :status 200 is static index 8
 OK_TRAILERS = literal(b"grpc-status", b"0")
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+_TIMEOUT = re.compile(r"[0-9]{1,8}[HMSmun]")
+#: a streaming call's requests parsed but not yet taken by its handler (count, bytes): at either, its further
+#: bytes stay unparsed and their flow-control credit is held back until the handler catches up
+MAX_QUEUED, MAX_QUEUED_BYTES = 1024, 8 * 2**20
+#: the stream window this server grants (SETTINGS_INITIAL_WINDOW_SIZE): what one stream may send ahead of it
+RECEIVE_WINDOW = 16 * 2**20
 
 
 class Abort(Exception):
@@ -61,7 +68,7 @@ class CallContext:
 def parse_timeout(value: str) -> float | None:
     """``grpc-timeout`` (1-8 digits and a unit H M S m u n) in seconds; None when malformed (ignored, as gRPC
     core ignores it)."""
-    if 2 <= len(value) <= 9 and value[:-1].isdigit() and value[-1] in _TIMEOUT_UNITS:
+    if _TIMEOUT.fullmatch(value):
         return int(value[:-1]) * _TIMEOUT_UNITS[value[-1]]
     return None
 
@@ -69,14 +76,17 @@ def parse_timeout(value: str) -> float | None:
 class CallStream:
     """One call's state: its RPC, context, bytes received, send window, task and why it was cancelled."""
 
-    __slots__ = ("id", "rpc", "ctx", "chunks", "buf", "queue", "task", "window", "received", "half_closed",
-                 "answered", "headers_sent", "encoding", "timer", "why")
+    __slots__ = ("id", "rpc", "ctx", "chunks", "size", "buf", "queue", "queued_bytes", "fed_end", "task", "window",
+                 "received", "half_closed", "answered", "headers_sent", "encoding", "timer", "why")
 
     def __init__(self, sid: int, rpc: Any, ctx: CallContext, window: int, encoding: str | None) -> None:
         self.id, self.rpc, self.ctx, self.window, self.encoding = sid, rpc, ctx, window, encoding
         self.chunks: list[bytes] = []  # a unary call's DATA, joined once at the end
+        self.size = 0  # bytes in chunks
         self.buf = bytearray()  # a streaming call's bytes not yet a whole message
         self.queue: asyncio.Queue[Any] | None = None
+        self.queued_bytes = 0  # message bytes in queue
+        self.fed_end = False  # the end of the client's half handed to the handler (None in queue)
         self.task: asyncio.Task[Any] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.received = 0
@@ -114,21 +124,55 @@ class CallRunner:
                              f"Received message larger than max ({length} vs. {limit})")
 
     def _take(self, st: CallStream, payload: bytes) -> None:
-        if st.queue is None:  # unary: keep the bytes; refuse a message over the limit from its prefix
-            if not st.chunks and len(payload) >= 5:
-                self._check_size(MESSAGE_PREFIX.unpack_from(payload)[1])
+        if st.queue is None:  # unary: keep the bytes; refuse a message over the limit from its prefix, and bytes
+            before = st.size  # past the limit whatever the prefix says
             st.chunks.append(payload)
+            st.size += len(payload)
+            if before < 5 <= st.size:
+                self._check_size(MESSAGE_PREFIX.unpack_from(b"".join(st.chunks)[:5] if before else payload)[1])
+            if st.size > self.front.max_message_bytes + 5:
+                self._check_size(st.size - 5)
             return
-        buf = st.buf
-        buf += payload
+        st.buf += payload
+        self._feed(st)
+
+    def _backlogged(self, st: CallStream) -> bool:
+        return st.queue is not None and (st.queue.qsize() >= MAX_QUEUED or st.queued_bytes >= MAX_QUEUED_BYTES)
+
+    def _give_back(self, st: CallStream) -> None:
+        """Return the stream's received bytes to its window once half of it is used, unless its handler is behind
+        (RFC 9113 6.9: the client then waits, and only this stream does)."""
+        if st.received >= RECEIVE_WINDOW // 2 and not self._backlogged(st) and self.transport is not None:
+            self.transport.write(frame(WINDOW_UPDATE, 0, st.id, U32.pack(st.received)))
+            st.received = 0
+
+    def _feed(self, st: CallStream) -> None:
+        """Hand a streaming call's whole messages to its handler, at most :data:`MAX_QUEUED` (and
+        :data:`MAX_QUEUED_BYTES`) waiting: past that the bytes stay here, unparsed, and their credit is held back
+        (:meth:`_give_back`) until the handler takes them; once the client's half ended and every message is
+        handed over, its end.
+
+        Raises:
+            CallError: a message over the limit, one that does not parse or inflate, a half that ended inside a
+                message.
+        """
+        buf, queue = st.buf, st.queue
         while len(buf) >= 5:
+            if self._backlogged(st):  # the handler falls behind (its answers unread, say)
+                return
             flag, length = MESSAGE_PREFIX.unpack_from(buf)
             self._check_size(length)
             if len(buf) < 5 + length:
-                return
+                break
             body = bytes(buf[5:5 + length])
             del buf[:5 + length]
-            st.queue.put_nowait(self._parse(st, flag, body))
+            queue.put_nowait((self._parse(st, flag, body), length))  # type: ignore[union-attr]
+            st.queued_bytes += length
+        if st.half_closed and not st.fed_end:
+            if buf:
+                raise CallError(grpc.StatusCode.INTERNAL, "the stream ended inside a message")
+            st.fed_end = True
+            queue.put_nowait(None)  # type: ignore[union-attr]
 
     def _parse(self, st: CallStream, flag: int, body: bytes | memoryview) -> Any:
         if flag:
@@ -136,7 +180,11 @@ class CallRunner:
                 raise CallError(grpc.StatusCode.INTERNAL, "a compressed message without grpc-encoding")
             d = zlib.decompressobj(31 if st.encoding == "gzip" else 15)
             limit = self.front.max_message_bytes
-            body = d.decompress(body, limit + 1)
+            try:
+                body = d.decompress(body, limit + 1)
+            except zlib.error as e:
+                raise CallError(grpc.StatusCode.INTERNAL, f"could not inflate the request message "
+                                                          f"({st.encoding}): {e}") from None
             self._check_size(len(body) if not d.unconsumed_tail else limit + 1)
         try:
             return st.rpc.parse(body)
@@ -150,7 +198,11 @@ class CallRunner:
         if st.answered or st.rpc is None:
             return
         if st.queue is not None:
-            st.queue.put_nowait(None)
+            try:
+                self._feed(st)  # what is left, then the end
+            except CallError as e:
+                self._answer_status(st, e.code, e.details)
+                self._cancel(st, "refused")
             return
         body = b"".join(st.chunks) if len(st.chunks) != 1 else st.chunks[0]
         st.chunks = []
@@ -164,7 +216,19 @@ class CallRunner:
         except CallError as e:
             self._answer_status(st, e.code, e.details)
             return
-        st.task = asyncio.ensure_future(self._run_unary(st, request))
+        self._start(st, self._run_unary(st, request))
+
+    def _start(self, st: CallStream, coro: Any) -> None:
+        """Run ``coro`` as the call's task; a task cancelled before its first step (a deadline or a reset in the
+        same pass of the loop) never runs its own ``finally``, so its end is answered and its state freed here."""
+        st.task = task = asyncio.ensure_future(coro)
+        task.add_done_callback(lambda t: self._task_done(st, t))
+
+    def _task_done(self, st: CallStream, task: asyncio.Task[Any]) -> None:
+        if self.streams.get(st.id) is st:
+            if task.cancelled():
+                self._answer_error(st, asyncio.CancelledError())
+            self._close(st)
 
     # -------------------------------------------------------------------------------------------- running
     async def _run_unary(self, st: CallStream, request: Any) -> None:
@@ -180,7 +244,12 @@ class CallRunner:
         queue = st.queue
 
         async def requests() -> AsyncIterator[Any]:
-            while (item := await queue.get()) is not None:  # type: ignore[union-attr]
+            while (got := await queue.get()) is not None:  # type: ignore[union-attr]
+                item, size = got
+                st.queued_bytes -= size
+                if st.buf or st.received:
+                    self._feed(st)  # what waited unparsed, then its credit back to the client
+                    self._give_back(st)
                 yield item
 
         try:
@@ -249,7 +318,6 @@ class CallRunner:
         out = []
         if not st.headers_sent:
             out.append(frame(HEADERS, END_HEADERS, st.id, RESPONSE_HEAD))
-            st.headers_sent = True
         if data is not None:
             body = MESSAGE_PREFIX.pack(0, len(data)) + data
             n = len(body)
@@ -259,12 +327,13 @@ class CallRunner:
                 out.append(frame(DATA, 0, st.id, body))
             else:
                 self.transport.write(b"".join(out))
-                out = []
+                st.headers_sent, out = True, []
                 await self._send_body(st, memoryview(body))
         if trailers is not None:
             out.append(frame(HEADERS, END_HEADERS | END_STREAM, st.id, trailers))
         if out:
             self.transport.write(b"".join(out))
+            st.headers_sent = True
         if trailers is not None:
             self._finish(st)
 
@@ -313,4 +382,5 @@ class CallRunner:
                 self.transport.close()
 
 
-__all__ = ["Abort", "CallContext", "CallError", "CallRunner", "CallStream", "OK_TRAILERS", "RESPONSE_HEAD", "parse_timeout"]
+__all__ = ["Abort", "CallContext", "CallError", "CallRunner", "CallStream", "MAX_QUEUED", "MAX_QUEUED_BYTES", "OK_TRAILERS",
+           "RECEIVE_WINDOW", "RESPONSE_HEAD", "parse_timeout"]

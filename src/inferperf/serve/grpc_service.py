@@ -63,6 +63,8 @@ CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTIC
          413: grpc.StatusCode.RESOURCE_EXHAUSTED, 499: grpc.StatusCode.CANCELLED, 500: grpc.StatusCode.INTERNAL,
          501: grpc.StatusCode.UNIMPLEMENTED, 503: grpc.StatusCode.UNAVAILABLE,
          504: grpc.StatusCode.DEADLINE_EXCEEDED}  # fmt: skip
+#: requests of one ModelStreamInfer stream running or answered but not yet written
+STREAM_IN_FLIGHT = 64
 #: RPCs that need no API key (the HTTP server leaves /v2/health/* open)
 OPEN_RPCS = ("ServerLive", "ServerReady")
 #: RPCs of the service not served, and why
@@ -120,7 +122,7 @@ class GrpcService:
     # -- plumbing ---------------------------------------------------------------------------------------------
     def rpcs(self) -> dict[str, Rpc]:
         """Every RPC of ``inference.GRPCInferenceService`` by its path (``/inference.GRPCInferenceService/NAME``),
-        with its messages' (de)serialisers, for :class:`~.grpc_h2.GrpcFront`."""
+        with its messages' (de)serialisers, for :class:`~.grpc_front.GrpcFront`."""
         out = {}
         for m in service().methods:
             req, resp = message(m.input_type.full_name), message(m.output_type.full_name)
@@ -218,13 +220,16 @@ class GrpcService:
         return resp
 
     async def _stream_infer(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
-        """``ModelStreamInfer``: each request of the stream as :meth:`infer`, concurrently; answers in the order
-        they are ready, a refusal as ``error_message``; the stream ends when the client's half ends and every
-        answer is written (a cancelled stream cancels what still runs)."""
+        """``ModelStreamInfer``: each request of the stream as :meth:`infer`, concurrently (at most
+        :data:`STREAM_IN_FLIGHT` not yet answered: past that the stream's requests wait, and the connection stops
+        being read once they pile up); answers in the order they are ready, a refusal as ``error_message``; the
+        stream ends when the client's half ends and every answer is written (a cancelled stream cancels what
+        still runs)."""
         await self._authorize(context)
         stream_resp = message("inference.ModelStreamInferResponse")
         ready: asyncio.Queue[Any] = asyncio.Queue()
         running: set[asyncio.Task[Any]] = set()
+        slots = asyncio.Semaphore(STREAM_IN_FLIGHT)  # taken per request until its answer is written
 
         async def one(request: Any) -> None:
             resp, _, text = await self.infer(request, context)
@@ -233,6 +238,7 @@ class GrpcService:
         async def read() -> None:
             try:
                 async for request in requests:
+                    await slots.acquire()  # a client that does not read its answers stops being read
                     task = asyncio.ensure_future(one(request))
                     running.add(task)
                     task.add_done_callback(running.discard)
@@ -245,6 +251,7 @@ class GrpcService:
         try:
             while (item := await ready.get()) is not None:
                 yield item
+                slots.release()
             await reader
         finally:
             for task in [reader, *running]:
@@ -360,4 +367,4 @@ class GrpcService:
         return out()
 
 
-__all__ = ["CODES", "GrpcService", "NOT_SERVED", "OPEN_RPCS", "Rpc", "SERVICE", "grpc_code"]
+__all__ = ["CODES", "GrpcService", "NOT_SERVED", "OPEN_RPCS", "Rpc", "SERVICE", "STREAM_IN_FLIGHT", "grpc_code"]

@@ -37,17 +37,21 @@ from .metrics import ServerMetrics
 from .options import ListenOptions, ServeOptions
 
 
+#: how long running gRPC calls may go on once the server stops (then UNAVAILABLE); under ServerHandle.stop's 60 s
+GRPC_DRAIN_S = 30.0
+
+
 def _now_s() -> float:
     return SYSTEM_CLOCK.now_ns() / 1e9
 
 
 def _grpc_front(app: ServeApp, host: str, grpc_port: int | None, max_message_bytes: int) -> Any:
-    """A :class:`~inferperf.serve.grpc_h2.GrpcFront` for ``app`` (its port checked), or None (``grpc_port``
+    """A :class:`~inferperf.serve.grpc_front.GrpcFront` for ``app`` (its port checked), or None (``grpc_port``
     None: gRPC off)."""
     if grpc_port is None:
         return None
     check_grpc_port(host, grpc_port)
-    from .grpc_h2 import GrpcFront
+    from .grpc_front import GrpcFront
 
     return GrpcFront(app, host, grpc_port, max_message_bytes)
 
@@ -65,7 +69,7 @@ class _Server(uvicorn.Server):
         self.serve_app = app
         self.grace_s = grace_s
         self.on_started = on_started
-        self.grpc = grpc  # a GrpcFront (serve/grpc_h2.py) started on this loop after uvicorn, or None
+        self.grpc = grpc  # a GrpcFront (serve/grpc_front.py) started on this loop after uvicorn, or None
         self.grpc_error: BaseException | None = None
         self.all_started = False  # uvicorn's ``started`` turns True inside its startup, before gRPC is up
         self._exit_at: float | None = None
@@ -89,7 +93,7 @@ class _Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.grpc is not None:  # new RPCs refused at once, running ones answered, before the models drain
-            await self.grpc.stop(grace_s=60.0)
+            await self.grpc.stop(grace_s=GRPC_DRAIN_S)
         await super().shutdown(sockets)
 
     def begin_shutdown(self) -> None:
@@ -197,7 +201,7 @@ def start(app: ServeApp, host: str = "127.0.0.1", port: int = 0, grace_s: float 
     ``loop`` / ``http``: uvicorn's event loop and HTTP parser (:func:`uvicorn_stack`). ``grpc_port``: also serve
     KServe v2 / Triton gRPC there (0 = any free port: ``handle.grpc_port``; None = off);
     ``grpc_max_message_bytes``: its request limit (0 = sized from the models' body limit;
-    :class:`~inferperf.serve.grpc_h2.GrpcFront`).
+    :class:`~inferperf.serve.grpc_front.GrpcFront`).
 
     Raises:
         UsageError: the port (or gRPC port) is in use, or an unknown / missing loop or HTTP implementation.

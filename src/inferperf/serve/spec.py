@@ -58,7 +58,7 @@ class ServeSpec:
         gave (``MODEL``, ``--max-batch-size``, ...): refused with a repository, whose models carry their own.
         grpc / grpc_port / grpc_max_message_bytes: KServe v2 / Triton gRPC beside HTTP (on by default; the port
         :meth:`resolved_grpc_port` gives; request messages up to that many bytes, 0 = sized from the models' body
-        limit; :class:`~inferperf.serve.grpc_h2.GrpcFront`). latency_buckets / slo_ms: the duration
+        limit; :class:`~inferperf.serve.grpc_front.GrpcFront`). latency_buckets / slo_ms: the duration
         histograms' edges (s; a comma list as ``--latency-buckets`` gives it, or numbers) and an SLO (ms) added
         as an edge (:func:`~inferperf.serve.metrics.duration_buckets`); None: the defaults. allow_client_shm: serve
         Triton's system shared memory (:mod:`.shm`).

@@ -18,8 +18,10 @@ DATA, HEADERS, PRIORITY_FRAME, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY,
 END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY = 0x1, 0x1, 0x4, 0x8, 0x20
 #: SETTINGS identifiers (RFC 9113 section 6.5.2)
 HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE = 0x1, 0x2, 0x3, 0x4, 0x5
+MAX_HEADER_LIST_SIZE = 0x6
 #: error codes (RFC 9113 section 7)
-NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, REFUSED_STREAM, CANCEL = 0x0, 0x1, 0x3, 0x7, 0x8
+NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL = 0x0, 0x1, 0x3, 0x6, 0x7, 0x8
+COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x9, 0xB
 #: the largest flow-control window there is (2^31 - 1), and the default a peer starts with
 MAX_WINDOW, DEFAULT_WINDOW = 2**31 - 1, 65535
 #: the largest frame payload a peer may allow (2^24 - 1), and the default
@@ -37,7 +39,8 @@ def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
 def settings(**values: int) -> bytes:
     """A SETTINGS payload of ``NAME=value`` pairs (names as this module's constants, e.g. ``INITIAL_WINDOW_SIZE``)."""
     ids = {"HEADER_TABLE_SIZE": HEADER_TABLE_SIZE, "ENABLE_PUSH": ENABLE_PUSH, "INITIAL_WINDOW_SIZE": INITIAL_WINDOW_SIZE,
-           "MAX_CONCURRENT_STREAMS": MAX_CONCURRENT_STREAMS, "MAX_FRAME_SIZE": MAX_FRAME_SIZE}
+           "MAX_CONCURRENT_STREAMS": MAX_CONCURRENT_STREAMS, "MAX_FRAME_SIZE": MAX_FRAME_SIZE,
+           "MAX_HEADER_LIST_SIZE": MAX_HEADER_LIST_SIZE}
     return b"".join(struct.pack(">HI", ids[k], v) for k, v in values.items())
 
 
@@ -93,7 +96,7 @@ def strip_padding(flags: int, payload: bytes) -> bytes:
     return payload[1:len(payload) - payload[0]]
 
 
-__all__ = ["ACK", "CANCEL", "CONTINUATION", "DATA", "DEFAULT_FRAME", "DEFAULT_WINDOW", "END_HEADERS", "END_STREAM",
+__all__ = ["ACK", "CANCEL", "COMPRESSION_ERROR", "ENHANCE_YOUR_CALM", "FLOW_CONTROL_ERROR", "FRAME_SIZE_ERROR", "CONTINUATION", "DATA", "DEFAULT_FRAME", "DEFAULT_WINDOW", "END_HEADERS", "END_STREAM",
            "GOAWAY", "HEADERS", "MAX_FRAME_LIMIT", "MAX_WINDOW", "MESSAGE_PREFIX", "NO_ERROR", "PADDED", "PING",
-           "PREFACE", "PRIORITY", "PROTOCOL_ERROR", "REFUSED_STREAM", "RST_STREAM", "SETTINGS", "U32", "WINDOW_UPDATE",
+           "PREFACE", "PRIORITY", "PRIORITY_FRAME", "PROTOCOL_ERROR", "PUSH_PROMISE", "REFUSED_STREAM", "RST_STREAM", "SETTINGS", "U32", "WINDOW_UPDATE",
            "frame", "grpc_message_value", "hpack_int", "literal", "read_frame", "read_settings", "settings", "strip_padding"]
