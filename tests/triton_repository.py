@@ -43,13 +43,20 @@ def _add_sub(path: Path, elem: int) -> None:
 
 
 def _sequence(path: Path, names: list[str]) -> None:
-    """The sequence models' inputs: OUTPUT = READY * (INPUT + START) (the control inputs as plain INT32)."""
+    """The sequence models of Triton's examples (its src/custom/sequence and dyna_sequence backends, as the
+    sequence clients check them): OUTPUT = READY * (INPUT + START), and with END and CORRID (dyna) plus
+    END * CORRID: the correlation id added to a sequence's last answer."""
     from onnx import TensorProto, helper
 
     ins = [helper.make_tensor_value_info(n, TensorProto.UINT64 if n == "CORRID" else TensorProto.INT32, ["batch", 1])
            for n in names]
     out = helper.make_tensor_value_info("OUTPUT", TensorProto.INT32, ["batch", 1])
-    nodes = [helper.make_node("Add", ["INPUT", "START"], ["s"]), helper.make_node("Mul", ["READY", "s"], ["OUTPUT"])]
+    nodes = [helper.make_node("Add", ["INPUT", "START"], ["s"]), helper.make_node("Mul", ["READY", "s"], ["r"])]
+    if "CORRID" in names and "END" in names:
+        nodes += [helper.make_node("Cast", ["CORRID"], ["c"], to=TensorProto.INT32),
+                  helper.make_node("Mul", ["END", "c"], ["e"]), helper.make_node("Add", ["r", "e"], ["OUTPUT"])]
+    else:
+        nodes.append(helper.make_node("Identity", ["r"], ["OUTPUT"]))
     _save(helper.make_graph(nodes, "sequence", ins, [out]), path)
 
 

@@ -205,3 +205,16 @@ def test_tritons_grpc_shm_client_and_perf_analyzer_grpc_shared_memory_pass(
         assert srv.proc.poll() is None
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("client", ["simple_http_sequence_sync_infer_client.py", "simple_grpc_sequence_sync_infer_client.py",
+                                    "simple_grpc_sequence_stream_infer_client.py",
+                                    "simple_grpc_aio_sequence_stream_infer_client.py"])
+def test_tritons_sequence_clients_pass_unchanged_on_simple_sequence(example_grpc: _GrpcServer, client: str) -> None:
+    """Issue 42: each sends three sequences to simple_sequence (two integer ids, one string id) with START on the
+    first request and END on the last, synchronously or on one ModelStreamInfer stream (all requests sent before
+    any answer), and checks every answer: READY * (INPUT + START). Exit 0 and its "PASS" line."""
+    url = example_grpc.server.url.removeprefix("http://") if "http" in client else example_grpc.grpc
+    proc = _client(EXAMPLE_CLIENTS / client, url)
+    assert proc.returncode == 0 and "PASS" in proc.stdout, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert example_grpc.server.proc.poll() is None

@@ -20,9 +20,9 @@ from inferperf.errors import UsageError
 from inferperf.serve.server import prepare_repository, start
 from tests.triton_repository import make_repository
 
-SERVED = ["densenet_onnx", "inception_onnx", "simple", "simple_int8", "simple_string"]
-UNAVAILABLE = {"simple_dyna_sequence": "sequence_batching", "simple_identity": "the python backend",
-               "simple_sequence": "sequence_batching"}
+SERVED = ["densenet_onnx", "inception_onnx", "simple", "simple_dyna_sequence", "simple_int8", "simple_sequence",
+          "simple_string"]
+UNAVAILABLE = {"simple_identity": "the python backend"}
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +60,10 @@ def test_the_index_lists_every_model_with_its_state_and_reason(server) -> None:
 
 def test_an_unavailable_model_answers_with_tritons_wording_and_its_reason(server) -> None:
     handle, _ = server
-    r = httpx.post(f"{handle.url}/v2/models/simple_sequence/infer", json={"inputs": []}, timeout=10)
+    r = httpx.post(f"{handle.url}/v2/models/simple_identity/infer", json={"inputs": []}, timeout=10)
     err = r.json()["error"]
-    assert r.status_code == 404 and err.startswith("Request for unknown model: 'simple_sequence' has no available versions")
-    assert "UNAVAILABLE" in err and "sequence_batching" in err
+    assert r.status_code == 404 and err.startswith("Request for unknown model: 'simple_identity' has no available versions")
+    assert "UNAVAILABLE" in err and "the python backend" in err
     r = httpx.get(f"{handle.url}/v2/models/wrong_model_name", timeout=10)
     assert r.status_code == 404 and r.json()["error"].startswith("Request for unknown model: 'wrong_model_name' is not found")
 
@@ -176,12 +176,12 @@ def test_a_config_that_cannot_be_the_models_is_unavailable_with_the_reason(repo:
 
 
 def test_exit_on_error_makes_an_unavailable_model_fatal(repo: Path) -> None:
-    with pytest.raises(UsageError, match="simple_dyna_sequence.*sequence_batching"):
+    with pytest.raises(UsageError, match="simple_identity.*the python backend"):
         prepare_repository(repo, exit_on_error=True)
     proc = subprocess.run([sys.executable, "-m", "inferperf", "serve", "--model-repository", str(repo), "--port", "0",
                            "--exit-on-error"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "simple_dyna_sequence" in proc.stderr and "sequence_batching" in proc.stderr
+    assert "simple_identity" in proc.stderr and "the python backend" in proc.stderr
 
 
 def test_every_served_config_is_the_same_over_grpc(server) -> None:  # noqa: ANN001

@@ -25,6 +25,7 @@ import numpy as np
 from .binary_tensors import binary_data, decode_binary
 from .protocol import InferRequest, answered
 from .request_checks import check_input, request_rows
+from .sequences import sequence_params
 from .shm import serving as shm_serving
 from .tensor_types import NUMPY_DTYPE, ProtocolError, TensorLike, datatype_of
 from ..workload.triton_protos import message
@@ -131,8 +132,11 @@ def decode_infer(msg: Any, inputs: Sequence[TensorLike], outputs: Sequence[Tenso
             arrays[t.name] = decode_binary(t.name, blob, 0, len(blob), spec.datatype, shape)
         else:
             arrays[t.name] = _typed(t.name, t.contents, spec.datatype, shape)
+    params = {k: parameter(msg.parameters, k) for k in ("sequence_id", "sequence_start", "sequence_end")
+              if k in msg.parameters}
     req = InferRequest(id=msg.id or None, inputs=arrays, rows=request_rows(arrays, inputs, max_batch_size),
-                       outputs=None, binary_default=True, batched=max_batch_size > 0)
+                       outputs=None, binary_default=True, batched=max_batch_size > 0,
+                       sequence=sequence_params(params))
     known = {s.name: s for s in outputs}
     names: list[str] = []
     for o in msg.outputs:

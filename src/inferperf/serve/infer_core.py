@@ -98,11 +98,14 @@ class InferCore:
             QueueFull, NotReady (503), QueueTimeout (504), Cancelled (499), InvalidInput (400),
             ModelExecutionError (500): as ``ServedModel.infer``.
         """
+        kw: dict[str, Any] = {}
+        if getattr(model, "sequences", None) is not None:  # a sequence model: the request's sequence_id and flags
+            kw["sequence"] = req.sequence
         if access is None:
-            return await model.infer(req.inputs, req.rows, req.outputs, is_disconnected)
+            return await model.infer(req.inputs, req.rows, req.outputs, is_disconnected, **kw)
         access.update(model=model.name, version=model.version, rows=req.rows)
         timing: dict[str, Any] = {}
-        outputs = await model.infer(req.inputs, req.rows, req.outputs, is_disconnected, timing=timing)
+        outputs = await model.infer(req.inputs, req.rows, req.outputs, is_disconnected, timing=timing, **kw)
         access.update(timing)
         return outputs
 

@@ -48,6 +48,7 @@ from . import json_tensors
 from .classification import ClassificationError, top_k
 from .binary_tensors import binary_data, decode_binary
 from .request_checks import check_input, request_rows
+from .sequences import sequence_params
 from .shm import serving as shm_serving
 from .tensor_types import NUMPY_DTYPE, ProtocolError, TensorLike, datatype_of
 
@@ -75,6 +76,7 @@ class InferRequest:
     labels: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     batched: bool = False
     shm_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sequence: Any = None
 
 
 def _as_dict(value: Any, what: str) -> dict[str, Any]:
@@ -239,6 +241,7 @@ def decode_request(
         outputs=None,
         binary_default=bool(req_params.get("binary_data_output", False)),
         batched=max_batch_size > 0,
+        sequence=sequence_params(req_params),
     )
     _requested_outputs(header.get("outputs"), {s.name: s for s in outputs}, req)
     return req

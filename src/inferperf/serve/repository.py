@@ -46,7 +46,8 @@ class RepositoryModel:
     """One model of the repository: ``name``, ``layout`` ("inferperf" or "triton"), ``versions`` (version
     -> ONNX file, the versions the policy serves), ``config`` and ``serve`` (the settings it is served
     with), ``warnings`` (one line each: fields ignored), ``declared``: the inputs and outputs a Triton
-    config lists (held against the model before it loads), ``folder``: the model folder."""
+    config lists (held against the model before it loads), ``folder``: the model folder, ``sequence``: its
+    ``sequence_batching`` (:class:`~inferperf.serve.sequences.SequenceSettings`), None without."""
 
     name: str
     layout: str
@@ -56,6 +57,7 @@ class RepositoryModel:
     warnings: list[str] = field(default_factory=list)
     declared: tuple[list[TensorConfig], list[TensorConfig]] = ([], [])
     folder: Path | None = None
+    sequence: Any = None
 
 
 def check_name(name: str, what: str = "model name") -> str:
@@ -186,7 +188,8 @@ def _triton_model(root: Path, name: str, folder: Path, config_text: str | None =
     except ValidationError as e:
         raise UsageError(f"{where}: {first_error(e)[2]}") from None
     warnings = [f"{where}: inferperf ignores {', '.join(tc.ignored)}"] if tc.ignored else []
-    return RepositoryModel(name, "triton", versions, BenchConfig(), serve, warnings, (tc.inputs, tc.outputs), folder)
+    return RepositoryModel(name, "triton", versions, BenchConfig(), serve, warnings, (tc.inputs, tc.outputs), folder,
+                           tc.sequence)
 
 
 def load_served(entry: RepositoryModel, observer: Any = None, clock: Any = None) -> list[Any]:
@@ -222,7 +225,7 @@ def load_served(entry: RepositoryModel, observer: Any = None, clock: Any = None)
                 m.notes[:] = [n for n in m.notes if "--warmup 0" not in n]
                 m.notes.append(f"string input(s) {strings}: served without warm-up (synthetic strings are not"
                                " generated; Triton warms a model up only with model_warmup)")
-            served.append(TritonServed(m, *entry.declared, labels) if triton else m)
+            served.append(TritonServed(m, *entry.declared, labels, entry.sequence) if triton else m)
     except BaseException:
         import asyncio
 

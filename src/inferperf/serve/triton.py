@@ -113,6 +113,36 @@ def model_config(model: Any) -> dict[str, Any]:
                 "max_queue_size": opts.max_queue_size,
             },
         }
+    sequences = getattr(model, "sequences", None)
+    if sequences is not None:  # sequence_batching replaces dynamic_batching (perf_analyzer reads it: sequence mode)
+        doc.pop("dynamic_batching", None)
+        doc["sequence_batching"] = sequence_batching(sequences.settings, opts)
+    return doc
+
+
+def sequence_batching(settings: Any, opts: Any) -> dict[str, Any]:
+    """The JSON form of Triton's ``ModelSequenceBatching`` for a model's :class:`~.sequences.SequenceSettings`."""
+    kinds = {"START": "CONTROL_SEQUENCE_START", "END": "CONTROL_SEQUENCE_END", "READY": "CONTROL_SEQUENCE_READY",
+             "CORRID": "CONTROL_SEQUENCE_CORRID"}
+    types = {"INT32": "int32_false_true", "FP32": "fp32_false_true", "BOOL": "bool_false_true"}
+    controls = []
+    for c in settings.controls:
+        entry: dict[str, Any] = {"kind": kinds[c.kind]}
+        if c.kind == "CORRID":
+            entry["data_type"] = "TYPE_STRING" if c.datatype == "BYTES" else f"TYPE_{c.datatype}"
+        else:
+            entry[types[c.datatype]] = list(c.false_true)
+        controls.append({"name": c.name, "control": [entry]})
+    doc: dict[str, Any] = {"max_sequence_idle_microseconds": settings.idle_us, "control_input": controls,
+                           "state": [{"input_name": st.input_name, "output_name": st.output_name,
+                                      "data_type": "TYPE_STRING" if st.datatype == "BYTES" else f"TYPE_{st.datatype}",
+                                      "dims": list(st.dims), "initial_state": []} for st in settings.states]}
+    if settings.strategy == "oldest":
+        doc["oldest"] = {"max_candidate_sequences": settings.max_candidate_sequences,
+                         "preferred_batch_size": list(opts.preferred_batch_size),
+                         "max_queue_delay_microseconds": opts.max_queue_delay_us}
+    else:
+        doc["direct"] = {"max_queue_delay_microseconds": opts.max_queue_delay_us}
     return doc
 
 

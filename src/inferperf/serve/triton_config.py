@@ -16,9 +16,10 @@ What a config asks for falls in three groups:
   (default ``model.onnx``); ``platform`` / ``backend`` (ONNX Runtime); and the wire contract of each
   ``input`` / ``output``: ``name``, ``data_type``, ``dims``, ``reshape`` (the client sends and receives
   ``dims``, the model sees ``reshape``), ``input.format`` (reported in the model configuration; NHWC/NCHW
-  need 3 dims), ``output.label_filename`` (labels of the classification extension).
+  need 3 dims), ``output.label_filename`` (labels of the classification extension); ``sequence_batching``
+  (direct or oldest, control inputs, implicit state with zero initial state, the idle timeout: :mod:`.sequences`).
 - refused (:class:`TritonConfigError` naming each reason; the model is UNAVAILABLE): what inferperf does not
-  do: ``sequence_batching``, ensembles (``platform: "ensemble"``, ``ensemble_scheduling``), other backends
+  do: ensembles (``platform: "ensemble"``, ``ensemble_scheduling``), other backends
   (``python``, TensorRT ...), ``batch_input`` / ``batch_output``, decoupled models, shape tensors,
   ``optional`` inputs, non-linear-format I/O, only GPU instance groups, and configs Triton itself refuses
   (Triton's checks of ``ValidateIOShape``, core src/model_config_utils.cc).
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from .sequences import DEFAULT_IDLE_US, Control, SequenceSettings, State
 
 
 #: Triton ``data_type`` -> KServe v2 datatype.
@@ -79,7 +82,8 @@ class TritonModelConfig:
     ``preferred_batch_size``, ``max_queue_size``, ``instance_count``, ``request_timeout_ms``);
     ``version_policy``: ``("latest", N)``, ``("all", None)`` or ``("specific", [versions])``;
     ``inputs`` / ``outputs``: the tensors the config lists; ``ignored``: dotted names of the fields set but
-    not mapped (they do not change the wire contract).
+    not mapped (they do not change the wire contract); ``sequence``: its ``sequence_batching``
+    (:mod:`.sequences`), None without.
     """
 
     name: str
@@ -89,6 +93,7 @@ class TritonModelConfig:
     inputs: list[TensorConfig] = field(default_factory=list)
     outputs: list[TensorConfig] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    sequence: SequenceSettings | None = None
 
 
 def parse(text: str, where: str = "config.pbtxt") -> TritonModelConfig:
@@ -116,12 +121,15 @@ def parse(text: str, where: str = "config.pbtxt") -> TritonModelConfig:
     _instances(msg, serve, ignored, refused)
     inputs = [_tensor(t, "input", msg.max_batch_size, refused, ignored) for t in msg.input]
     outputs = [_tensor(t, "output", msg.max_batch_size, refused, ignored) for t in msg.output]
+    sequence = _sequence(msg, serve, refused, ignored) if msg.HasField("sequence_batching") else None
+    if sequence is not None and msg.HasField("dynamic_batching"):
+        refused.append("both dynamic_batching and sequence_batching (Triton allows one scheduler)")
     if refused:
         raise TritonConfigError(f"{where}: inferperf cannot serve this model: {'; '.join(dict.fromkeys(refused))}")
     return TritonModelConfig(
         name=msg.name, serve=serve, version_policy=_version_policy(msg),
         model_filename=msg.default_model_filename or "model.onnx", inputs=inputs, outputs=outputs,
-        ignored=sorted(set(ignored)),
+        ignored=sorted(set(ignored)), sequence=sequence,
     )  # fmt: skip
 
 
@@ -136,9 +144,6 @@ def _refusals(msg: Any, refused: list[str]) -> None:
     elif platform and platform not in _ONNX:
         refused.append(f"platform/backend '{platform}' is not ONNX Runtime: inferperf serves ONNX models"
                        " (onnxruntime_onnx)")
-    if msg.HasField("sequence_batching"):
-        refused.append("sequence_batching (stateful sequences with control inputs such as START/READY): inferperf"
-                       " batches independent requests only (dynamic_batching)")
     if msg.batch_input or msg.batch_output:
         refused.append("batch_input / batch_output (tensors the batcher makes or splits): not supported")
     if msg.HasField("model_transaction_policy") and msg.model_transaction_policy.decoupled:
@@ -161,6 +166,75 @@ def _batching(msg: Any, serve: dict[str, Any], ignored: list[str]) -> None:
             mapped.add("default_timeout_microseconds")
         ignored += [f"dynamic_batching.default_queue_policy.{f.name}" for f, _ in qp.ListFields() if f.name not in mapped]
     ignored += [f"dynamic_batching.{f.name}" for f, _ in db.ListFields() if f.name not in _MAPPED_BATCHING]
+
+
+_CONTROL_KINDS = {"CONTROL_SEQUENCE_START": "START", "CONTROL_SEQUENCE_END": "END",
+                  "CONTROL_SEQUENCE_READY": "READY", "CONTROL_SEQUENCE_CORRID": "CORRID"}
+_CORRID_TYPES = ("UINT64", "INT64", "UINT32", "INT32", "BYTES")
+
+
+def _enum(m: Any, field_name: str) -> str:
+    return m.DESCRIPTOR.fields_by_name[field_name].enum_type.values_by_number[getattr(m, field_name)].name
+
+
+def _sequence(msg: Any, serve: dict[str, Any], refused: list[str], ignored: list[str]) -> SequenceSettings:
+    """``sequence_batching``: strategy, idle timeout, control inputs and implicit state (model_config.proto's
+    ``ModelSequenceBatching``), checked as Triton's ValidateModelConfig does for what it maps; the requests of
+    different sequences are batched by the dynamic batcher with the strategy's ``max_queue_delay_microseconds``
+    (and oldest's ``preferred_batch_size``)."""
+    sb = msg.sequence_batching
+    controls = []
+    for ci in sb.control_input:
+        for c in ci.control:
+            kind = _CONTROL_KINDS.get(_enum(c, "kind"))
+            where = f"sequence_batching control_input '{ci.name}'"
+            if kind is None:
+                refused.append(f"{where}: control kind {_enum(c, 'kind')} is not served (START, END, READY, CORRID)")
+                continue
+            if kind == "CORRID":
+                datatype = DATATYPE.get(_enum(c, "data_type"), "")
+                if datatype not in _CORRID_TYPES:
+                    refused.append(f"{where}: CORRID data_type must be TYPE_UINT64, TYPE_INT64, TYPE_UINT32, "
+                                   "TYPE_INT32 or TYPE_STRING")
+                controls.append(Control(ci.name, kind, datatype))
+                continue
+            pairs = [("INT32", tuple(c.int32_false_true)), ("FP32", tuple(c.fp32_false_true)),
+                     ("BOOL", tuple(c.bool_false_true))]
+            given = [(dt, v) for dt, v in pairs if v]
+            if len(given) != 1 or len(given[0][1]) != 2:
+                refused.append(f"{where}: {kind} needs exactly one of int32_false_true, fp32_false_true, "
+                               "bool_false_true with two values")
+                continue
+            controls.append(Control(ci.name, kind, given[0][0], given[0][1]))
+    states = []
+    for st in sb.state:
+        datatype = DATATYPE.get(_enum(st, "data_type"), "")
+        dims = tuple(int(d) for d in st.dims)
+        if not st.input_name or not st.output_name or not datatype or any(d < 1 for d in dims):
+            refused.append(f"sequence_batching state '{st.input_name}': needs input_name, output_name, data_type and"
+                           " fixed dims")
+        if any(i.data_type or i.HasField("data_file") for i in st.initial_state if i.WhichOneof("state_data") != "zero_data"):
+            refused.append(f"sequence_batching state '{st.input_name}': initial_state other than zero_data is not "
+                           "served")
+        states.append(State(st.input_name, st.output_name, datatype, dims))
+    strategy, candidates = "direct", 0
+    serve["dynamic_batching"] = msg.max_batch_size > 0
+    if sb.HasField("oldest"):
+        strategy, candidates = "oldest", int(sb.oldest.max_candidate_sequences)
+        serve["max_queue_delay_us"] = int(sb.oldest.max_queue_delay_microseconds)
+        serve["preferred_batch_size"] = list(sb.oldest.preferred_batch_size)
+        ignored += [f"sequence_batching.oldest.{f.name}" for f, _ in sb.oldest.ListFields() if f.name not in
+                    ("max_candidate_sequences", "max_queue_delay_microseconds", "preferred_batch_size")]
+    elif sb.HasField("direct"):
+        serve["max_queue_delay_us"] = int(sb.direct.max_queue_delay_microseconds)
+        ignored += [f"sequence_batching.direct.{f.name}" for f, _ in sb.direct.ListFields()
+                    if f.name != "max_queue_delay_microseconds"]
+    if strategy == "oldest" and candidates < 1:
+        refused.append("sequence_batching.oldest.max_candidate_sequences must be >= 1")
+    ignored += [f"sequence_batching.{f.name}" for f, _ in sb.ListFields()
+                if f.name not in ("control_input", "state", "oldest", "direct", "max_sequence_idle_microseconds")]
+    return SequenceSettings(strategy, int(sb.max_sequence_idle_microseconds) or DEFAULT_IDLE_US, tuple(controls),
+                            tuple(states), candidates)
 
 
 def _instances(msg: Any, serve: dict[str, Any], ignored: list[str], refused: list[str]) -> None:

@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
+from .errors import QueueTimeout
 from .paths import confined
+from .sequences import SequenceScheduler, SequenceSettings
 from .tensor_types import TensorSpec
 from .triton_config import TensorConfig
 
@@ -125,7 +127,7 @@ class TritonServed:
     """
 
     def __init__(self, inner: Any, inputs: Sequence[TensorConfig], outputs: Sequence[TensorConfig],
-                 labels: dict[str, tuple[str, ...]]) -> None:  # fmt: skip
+                 labels: dict[str, tuple[str, ...]], sequence: SequenceSettings | None = None) -> None:  # fmt: skip
         self._inner = inner
         self._lead: tuple[int, ...] = (-1,) if inner.max_batch_size > 0 else ()
         self.tensor_config = {t.name: t for t in (*inputs, *outputs)}
@@ -141,7 +143,18 @@ class TritonServed:
             return tuple(out)
 
         md = inner.metadata
-        self.metadata = dataclasses.replace(md, inputs=view(md.inputs), outputs=view(md.outputs))
+        hidden_in = sequence.hidden_inputs if sequence else frozenset()
+        hidden_out = sequence.hidden_outputs if sequence else frozenset()
+        self.metadata = dataclasses.replace(md, inputs=view([t for t in md.inputs if t.name not in hidden_in]),
+                                            outputs=view([t for t in md.outputs if t.name not in hidden_out]))
+        #: the model's sequences (``sequence_batching``), None for a model of independent requests
+        self.sequences: SequenceScheduler | None = None
+        if sequence is not None:
+            o = inner.options
+            slots = (o.instance_count * max(1, inner.max_batch_size) if sequence.strategy == "direct"
+                     else sequence.max_candidate_sequences)
+            self.sequences = SequenceScheduler(self._run, inner.name, sequence, slots, inner.max_batch_size > 0,
+                                               inner._clock, o.request_timeout_ms / 1000 or None)
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._inner, attr)
@@ -156,7 +169,10 @@ class TritonServed:
 
     @property
     def warmup_feeds(self) -> list[dict[str, Any]]:
-        """The model's warm-up feeds as a client sends them: declared inputs shaped to the config's dims."""
+        """The model's warm-up feeds as a client sends them: declared inputs shaped to the config's dims (none
+        for a sequence model: its requests need a sequence; ``ServedModel.load`` warmed its instances)."""
+        if self.sequences is not None:
+            return []
         dims = {n: self.tensor_config[n].dims for n in self._in_shape}
         out = []
         for feed in self._inner.warmup_feeds:
@@ -169,8 +185,25 @@ class TritonServed:
         return {n: (a.reshape(lead + shapes[n]) if n in shapes else a) for n, a in arrays.items()}
 
     async def infer(self, inputs: dict[str, np.ndarray], rows: int, requested_outputs: list[str] | None = None,
-                    is_disconnected: Callable[[], Awaitable[bool]] | None = None, **kw: Any) -> dict[str, np.ndarray]:
-        """``ServedModel.infer`` with inputs reshaped to what the model takes and outputs to the config's dims."""
+                    is_disconnected: Callable[[], Awaitable[bool]] | None = None, sequence: Any = None,
+                    **kw: Any) -> dict[str, np.ndarray]:
+        """``ServedModel.infer`` with inputs reshaped to what the model takes and outputs to the config's dims;
+        a sequence model's request through its :class:`~.sequences.SequenceScheduler` (``sequence``: the
+        request's :class:`~.sequences.SequenceParams`, None when it names none).
+
+        Raises:
+            SequenceError: a request the sequence rules refuse (400); QueueTimeout: a START that found no free
+                slot within the request timeout (504); as ``ServedModel.infer``.
+        """
+        if self.sequences is None:
+            return await self._run(inputs, rows, requested_outputs, is_disconnected, **kw)
+        try:
+            return await self.sequences.infer(inputs, rows, requested_outputs, is_disconnected, sequence, **kw)
+        except TimeoutError:
+            raise QueueTimeout(self._inner.name, self._inner.options.request_timeout_ms) from None
+
+    async def _run(self, inputs: dict[str, np.ndarray], rows: int, requested_outputs: list[str] | None = None,
+                   is_disconnected: Callable[[], Awaitable[bool]] | None = None, **kw: Any) -> dict[str, np.ndarray]:
         outs = await self._inner.infer(self._reshape(inputs, self._in_shape, rows), rows, requested_outputs,
                                        is_disconnected, **kw)
         return self._reshape(outs, self._out_shape, rows)

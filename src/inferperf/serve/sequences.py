@@ -1,0 +1,307 @@
+"""Sequence batching: stateful models served as Triton serves them (issue 42).
+
+A model whose ``config.pbtxt`` has ``sequence_batching`` takes requests that belong to sequences: each request
+carries Triton's request parameters ``sequence_id`` (an integer, or a string), ``sequence_start`` and
+``sequence_end`` (HTTP ``parameters``, gRPC ``InferParameter`` s). The scheduler here:
+
+- **Slots.** A sequence holds one slot from its START to its END (or its idle timeout). ``direct``: one slot per
+  batch row of each instance (``instance_count x max(1, max_batch_size)``); ``oldest``: ``max_candidate_sequences``
+  candidates. A START finding every slot taken waits (in arrival order) for one to free, within the model's
+  request timeout: a slot never holds two sequences.
+- **Order.** A sequence's requests run one at a time, in arrival order; requests of different sequences are
+  batched together by the model's dynamic batcher (at most one row per sequence per batch, since each sequence
+  has one request in flight), as ``oldest`` batches across its candidates. ``direct`` binds the sequence to its
+  slot, and its instance is the slot's: the same slot is held, and the batch row carries it.
+- **Control inputs** (``control_input``, model_config.proto's ``ControlKind``): per row, START (first request),
+  END (last), READY (1: every row sent holds a request) as ``int32_false_true`` / ``fp32_false_true`` /
+  ``bool_false_true``, CORRID (the sequence id, ``data_type`` UINT64, INT64, UINT32, INT32 or STRING).
+- **Implicit state** (``state``): the server keeps each sequence's state tensors. At START the input state is
+  ``initial_state`` (zeros, or the configured dims of zeros); each request feeds the sequence's state to
+  ``input_name`` and keeps ``output_name``'s answer as the next state (the answer's own outputs leave it out).
+  This is what makes an ONNX model (which keeps nothing between calls) an accumulator, a recogniser with
+  recurrent state, a voice-activity detector.
+- **Lifetime.** A slot is freed after the END request ran, or when no request of the sequence came for
+  ``max_sequence_idle_microseconds`` (default 1 s, Triton's); a client that disconnects mid-sequence leaves it
+  live until then.
+- **Refusals** (400, Triton's words): no sequence id on a sequence model, a request (not START) for a sequence
+  that is not live (never started, ended, or expired), a START for an id already live.
+
+Differences from Triton, said: an ONNX Runtime session keeps no state between calls, so which instance runs a
+step never changes an answer (the state lives here); ``direct``'s ``max_queue_delay_microseconds`` and
+``minimum_slot_utilization`` are not applied (the model's dynamic batching rule forms the batches).
+
+Sources: triton-inference-server/server docs/user_guide/architecture.md ("Stateful Models", "Sequence Batcher",
+"Implicit State Management"); common ``protobuf/model_config.proto`` (``ModelSequenceBatching``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..clock import SYSTEM_CLOCK, Clock
+from .tensor_types import NUMPY_DTYPE, ProtocolError
+
+#: Triton's default max_sequence_idle_microseconds
+DEFAULT_IDLE_US = 1_000_000
+
+
+@dataclass(frozen=True)
+class Control:
+    """One control input: ``name``, ``kind`` (``START``, ``END``, ``READY``, ``CORRID``), and for the flags the
+    (false, true) values in ``datatype`` (``INT32``, ``FP32`` or ``BOOL``); for CORRID its ``datatype``."""
+
+    name: str
+    kind: str
+    datatype: str
+    false_true: tuple[Any, Any] = (0, 1)
+
+
+@dataclass(frozen=True)
+class State:
+    """One implicit state: fed to ``input_name``, read back from ``output_name``; ``datatype`` and ``dims``
+    (without the batch dim); zeros at START."""
+
+    input_name: str
+    output_name: str
+    datatype: str
+    dims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SequenceSettings:
+    """A model's ``sequence_batching``: ``strategy`` (``direct`` or ``oldest``), ``idle_us``, ``controls``,
+    ``states``, ``max_candidate_sequences`` (oldest)."""
+
+    strategy: str = "direct"
+    idle_us: int = DEFAULT_IDLE_US
+    controls: tuple[Control, ...] = ()
+    states: tuple[State, ...] = ()
+    max_candidate_sequences: int = 0
+
+    @property
+    def hidden_inputs(self) -> frozenset[str]:
+        """Model inputs the server feeds (controls and states): not in the model's metadata for clients."""
+        return frozenset({c.name for c in self.controls} | {s.input_name for s in self.states})
+
+    @property
+    def hidden_outputs(self) -> frozenset[str]:
+        """Model outputs the server keeps (states)."""
+        return frozenset(s.output_name for s in self.states)
+
+
+class SequenceError(ProtocolError):
+    """A request the sequence rules refuse (400)."""
+
+
+@dataclass(frozen=True)
+class SequenceParams:
+    """A request's ``sequence_id`` (int or str), ``start`` and ``end`` flags."""
+
+    sequence_id: int | str
+    start: bool = False
+    end: bool = False
+
+
+def sequence_params(params: dict[str, Any]) -> SequenceParams | None:
+    """Triton's request parameters ``sequence_id`` / ``sequence_start`` / ``sequence_end`` (None when no id is
+    given; ``0`` and ``""`` mean no sequence, as in Triton).
+
+    Raises:
+        ProtocolError: an id that is neither an integer nor a string, flags that are not booleans.
+    """
+    sid = params.get("sequence_id")
+    if sid is None or sid == 0 or sid == "":
+        if params.get("sequence_start") or params.get("sequence_end"):
+            raise ProtocolError("sequence_start / sequence_end need a non-zero sequence_id")
+        return None
+    if type(sid) is not int and not isinstance(sid, str):
+        raise ProtocolError(f"sequence_id {sid!r} must be an integer or a string")
+    for key in ("sequence_start", "sequence_end"):
+        if key in params and type(params[key]) is not bool:
+            raise ProtocolError(f"{key} {params[key]!r} must be a boolean")
+    return SequenceParams(sid, bool(params.get("sequence_start")), bool(params.get("sequence_end")))
+
+
+@dataclass
+class _Sequence:
+    sid: int | str
+    slot: int
+    last_ns: int
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ended: bool = False
+
+
+class SequenceScheduler:
+    """The sequences of one model (module docstring).
+
+    Args:
+        model: what runs a request: ``await run(inputs, rows, requested, is_disconnected, **kw)`` returning
+            output name -> array (the model's dynamic batcher behind it).
+        name: the model's name (in refusals).
+        settings: the model's :class:`SequenceSettings`.
+        slots: how many sequences may be live at once.
+        batched: the model has a batch dim (``max_batch_size`` > 0): control and state tensors get one row per
+            request row.
+        clock: time source (the fake clock in tests).
+        wait_s: how long a START waits for a free slot before 503 (None: as long as it takes).
+    """
+
+    def __init__(self, run: Any, name: str, settings: SequenceSettings, slots: int, batched: bool = True,
+                 clock: Clock = SYSTEM_CLOCK, wait_s: float | None = None) -> None:
+        self._run, self.name, self.settings, self.clock, self.wait_s = run, name, settings, clock, wait_s
+        self.batched = batched
+        self.slots = max(1, slots)
+        self.live: dict[int | str, _Sequence] = {}
+        self._free: deque[int] = deque(range(self.slots))
+        self._backlog: deque[asyncio.Future[int]] = deque()
+        self.expired = 0  # sequences freed by the idle timeout
+
+    # ------------------------------------------------------------------------------------------------- slots
+    def expire_idle(self) -> int:
+        """Free the slots of sequences idle past ``idle_us`` (none of their requests running); returns how many."""
+        now, limit = self.clock.now_ns(), self.settings.idle_us * 1000
+        stale = [s for s in self.live.values() if not s.lock.locked() and now - s.last_ns >= limit]
+        for s in stale:
+            self._release(s)
+        self.expired += len(stale)
+        return len(stale)
+
+    def _release(self, seq: _Sequence) -> None:
+        if self.live.get(seq.sid) is seq:
+            del self.live[seq.sid]
+            seq.ended = True
+            if seq.slot < 0:  # a START that never got its slot
+                return
+            while self._backlog:
+                waiter = self._backlog.popleft()
+                if not waiter.done():
+                    waiter.set_result(seq.slot)
+                    return
+            self._free.append(seq.slot)
+
+    async def _slot(self) -> int:
+        self.expire_idle()
+        if self._free:
+            return self._free.popleft()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[int] = loop.create_future()
+        self._backlog.append(waiter)
+        end = None if self.wait_s is None else loop.time() + self.wait_s
+        try:
+            while True:  # woken by a release, or each idle period to free the sequences gone idle
+                step = self.settings.idle_us / 1e6
+                if end is not None:
+                    step = min(step, end - loop.time())
+                    if step <= 0:
+                        raise TimeoutError
+                try:
+                    return await asyncio.wait_for(asyncio.shield(waiter), step)
+                except TimeoutError:
+                    self.expire_idle()
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._free.append(waiter.result())  # handed a slot just as this START gave up: give it back
+            else:
+                waiter.cancel()
+            raise
+
+    # ------------------------------------------------------------------------------------------------ running
+    def _open(self, p: SequenceParams) -> _Sequence | None:
+        """The live sequence of ``p`` (None for a START that needs a slot).
+
+        Raises:
+            SequenceError: a START for a live id; another request for an id that is not live.
+        """
+        self.expire_idle()
+        seq = self.live.get(p.sequence_id)
+        if p.start:
+            if seq is not None:
+                raise SequenceError(f"inference request for sequence {p.sequence_id} to model '{self.name}': the "
+                                    "sequence is already in progress: end it (sequence_end) before starting it again")
+            return None
+        if seq is None:
+            raise SequenceError(f"inference request for sequence {p.sequence_id} to model '{self.name}' must specify "
+                                "the START flag on the first request of the sequence (it is not in progress: never "
+                                "started, ended, or idle past max_sequence_idle_microseconds)")
+        return seq
+
+    async def infer(self, inputs: dict[str, np.ndarray], rows: int, requested: list[str] | None,
+                    is_disconnected: Any, p: SequenceParams | None, **kw: Any) -> dict[str, np.ndarray]:
+        """Run one request of sequence ``p``: its turn in the sequence, the control and state inputs added, the
+        state kept; returns the outputs asked (state outputs left out).
+
+        Raises:
+            SequenceError: no sequence id, or one the rules refuse (400).
+            asyncio.TimeoutError: a START that found no free slot within ``wait_s`` (the caller answers 503).
+            whatever the model's run raises (queue full, cancelled, a failed batch).
+        """
+        if p is None:
+            raise SequenceError(f"inference request to model '{self.name}' must specify a non-zero or non-empty "
+                                "correlation ID (parameters.sequence_id): it is a sequence model")
+        seq = self._open(p)
+        if seq is None:  # a START: live at once (so the requests behind it wait their turn), then its slot
+            seq = _Sequence(p.sequence_id, -1, self.clock.now_ns())
+            seq.state = {s.input_name: self._initial(s, rows) for s in self.settings.states}
+            self.live[p.sequence_id] = seq
+            await seq.lock.acquire()
+            try:
+                seq.slot = await self._slot()
+            except BaseException:
+                self._release(seq)
+                seq.lock.release()
+                raise
+        else:
+            await seq.lock.acquire()  # one request of a sequence at a time, in arrival order (the lock is FIFO)
+        try:
+            if seq.ended:
+                self._open(p)  # expired or ended while this request waited its turn: refused as not live
+            feed = {**inputs, **self._controls(p, rows), **seq.state}
+            ask = None if requested is None else [*requested, *self.settings.hidden_outputs]
+            try:
+                out = await self._run(feed, rows, ask, is_disconnected, **kw)
+            finally:
+                seq.last_ns = self.clock.now_ns()
+            for st in self.settings.states:
+                seq.state[st.input_name] = np.ascontiguousarray(out[st.output_name])
+            if p.end:
+                self._release(seq)
+        finally:
+            seq.lock.release()
+        return {k: v for k, v in out.items() if k not in self.settings.hidden_outputs}
+
+    def _initial(self, s: State, rows: int) -> np.ndarray:
+        return np.zeros(((rows,) if self.batched else ()) + s.dims, dtype=NUMPY_DTYPE[s.datatype])
+
+    def _controls(self, p: SequenceParams, rows: int) -> dict[str, np.ndarray]:
+        shape = (rows, 1) if self.batched else (1,)
+        out = {}
+        for c in self.settings.controls:
+            if c.kind == "CORRID":
+                value: Any = p.sequence_id
+                if c.datatype != "BYTES":
+                    try:
+                        value = int(p.sequence_id)
+                    except ValueError:
+                        raise SequenceError(f"sequence_id {p.sequence_id!r}: model '{self.name}' takes the "
+                                            f"correlation ID as {c.datatype} (control input {c.name}): send an "
+                                            "integer id") from None
+                arr = np.empty(shape, dtype=object) if c.datatype == "BYTES" else None
+                if arr is not None:
+                    arr.fill(str(value).encode())
+                    out[c.name] = arr
+                else:
+                    out[c.name] = np.full(shape, value, dtype=NUMPY_DTYPE[c.datatype])
+                continue
+            flag = {"START": p.start, "END": p.end, "READY": True}[c.kind]
+            out[c.name] = np.full(shape, c.false_true[int(flag)], dtype=NUMPY_DTYPE[c.datatype])
+        return out
+
+
+__all__ = ["Control", "DEFAULT_IDLE_US", "SequenceError", "SequenceParams", "SequenceScheduler", "SequenceSettings",
+           "State", "sequence_params"]

@@ -1,0 +1,157 @@
+"""Sequence models served as Triton serves them (issue 42): Triton's example ``simple_sequence`` (direct) and
+``simple_dyna_sequence`` (oldest, CORRID) over HTTP and gRPC, their refusals in Triton's words, their served
+configuration, and an accumulator whose state the server keeps (``sequence_batching.state``) right over 40
+interleaved sequences (127.0.0.1, ephemeral ports; the server always stopped)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import numpy as np
+import pytest
+
+from inferperf.serve.server import prepare_repository, start
+from tests.integration.test_serve_grpc import Stub, infer_request, outputs_of
+from tests.triton_repository import _save, make_repository
+
+ACC_CONFIG = """
+name: "acc"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+sequence_batching {
+  max_sequence_idle_microseconds: 5000000
+  oldest { max_candidate_sequences: 16  max_queue_delay_microseconds: 500 }
+  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START  int32_false_true: [ 0, 1 ] } ] } ]
+  state [ { input_name: "ACC_IN"  output_name: "ACC_OUT"  data_type: TYPE_INT32  dims: [ 1 ]
+            initial_state: { data_type: TYPE_INT32  dims: [ 1 ]  zero_data: true  name: "zero" } } ]
+}
+input [ { name: "INPUT"  data_type: TYPE_INT32  dims: [ 1 ] } ]
+output [ { name: "OUTPUT"  data_type: TYPE_INT32  dims: [ 1 ] } ]
+instance_group [ { count: 2  kind: KIND_CPU } ]
+"""
+
+
+def _accumulator(path: Path) -> None:
+    """ACC_OUT = ACC_IN + INPUT, OUTPUT = ACC_OUT (START is an input it ignores: Triton feeds it anyway)."""
+    from onnx import TensorProto, helper
+
+    i32 = TensorProto.INT32
+    ins = [helper.make_tensor_value_info(n, i32, ["batch", 1]) for n in ("INPUT", "START", "ACC_IN")]
+    outs = [helper.make_tensor_value_info(n, i32, ["batch", 1]) for n in ("OUTPUT", "ACC_OUT")]
+    nodes = [helper.make_node("Add", ["ACC_IN", "INPUT"], ["ACC_OUT"]), helper.make_node("Identity", ["ACC_OUT"], ["OUTPUT"]),
+             helper.make_node("Identity", ["START"], ["unused"])]
+    _save(helper.make_graph(nodes, "acc", ins, outs), path)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    repo = make_repository(tmp_path_factory.mktemp("seq") / "model_repository")
+    shutil.rmtree(repo / "simple_identity")  # the python backend: not served, not needed here
+    (repo / "acc" / "1").mkdir(parents=True)
+    (repo / "acc" / "config.pbtxt").write_text(ACC_CONFIG)
+    _accumulator(repo / "acc" / "1" / "model.onnx")
+    handle = start(prepare_repository(repo), "127.0.0.1", 0, ready_timeout_s=120, grpc_port=0)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def _http(url: str, model: str, value: int, **params: Any) -> httpx.Response:
+    body = {"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
+            "parameters": params}
+    return httpx.post(f"{url}/v2/models/{model}/infer", json=body, timeout=30)
+
+
+def _out(r: httpx.Response) -> int:
+    assert r.status_code == 200, r.text
+    return int(r.json()["outputs"][0]["data"][0])
+
+
+def test_the_metadata_hides_the_control_inputs_and_the_config_says_sequence_batching(server) -> None:  # noqa: ANN001
+    meta = httpx.get(f"{server.url}/v2/models/simple_dyna_sequence", timeout=10).json()
+    assert [t["name"] for t in meta["inputs"]] == ["INPUT"] and [t["name"] for t in meta["outputs"]] == ["OUTPUT"]
+    cfg = httpx.get(f"{server.url}/v2/models/simple_dyna_sequence/config", timeout=10).json()
+    sb = cfg["sequence_batching"]
+    assert "dynamic_batching" not in cfg and sb["oldest"]["max_candidate_sequences"] == 1024
+    assert [c["name"] for c in sb["control_input"]] == ["START", "END", "READY", "CORRID"]
+    assert sb["control_input"][3]["control"][0] == {"kind": "CONTROL_SEQUENCE_CORRID", "data_type": "TYPE_UINT64"}
+    assert "direct" in httpx.get(f"{server.url}/v2/models/simple_sequence/config", timeout=10).json()["sequence_batching"]
+    acc = httpx.get(f"{server.url}/v2/models/acc", timeout=10).json()
+    assert [t["name"] for t in acc["inputs"]] == ["INPUT"] and [t["name"] for t in acc["outputs"]] == ["OUTPUT"]
+
+
+def test_tritons_sequence_models_answer_as_its_clients_expect_over_http(server) -> None:  # noqa: ANN001
+    """simple_sequence: READY * (INPUT + START); simple_dyna_sequence adds the correlation id at END."""
+    url = server.url
+    values = [0, 11, 7, 5]
+    got = [_out(_http(url, "simple_sequence", v, sequence_id=1000, sequence_start=k == 0,
+                      sequence_end=k == len(values) - 1)) for k, v in enumerate(values)]
+    assert got == [1, 11, 7, 5]
+    got = [_out(_http(url, "simple_sequence", v, sequence_id="a-string-id", sequence_start=k == 0,
+                      sequence_end=k == 1)) for k, v in enumerate([20, -3])]
+    assert got == [21, -3]
+    got = [_out(_http(url, "simple_dyna_sequence", v, sequence_id=1001, sequence_start=k == 0,
+                      sequence_end=k == 2)) for k, v in enumerate([0, 9, 1])]
+    assert got == [1, 9, 1 + 1001]
+
+
+def test_refusals_in_tritons_words_and_the_server_serves_on(server) -> None:  # noqa: ANN001
+    url = server.url
+    r = _http(url, "simple_sequence", 1)
+    assert r.status_code == 400 and "must specify a non-zero or non-empty correlation ID" in r.json()["error"]
+    r = _http(url, "simple_sequence", 1, sequence_id=77)
+    assert r.status_code == 400 and "must specify the START flag" in r.json()["error"]
+    assert _out(_http(url, "simple_sequence", 1, sequence_id=78, sequence_start=True)) == 2
+    r = _http(url, "simple_sequence", 1, sequence_id=78, sequence_start=True)
+    assert r.status_code == 400 and "already in progress" in r.json()["error"]
+    r = _http(url, "simple_dyna_sequence", 1, sequence_id="not-a-number", sequence_start=True)
+    assert r.status_code == 400 and "send an integer id" in r.json()["error"]
+    r = _http(url, "simple_sequence", 1, sequence_id=78, sequence_end="yes")
+    assert r.status_code == 400 and "must be a boolean" in r.json()["error"]
+    assert _out(_http(url, "simple_sequence", 4, sequence_id=78, sequence_end=True)) == 4
+
+
+def test_sequences_over_grpc_with_int_and_string_ids(server) -> None:  # noqa: ANN001
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as ch:
+        stub = Stub(ch)
+        for sid, values, want in ((2000, [0, 5, 6], [1, 5, 6 + 2000]), ("2001", [3, 4], [4, 4 + 2001])):
+            got = []
+            for k, v in enumerate(values):
+                msg = infer_request("simple_dyna_sequence", {"INPUT": np.array([[v]], np.int32)})
+                p = msg.parameters
+                if isinstance(sid, int):
+                    p["sequence_id"].int64_param = sid
+                else:
+                    p["sequence_id"].string_param = sid
+                p["sequence_start"].bool_param = k == 0
+                p["sequence_end"].bool_param = k == len(values) - 1
+                got.append(int(outputs_of(stub("ModelInfer", _msg=msg))["OUTPUT"][0, 0]))
+            assert got == want
+        with pytest.raises(grpc.RpcError) as e:
+            stub("ModelInfer", _msg=infer_request("simple_sequence", {"INPUT": np.array([[1]], np.int32)}))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "correlation ID" in e.value.details()
+
+
+def test_the_server_keeps_an_accumulators_state_over_interleaved_sequences(server) -> None:  # noqa: ANN001
+    """40 sequences of 6 requests each from 8 client threads (interleaved, on 16 candidate slots, 2 instances,
+    batched across sequences): every answer is its sequence's running sum."""
+    rng = np.random.default_rng(0)
+    plans = {sid: [int(v) for v in rng.integers(-20, 20, 6)] for sid in range(1, 41)}
+
+    def run(sid: int) -> list[int]:
+        values = plans[sid]
+        return [_out(_http(server.url, "acc", v, sequence_id=sid, sequence_start=k == 0,
+                           sequence_end=k == len(values) - 1)) for k, v in enumerate(values)]
+
+    with ThreadPoolExecutor(8) as pool:
+        got = dict(zip(plans, pool.map(run, plans), strict=True))
+    assert got == {sid: [int(x) for x in np.cumsum(v)] for sid, v in plans.items()}
+    stats = httpx.get(f"{server.url}/v2/models/acc/stats", timeout=10).json()["model_stats"][0]
+    assert stats["inference_count"] == 240

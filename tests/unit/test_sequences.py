@@ -1,0 +1,188 @@
+"""Sequence batching's scheduler (serve/sequences.py, issue 42) on the fake clock: control inputs and implicit
+state per request, the refusals in Triton's words, slots freed at END and by the idle timeout, a START waiting
+for a slot, requests of one sequence in order, a client that goes away mid-sequence, and an accumulator's sums
+over 100 interleaved sequences."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from inferperf.clock import FakeClock
+from inferperf.serve.tensor_types import ProtocolError
+from inferperf.serve.sequences import (Control, SequenceError, SequenceParams, SequenceScheduler, SequenceSettings,
+                                       State, sequence_params)
+
+CONTROLS = (Control("START", "START", "INT32"), Control("END", "END", "INT32"), Control("READY", "READY", "INT32"),
+            Control("CORRID", "CORRID", "UINT64"))
+ACC = SequenceSettings("oldest", 1_000_000, CONTROLS, (State("ACC_IN", "ACC_OUT", "INT32", (1,)),), 4)
+
+
+class Accumulator:
+    """The model: ACC_OUT = ACC_IN + INPUT, OUTPUT = ACC_OUT; records each feed; ``gate`` holds a call."""
+
+    def __init__(self) -> None:
+        self.feeds: list[dict[str, np.ndarray]] = []
+        self.gate: asyncio.Event | None = None
+
+    async def __call__(self, feed: dict[str, np.ndarray], rows: int, requested: Any, gone: Any,
+                       **kw: Any) -> dict[str, np.ndarray]:
+        self.feeds.append(feed)
+        if self.gate is not None:
+            await self.gate.wait()
+        await asyncio.sleep(0)
+        acc = feed["ACC_IN"] + feed["INPUT"]
+        return {"OUTPUT": acc, "ACC_OUT": acc}
+
+
+def _x(v: int) -> dict[str, np.ndarray]:
+    return {"INPUT": np.array([[v]], np.int32)}
+
+
+def test_control_inputs_state_and_the_answer_without_the_state() -> None:
+    model, clock = Accumulator(), FakeClock()
+    s = SequenceScheduler(model, "acc", ACC, slots=2, clock=clock)
+
+    async def go() -> list[Any]:
+        out = [await s.infer(_x(5), 1, None, None, SequenceParams(42, start=True))]
+        out.append(await s.infer(_x(7), 1, None, None, SequenceParams(42)))
+        out.append(await s.infer(_x(1), 1, ["OUTPUT"], None, SequenceParams(42, end=True)))
+        return out
+
+    outs = asyncio.run(go())
+    assert [int(o["OUTPUT"][0, 0]) for o in outs] == [5, 12, 13]
+    assert all(set(o) == {"OUTPUT"} for o in outs)  # the state output stays in the server
+    flags = [(int(f["START"][0, 0]), int(f["END"][0, 0]), int(f["READY"][0, 0]), int(f["CORRID"][0, 0]))
+             for f in model.feeds]
+    assert flags == [(1, 0, 1, 42), (0, 0, 1, 42), (0, 1, 1, 42)]
+    assert model.feeds[0]["CORRID"].dtype == np.uint64 and model.feeds[0]["ACC_IN"].tolist() == [[0]]
+    assert not s.live and len(s._free) == 2  # the slot came back at END
+
+
+def test_refusals_name_the_rule() -> None:
+    s = SequenceScheduler(Accumulator(), "acc", ACC, slots=2, clock=FakeClock())
+
+    async def go() -> None:
+        with pytest.raises(SequenceError, match="must specify a non-zero or non-empty correlation ID"):
+            await s.infer(_x(1), 1, None, None, None)
+        with pytest.raises(SequenceError, match="must specify the START flag"):
+            await s.infer(_x(1), 1, None, None, SequenceParams(9))
+        await s.infer(_x(1), 1, None, None, SequenceParams(9, start=True))
+        with pytest.raises(SequenceError, match="already in progress"):
+            await s.infer(_x(1), 1, None, None, SequenceParams(9, start=True))
+        await s.infer(_x(1), 1, None, None, SequenceParams(9, end=True))
+        with pytest.raises(SequenceError, match="must specify the START flag"):  # ended: not live any more
+            await s.infer(_x(1), 1, None, None, SequenceParams(9))
+        with pytest.raises(SequenceError, match="send an integer id"):  # CORRID is UINT64
+            await s.infer(_x(1), 1, None, None, SequenceParams("abc", start=True))
+
+    asyncio.run(go())
+    assert sequence_params({}) is None and sequence_params({"sequence_id": 0}) is None
+    assert sequence_params({"sequence_id": "s-1", "sequence_start": True}) == SequenceParams("s-1", True, False)
+    with pytest.raises(ProtocolError, match="must be a boolean"):
+        sequence_params({"sequence_id": 3, "sequence_end": "yes"})
+    with pytest.raises(ProtocolError, match="need a non-zero sequence_id"):
+        sequence_params({"sequence_start": True})
+
+
+def test_the_idle_timeout_frees_a_slot_and_the_sequence_is_then_unknown() -> None:
+    clock = FakeClock()
+    s = SequenceScheduler(Accumulator(), "acc", ACC, slots=1, clock=clock)
+
+    async def go() -> None:
+        await s.infer(_x(1), 1, None, None, SequenceParams(1, start=True))
+        clock.advance_ns(999_999_000)  # just under max_sequence_idle_microseconds (1 s)
+        assert s.expire_idle() == 0 and 1 in s.live
+        await s.infer(_x(1), 1, None, None, SequenceParams(1))  # a request resets the idle time
+        clock.advance_ns(1_000_000_000)
+        await s.infer(_x(1), 1, None, None, SequenceParams(2, start=True))  # takes the slot sequence 1 held
+        assert s.expired == 1 and list(s.live) == [2]
+        with pytest.raises(SequenceError, match="idle past max_sequence_idle_microseconds"):
+            await s.infer(_x(1), 1, None, None, SequenceParams(1))
+
+    asyncio.run(go())
+
+
+def test_a_start_waits_for_a_free_slot_and_a_slot_never_holds_two_sequences() -> None:
+    """One slot: with a wait limit a START gives up (the caller answers 504); sequence 3's START waits until
+    sequence 1 ends, and a request of sequence 3 sent before its START was answered waits behind it."""
+    model = Accumulator()
+    s = SequenceScheduler(model, "acc", ACC, slots=1, clock=FakeClock(), wait_s=0.2)
+
+    async def go() -> None:
+        await s.infer(_x(1), 1, None, None, SequenceParams(1, start=True))
+        with pytest.raises(TimeoutError):
+            await s.infer(_x(1), 1, None, None, SequenceParams(2, start=True))
+        waiting = asyncio.ensure_future(s.infer(_x(10), 1, None, None, SequenceParams(3, start=True)))
+        behind = asyncio.ensure_future(s.infer(_x(5), 1, None, None, SequenceParams(3)))  # sent before the answer
+        await asyncio.sleep(0.01)
+        assert not waiting.done() and not behind.done() and s.live[3].slot == -1  # live, waiting for its slot
+        await s.infer(_x(1), 1, None, None, SequenceParams(1, end=True))
+        assert int((await waiting)["OUTPUT"][0, 0]) == 10 and list(s.live) == [3]
+        assert int((await behind)["OUTPUT"][0, 0]) == 15  # after its START, in order
+
+    asyncio.run(go())
+
+
+def test_requests_of_one_sequence_run_one_at_a_time_in_order() -> None:
+    model = Accumulator()
+    s = SequenceScheduler(model, "acc", ACC, slots=2, clock=FakeClock())
+
+    async def go() -> list[int]:
+        await s.infer(_x(0), 1, None, None, SequenceParams(5, start=True))
+        model.gate = asyncio.Event()
+        calls = [asyncio.ensure_future(s.infer(_x(v), 1, None, None, SequenceParams(5))) for v in (1, 2, 3)]
+        await asyncio.sleep(0.01)
+        assert len(model.feeds) == 2  # the first waits on the gate; the others wait their turn
+        model.gate.set()
+        return [int((await c)["OUTPUT"][0, 0]) for c in calls]
+
+    assert asyncio.run(go()) == [1, 3, 6]
+
+
+def test_a_client_gone_mid_sequence_leaves_it_live_until_its_idle_timeout() -> None:
+    clock, model = FakeClock(), Accumulator()
+    s = SequenceScheduler(model, "acc", ACC, slots=1, clock=clock)
+
+    async def go() -> None:
+        await s.infer(_x(4), 1, None, None, SequenceParams(8, start=True))
+        model.gate = asyncio.Event()
+        call = asyncio.ensure_future(s.infer(_x(1), 1, None, None, SequenceParams(8)))
+        await asyncio.sleep(0.01)
+        call.cancel()  # the client went away while its request ran
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        model.gate = None
+        assert 8 in s.live  # still live: its state is the one before the lost request
+        assert int((await s.infer(_x(2), 1, None, None, SequenceParams(8)))["OUTPUT"][0, 0]) == 6
+        clock.advance_ns(2_000_000_000)
+        assert s.expire_idle() == 1 and not s.live
+
+    asyncio.run(go())
+
+
+def test_an_accumulator_over_100_interleaved_sequences_on_fewer_slots() -> None:
+    """100 sequences of 1-9 requests each, sent interleaved (each client sends its next request when its last was
+    answered) through 16 slots: every answer is its sequence's running sum, and every slot is free at the end."""
+    rng = random.Random(0)
+    plans = {sid: [rng.randint(-50, 50) for _ in range(rng.randint(1, 9))] for sid in range(1, 101)}
+    s = SequenceScheduler(Accumulator(), "acc", ACC, slots=16, clock=FakeClock())
+    got: dict[int, list[int]] = {}
+
+    async def client(sid: int, values: list[int]) -> None:
+        await asyncio.sleep(rng.random() / 100)
+        for k, v in enumerate(values):
+            p = SequenceParams(sid, start=k == 0, end=k == len(values) - 1)
+            got.setdefault(sid, []).append(int((await s.infer(_x(v), 1, None, None, p))["OUTPUT"][0, 0]))
+            await asyncio.sleep(0)
+
+    async def go() -> None:
+        await asyncio.gather(*(client(sid, v) for sid, v in plans.items()))
+
+    asyncio.run(go())
+    assert got == {sid: list(np.cumsum(v)) for sid, v in plans.items()}
+    assert not s.live and sorted(s._free) == list(range(16))
