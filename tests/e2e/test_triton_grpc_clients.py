@@ -218,3 +218,16 @@ def test_tritons_sequence_clients_pass_unchanged_on_simple_sequence(example_grpc
     proc = _client(EXAMPLE_CLIENTS / client, url)
     assert proc.returncode == 0 and "PASS" in proc.stdout, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert example_grpc.server.proc.poll() is None
+
+
+@pytest.mark.parametrize(("model", "protocol"), [("simple_sequence", "http"), ("simple_dyna_sequence", "grpc")])
+def test_perf_analyzer_drives_the_sequence_models(example_grpc: _GrpcServer, model: str, protocol: str) -> None:
+    """Issue 42: perf_analyzer reads sequence_batching from the served configuration and sends sequences (its
+    --sequence-length 20 default) at concurrency 2: no error, a positive throughput."""
+    url = example_grpc.grpc if protocol == "grpc" else example_grpc.server.url.removeprefix("http://")
+    proc = subprocess.run([str(PERF_ANALYZER), "-m", model, "-u", url, "-i", protocol, "--concurrency-range", "2",
+                           "--measurement-interval", str(MEASUREMENT_MS), "--stability-percentage", "9999",
+                           "--max-trials", "3"], capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert re.search(r"Concurrency: 2, throughput: [1-9][\d.]* infer/sec", out), out[-3000:]

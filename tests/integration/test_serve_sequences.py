@@ -155,3 +155,33 @@ def test_the_server_keeps_an_accumulators_state_over_interleaved_sequences(serve
     assert got == {sid: [int(x) for x in np.cumsum(v)] for sid, v in plans.items()}
     stats = httpx.get(f"{server.url}/v2/models/acc/stats", timeout=10).json()["model_stats"][0]
     assert stats["inference_count"] == 240
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_load_drives_whole_sequences_and_every_request_is_accepted(server, protocol: str) -> None:  # noqa: ANN001
+    """``load`` on a sequence model (issue 42 item 3): 3 streams of sequences of 5 +- 1 requests on the
+    accumulator, ids from a range: no refusal (a request out of order, or for a sequence not started, would be a
+    400), the server counts every request, and the Result says how many sequences the step held."""
+    from inferperf.loadgen.options import LoadConfig
+    from inferperf.loadgen.run import load
+
+    url = f"grpc://127.0.0.1:{server.grpc_port}" if protocol == "grpc" else server.url
+    before = httpx.get(f"{server.url}/v2/models/acc/stats", timeout=10).json()["model_stats"][0]["inference_count"]
+    (r,) = load(LoadConfig(url=url, model="acc", concurrency=[3], sequence_length=5, sequence_id_range="500:599",
+                           requests=60, warmup_s=0.2, measurement_interval_ms=500))
+    assert r.metrics.errors.count == 0 and r.metrics.latency_ms.count >= 60
+    seq = r.metrics.client["sequences"]
+    assert seq["started"] >= 60 / 6 and seq["ended"] >= seq["started"] - 3 and seq["mean_length"] == 5
+    after = httpx.get(f"{server.url}/v2/models/acc/stats", timeout=10).json()["model_stats"][0]["inference_count"]
+    assert after - before >= r.metrics.latency_ms.count
+
+
+def test_load_refuses_what_sequences_cannot_do(server) -> None:  # noqa: ANN001
+    from inferperf.errors import UsageError
+    from inferperf.loadgen.gen_target import read_load_target
+    from inferperf.loadgen.options import LoadConfig
+
+    with pytest.raises(UsageError, match="driven by the closed loop"):
+        read_load_target(LoadConfig(url=server.url, model="acc", request_rate=[10]))
+    with pytest.raises(UsageError, match="is not a sequence model"):
+        read_load_target(LoadConfig(url=server.url, model="simple", concurrency=[1], sequence_length=4))

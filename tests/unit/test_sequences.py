@@ -186,3 +186,34 @@ def test_an_accumulator_over_100_interleaved_sequences_on_fewer_slots() -> None:
     asyncio.run(go())
     assert got == {sid: list(np.cumsum(v)) for sid, v in plans.items()}
     assert not s.live and sorted(s._free) == list(range(16))
+
+
+def test_load_side_sequences_per_stream_in_order_with_lengths_and_ids_in_range() -> None:
+    """``load``'s per-stream sequences (loadgen/sequence_load.py): each stream's requests are START, middle, END
+    of one sequence, then the next; lengths within mean x (1 +- 20 %); ids from the range, wrapping."""
+    from inferperf.loadgen.sequence_load import SequencePayloads, parse_id_range
+
+    sent: list[tuple[int, int, bool, bool]] = []
+    src = SequencePayloads(lambda k, sid, start, end: sent.append((k, sid, start, end)) or b"", 4, 10, 20.0,
+                           parse_id_range("5:8"))
+    per_stream: dict[int, list[tuple[int, bool, bool]]] = {0: [], 1: []}
+    for i in range(200):
+        src.next(i % 2)
+        per_stream[i % 2].append(sent[-1][1:])
+    for reqs in per_stream.values():
+        seqs, cur = [], []
+        for sid, start, end in reqs:
+            assert start == (not cur)  # START exactly on a sequence's first request
+            cur.append(sid)
+            if end:
+                seqs.append(cur)
+                cur = []
+        assert all(len(set(s)) == 1 and 8 <= len(s) <= 12 for s in seqs)  # one id each, lengths 10 +- 20 %
+    ids = [s for _, s, start, _ in sent if start]
+    assert set(ids) == {5, 6, 7, 8} and ids[:5] == [5, 6, 7, 8, 5]  # from the range, wrapping
+    assert src.started == len(ids) and src.ended == sum(e for *_, e in sent)
+    src.reset()
+    src.next(0)
+    assert sent[-1][2] and src.started == 1  # a new step starts new sequences
+    with pytest.raises(Exception, match="ids are >= 1 and END >= START"):
+        parse_id_range("9:3")

@@ -87,6 +87,11 @@ def load_command(
                                           " (a server on this machine; perf_analyzer's flag)")] = "none",
     output_shared_memory_size: Annotated[Optional[int], Opt(help="--shared-memory system: bytes per output"
                                                                  " region (default 102400)")] = None,
+    sequence_length: Annotated[Optional[int], Opt(help="sequence models: mean requests per sequence (default 20;"
+                                                       " perf_analyzer's flag)")] = None,
+    sequence_length_variation: Annotated[Optional[float], Opt(help="sequence models: length spread, percent"
+                                                                   " (default 20)")] = None,
+    sequence_id_range: Annotated[Optional[str], Opt(help="sequence models: ids START:END (default 1 upwards)")] = None,
     shape: Annotated[Optional[list[str]], Opt(help="input shape NAME:1x3x224x224; several make a mix; repeatable")] = None,
     shape_weights: Annotated[Optional[str], Opt(help="weights of the --shape values, e.g. 3,1")] = None,
     input_data: Annotated[Optional[str], Opt(help=".npz of inputs by name (leading axis = samples)")] = None,

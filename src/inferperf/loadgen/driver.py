@@ -183,16 +183,19 @@ class _StepRun:
         self.stopping = True
         self.finished.set()
 
-    async def exchange(self, conn: Connection, i: int, task: asyncio.Task) -> None:
+    async def exchange(self, conn: Connection, i: int, task: asyncio.Task, payload: Any = None) -> None:
         """Send request ``i`` on ``conn`` now from ``task`` (the running one) and record the answer; past the
-        deadline (:class:`.deadlines.Deadlines`) the connection is closed and the request is a ``timeout``."""
+        deadline (:class:`.deadlines.Deadlines`) the connection is closed and the request is a ``timeout``.
+        ``payload``: what to send (default: the pool's payload ``i``)."""
         self.outstanding += 1
         self.sent[i] = sent = self.clock.now_ns()
         deadlines = self.deadlines
         deadlines.begin(task, sent)
         try:
             try:
-                r = await conn.send(self.payloads[i % len(self.payloads)] if self.payloads else None)
+                if payload is None and self.payloads:
+                    payload = self.payloads[i % len(self.payloads)]
+                r = await conn.send(payload)
             except asyncio.CancelledError:
                 if not deadlines.expired(task):
                     raise
@@ -207,7 +210,10 @@ class _StepRun:
         finally:
             self.outstanding -= 1
 
-    async def closed_stream(self) -> None:
+    async def closed_stream(self, k: int = 0) -> None:
+        """Closed-loop stream ``k``: one request in flight, the next sent when it is answered (a sequence
+        model's payloads are per stream: :class:`~.sequence_load.SequencePayloads`)."""
+        per_stream = getattr(self.payloads, "per_stream", False)
         conn: Connection | None = None
         task = asyncio.current_task()
         assert task is not None
@@ -226,7 +232,8 @@ class _StepRun:
                         self.finish(i, Response(0, 0, CONNECT))
                         await asyncio.sleep(RECONNECT_BACKOFF_S)
                         continue
-                await self.exchange(conn, self.new(self.clock.now_ns()), task)
+                await self.exchange(conn, self.new(self.clock.now_ns()), task,
+                                    self.payloads.next(k) if per_stream else None)
         finally:
             if conn is not None:
                 self.pool.release(conn)

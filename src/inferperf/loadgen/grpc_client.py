@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from ..errors import UsageError
 from .http1 import ERROR_BODY_BYTES, Response
 from .options import LoadConfig
+from .sequence_load import sequence_payloads
 from .target import TargetInfo, parse_headers, payload_arrays
 from ..workload.raw_tensors import raw_contents
 from .transport import ConnectError
@@ -138,8 +139,17 @@ def read_grpc_target(cfg: LoadConfig, timeout_s: float = 10.0) -> TargetInfo:
                       config=config, has_stats=has_stats, call_metadata=md,
                       stats_source=fetch_grpc_stats)  # fmt: skip
     arrays_list = payload_arrays(info, cfg)
+    base = [infer_payload(cfg.model, arrays, info.dtypes) for arrays in arrays_list]
+
+    def request(k: int, sid: int, start: bool, end: bool) -> bytes:  # protobuf: concatenated messages merge
+        return base[k] + sequence_parameters(sid, start, end)
+
+    seq = sequence_payloads(info, cfg, request, len(arrays_list))
+    if seq is not None:
+        info.payloads = seq
+        return info
     if cfg.shared_memory != "system":
-        info.payloads = [infer_payload(cfg.model, arrays, info.dtypes) for arrays in arrays_list]
+        info.payloads = base
         return info
     from .shm_client import grpc_pool, shm_payloads
 
@@ -165,6 +175,18 @@ def infer_payload(model: str, arrays: dict[str, Any], datatypes: dict[str, str],
             msg.raw_input_contents.append(raw_contents(arr))
     for name, params in (shm_outputs or {}).items():
         _shm_parameters(msg.outputs.add(name=name).parameters, params)
+    return msg.SerializeToString()
+
+
+def sequence_parameters(sequence_id: int, start: bool, end: bool) -> bytes:
+    """A serialized ``ModelInferRequest`` holding only Triton's sequence parameters (int64 ``sequence_id``, bool
+    ``sequence_start`` / ``sequence_end``): appended to a serialized request, it merges into its parameters."""
+    from inferperf.workload.triton_protos import message
+
+    msg = message("inference.ModelInferRequest")()
+    msg.parameters["sequence_id"].int64_param = sequence_id
+    msg.parameters["sequence_start"].bool_param = start
+    msg.parameters["sequence_end"].bool_param = end
     return msg.SerializeToString()
 
 

@@ -45,6 +45,9 @@ class LoadConfig(BaseModel):
     - ``shared_memory``: ``system`` sends inputs and asks outputs through Triton's system shared memory (a server
       on this machine; :mod:`inferperf.loadgen.shm_client`), ``output_shared_memory_size`` bytes per output
       (perf_analyzer's flags and default).
+    - ``sequence_length`` (mean, default 20 on a sequence model), ``sequence_length_variation`` (percent),
+      ``sequence_id_range`` (``START:END``): how the closed loop's streams send whole sequences to a model whose
+      configuration has ``sequence_batching`` (perf_analyzer's flags; :mod:`inferperf.loadgen.sequence_load`).
 
     Steps: exactly one of ``concurrency`` (closed loop, scenario Concurrent) or
     ``request_rate`` (open loop, scenario Server, req/s) is a non-empty list.
@@ -91,6 +94,9 @@ class LoadConfig(BaseModel):
     streaming: bool = False
     shared_memory: Literal["none", "system"] = "none"
     output_shared_memory_size: int = Field(default=102400, ge=1)
+    sequence_length: int | None = Field(default=None, ge=1)
+    sequence_length_variation: float = Field(default=20.0, ge=0, lt=100)
+    sequence_id_range: str | None = None
 
     # steps
     concurrency: list[int] = Field(default_factory=list)

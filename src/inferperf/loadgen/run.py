@@ -265,6 +265,9 @@ def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str
     loop (single process) or in workers (``--workers``).
     """
     drained = kept.drain(cfg) if kept is not None else None
+    sequences = target.payloads if getattr(target.payloads, "per_stream", False) else None
+    if sequences is not None:
+        sequences.reset()  # every stream starts a new sequence in this step
     before = fetch_stats(target)
     n = workers_for(cfg, value)
     energy = StepEnergy(target.url, cfg.energy_idle_s)
@@ -289,6 +292,8 @@ def run_one(cfg: LoadConfig, target: TargetInfo, value: float, command: list[str
     r.metrics.energy = energy_doc
     if s.interrupted:
         mark_interrupted(r, s.duration_s)
+    if sequences is not None:  # a sequence model: how many sequences the step's requests belonged to
+        r.metrics.client = {**(r.metrics.client or {}), "sequences": sequences.counts()}
     if n < cfg.workers:
         r.notes.append(f"--workers {cfg.workers} at concurrency {int(value)}: {n} worker process(es) ran, one per"
                        " stream")  # fmt: skip

@@ -95,7 +95,7 @@ def start_sending(run: Any, mode: Closed | Open, t0: int,
     """
     if not isinstance(mode, Closed):
         return asyncio.ensure_future(run.dispatch(mode.schedule, t0, tasks)), []
-    senders = [asyncio.ensure_future(run.closed_stream()) for _ in range(mode.concurrency)]
+    senders = [asyncio.ensure_future(run.closed_stream(k)) for k in range(mode.concurrency)]
 
     async def watch() -> None:
         await asyncio.gather(*senders, return_exceptions=True)

@@ -31,6 +31,7 @@ from ..errors import UsageError
 from ..results.model import TensorInfo
 from ..workload.shapes import check_given_shape
 from .options import LoadConfig
+from .sequence_load import sequence_payloads
 from .transport import Endpoint, build_request
 
 _NUMPY = {"BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
@@ -255,17 +256,21 @@ def _values(rng: np.random.Generator, datatype: str, dims: list[int]) -> np.ndar
     return rng.integers(0, 10, dims).astype(dt)
 
 
-def encode_infer(arrays: dict[str, np.ndarray], datatypes: dict[str, str], binary: bool) -> tuple[bytes, list]:
-    """A KServe v2 ``/infer`` body and its extra headers (JSON, or Triton binary tensors)."""
+def encode_infer(arrays: dict[str, np.ndarray], datatypes: dict[str, str], binary: bool,
+                 parameters: dict[str, Any] | None = None) -> tuple[bytes, list]:
+    """A KServe v2 ``/infer`` body and its extra headers (JSON, or Triton binary tensors); ``parameters``: the
+    request's own (a sequence's ``sequence_id`` / ``sequence_start`` / ``sequence_end``)."""
     if not binary:
-        doc = {"inputs": [{"name": n, "shape": list(a.shape), "datatype": datatypes[n], "data": a.ravel()}
-                          for n, a in arrays.items()]}  # fmt: skip
+        doc: dict[str, Any] = {"inputs": [{"name": n, "shape": list(a.shape), "datatype": datatypes[n],
+                                           "data": a.ravel()} for n, a in arrays.items()]}
+        if parameters:
+            doc["parameters"] = parameters
         return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), [("Content-Type", "application/json")]
     raws = [np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes() for a in arrays.values()]
     doc = {"inputs": [{"name": n, "shape": list(a.shape), "datatype": datatypes[n],
                        "parameters": {"binary_data_size": len(r)}}
                       for (n, a), r in zip(arrays.items(), raws, strict=True)],
-           "parameters": {"binary_data_output": True}}  # fmt: skip
+           "parameters": {"binary_data_output": True, **(parameters or {})}}  # fmt: skip
     header = orjson.dumps(doc)
     headers = [("Content-Type", "application/octet-stream"), ("Inference-Header-Content-Length", str(len(header)))]
     return header + b"".join(raws), headers
@@ -346,6 +351,15 @@ def build_payloads(info: TargetInfo, cfg: LoadConfig, ep: Endpoint) -> None:
 
         info.payloads = http_payloads(info, cfg, arrays_list, extra, lambda body: build_request(
             ep, "POST", path, body, [("Content-Type", "application/json"), *extra]))
+        return
+    def request(k: int, sid: int, start: bool, end: bool) -> bytes:
+        params = {"sequence_id": sid, "sequence_start": start, "sequence_end": end}
+        body, headers = encode_infer(arrays_list[k], info.dtypes, cfg.protocol == "binary", params)
+        return build_request(ep, "POST", path, body, [*headers, *extra])
+
+    seq = sequence_payloads(info, cfg, request, len(arrays_list))
+    if seq is not None:
+        info.payloads = seq
         return
     for arrays in arrays_list:
         body, headers = encode_infer(arrays, info.dtypes, cfg.protocol == "binary")
