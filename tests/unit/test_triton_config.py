@@ -36,14 +36,43 @@ def test_lists_of_messages_maps_and_enums_are_read_in_full() -> None:
 
 
 @pytest.mark.parametrize(("name", "reason"), [
-    ("simple_sequence", "sequence_batching (stateful sequences"),
-    ("simple_dyna_sequence", "sequence_batching (stateful sequences"),
     ("simple_identity", "the python backend (model.py)"),
 ])
 def test_what_inferperf_does_not_do_is_refused_with_the_reason(name: str, reason: str) -> None:
     with pytest.raises(TritonConfigError, match="inferperf cannot serve this model") as e:
         parse((FIXTURE / name / "config.pbtxt").read_text(), name)
     assert str(e.value).startswith(f"{name}: ") and reason in str(e.value)
+
+
+def test_sequence_batching_is_mapped_and_its_faults_refused() -> None:
+    """Issue 42: direct (simple_sequence) and oldest (simple_dyna_sequence) with their control inputs; the
+    strategy's queue delay drives the batcher across sequences; faults are refused naming the field."""
+    from inferperf.serve.sequences import Control
+
+    direct = parse((FIXTURE / "simple_sequence" / "config.pbtxt").read_text())
+    assert direct.sequence is not None and direct.sequence.strategy == "direct" and direct.sequence.idle_us == 1_000_000
+    assert [c.kind for c in direct.sequence.controls] == ["START", "READY"]
+    assert direct.serve["dynamic_batching"] is True
+    dyna = parse((FIXTURE / "simple_dyna_sequence" / "config.pbtxt").read_text())
+    assert dyna.sequence.strategy == "oldest" and dyna.sequence.max_candidate_sequences == 1024
+    assert dyna.sequence.controls[3] == Control("CORRID", "CORRID", "UINT64")
+    assert dyna.serve["max_queue_delay_us"] == 10000 and dyna.sequence.idle_us == 10_000_000
+    assert dyna.sequence.hidden_inputs == {"START", "END", "READY", "CORRID"}
+    base = 'name: "m" max_batch_size: 4 input [{name: "x" data_type: TYPE_INT32 dims: [1]}] output [{name: "y" data_type: TYPE_INT32 dims: [1]}] '
+    for extra, reason in (
+        ('sequence_batching { control_input [{name: "S" control [{kind: CONTROL_SEQUENCE_START}]}] }',
+         "needs exactly one of int32_false_true"),
+        ('sequence_batching { control_input [{name: "C" control [{kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32}]}] }',
+         "CORRID data_type must be"),
+        ("sequence_batching { oldest { max_candidate_sequences: 0 } }", "max_candidate_sequences must be >= 1"),
+        ("sequence_batching {} dynamic_batching {}", "another member of oneof"),
+        ('sequence_batching { state [{input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [-1]}] }',
+         "needs input_name, output_name, data_type and fixed dims"),
+    ):
+        with pytest.raises(TritonConfigError, match=reason):
+            parse(base + extra)
+    state = parse(base + 'sequence_batching { state [{input_name: "a" output_name: "b" data_type: TYPE_FP32 dims: [2, 3]}] }')
+    assert state.sequence.states[0].dims == (2, 3) and state.sequence.hidden_outputs == {"b"}
 
 
 def test_the_wire_contract_fields_are_mapped() -> None:

@@ -174,7 +174,9 @@ def run_steps(cfg: LoadConfig, *, command: list[str] | None = None,
         with cooperative():
             results = runner_for(cfg)(cfg, command=command, on_step=placed, target=target, **extra)
     finally:
-        target.close()  # --shared-memory system: regions unregistered, segments unlinked (also on a hard stop)
+        close = getattr(target, "close", None)  # --shared-memory system: regions unregistered, segments unlinked
+        if close is not None:  # (also on a hard stop)
+            close()
     if on_end is not None:
         on_end()
     return LoadOutcome(cfg, results, placement=placement)

@@ -121,9 +121,8 @@ def parse(text: str, where: str = "config.pbtxt") -> TritonModelConfig:
     _instances(msg, serve, ignored, refused)
     inputs = [_tensor(t, "input", msg.max_batch_size, refused, ignored) for t in msg.input]
     outputs = [_tensor(t, "output", msg.max_batch_size, refused, ignored) for t in msg.output]
-    sequence = _sequence(msg, serve, refused, ignored) if msg.HasField("sequence_batching") else None
-    if sequence is not None and msg.HasField("dynamic_batching"):
-        refused.append("both dynamic_batching and sequence_batching (Triton allows one scheduler)")
+    sequence = _sequence(msg, serve, refused, ignored) if msg.HasField("sequence_batching") else None  # (a oneof
+    # with dynamic_batching in ModelConfig: the parser refuses both at once)
     if refused:
         raise TritonConfigError(f"{where}: inferperf cannot serve this model: {'; '.join(dict.fromkeys(refused))}")
     return TritonModelConfig(
