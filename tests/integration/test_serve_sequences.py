@@ -49,6 +49,10 @@ def _accumulator(path: Path) -> None:
     _save(helper.make_graph(nodes, "acc", ins, outs), path)
 
 
+DIRECT_CONFIG = ACC_CONFIG.replace('name: "acc"', 'name: "acc_direct"').replace(
+    "oldest { max_candidate_sequences: 16  max_queue_delay_microseconds: 500 }", "direct { }")
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     repo = make_repository(tmp_path_factory.mktemp("seq") / "model_repository")
@@ -56,6 +60,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     (repo / "acc" / "1").mkdir(parents=True)
     (repo / "acc" / "config.pbtxt").write_text(ACC_CONFIG)
     _accumulator(repo / "acc" / "1" / "model.onnx")
+    (repo / "acc_direct" / "1").mkdir(parents=True)
+    (repo / "acc_direct" / "config.pbtxt").write_text(DIRECT_CONFIG)
+    _accumulator(repo / "acc_direct" / "1" / "model.onnx")
     handle = start(prepare_repository(repo), "127.0.0.1", 0, ready_timeout_s=120, grpc_port=0)
     try:
         yield handle
@@ -139,22 +146,25 @@ def test_sequences_over_grpc_with_int_and_string_ids(server) -> None:  # noqa: A
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "correlation ID" in e.value.details()
 
 
-def test_the_server_keeps_an_accumulators_state_over_interleaved_sequences(server) -> None:  # noqa: ANN001
-    """40 sequences of 6 requests each from 8 client threads (interleaved, on 16 candidate slots, 2 instances,
-    batched across sequences): every answer is its sequence's running sum."""
+@pytest.mark.parametrize("model", ["acc", "acc_direct"])
+def test_the_server_keeps_an_accumulators_state_over_interleaved_sequences(server, model: str) -> None:  # noqa: ANN001
+    """40 sequences of 6 requests each from 8 client threads, interleaved: oldest (16 candidate slots, 2
+    instances, batched across sequences) and direct (2 instances x 8 rows: each sequence pinned to its slot's
+    instance, the rest waiting for a slot): every answer is its sequence's running sum."""
     rng = np.random.default_rng(0)
     plans = {sid: [int(v) for v in rng.integers(-20, 20, 6)] for sid in range(1, 41)}
+    before = httpx.get(f"{server.url}/v2/models/{model}/stats", timeout=10).json()["model_stats"][0]
 
     def run(sid: int) -> list[int]:
         values = plans[sid]
-        return [_out(_http(server.url, "acc", v, sequence_id=sid, sequence_start=k == 0,
+        return [_out(_http(server.url, model, v, sequence_id=sid, sequence_start=k == 0,
                            sequence_end=k == len(values) - 1)) for k, v in enumerate(values)]
 
     with ThreadPoolExecutor(8) as pool:
         got = dict(zip(plans, pool.map(run, plans), strict=True))
     assert got == {sid: [int(x) for x in np.cumsum(v)] for sid, v in plans.items()}
-    stats = httpx.get(f"{server.url}/v2/models/acc/stats", timeout=10).json()["model_stats"][0]
-    assert stats["inference_count"] == 240
+    stats = httpx.get(f"{server.url}/v2/models/{model}/stats", timeout=10).json()["model_stats"][0]
+    assert stats["inference_count"] - before["inference_count"] == 240
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -217,3 +217,28 @@ def test_load_side_sequences_per_stream_in_order_with_lengths_and_ids_in_range()
     assert sent[-1][2] and src.started == 1  # a new step starts new sequences
     with pytest.raises(Exception, match="ids are >= 1 and END >= START"):
         parse_id_range("9:3")
+
+
+def test_direct_runs_every_request_of_a_sequence_on_its_slots_instance() -> None:
+    """direct with 2 instances x 2 rows: slots handed out round robin across the instances, and each request of
+    a sequence names its slot's instance (the model's lane for it)."""
+    seen: dict[int, set[int]] = {}
+    model = Accumulator()
+
+    async def run(feed: dict[str, np.ndarray], rows: int, requested: Any, gone: Any, **kw: Any) -> Any:
+        seen.setdefault(int(feed["CORRID"][0, 0]), set()).add(kw["instance"])
+        return await model(feed, rows, requested, gone)
+
+    direct = SequenceSettings("direct", 1_000_000, CONTROLS, ACC.states)
+    s = SequenceScheduler(run, "acc", direct, slots=4, clock=FakeClock(), per_instance=2)
+
+    async def go() -> None:
+        for sid in (1, 2, 3, 4):
+            await s.infer(_x(1), 1, None, None, SequenceParams(sid, start=True))
+        for _ in range(3):
+            for sid in (1, 2, 3, 4):
+                await s.infer(_x(1), 1, None, None, SequenceParams(sid))
+
+    asyncio.run(go())
+    assert all(len(v) == 1 for v in seen.values())  # one instance per sequence
+    assert [next(iter(seen[sid])) for sid in (1, 2, 3, 4)] == [0, 1, 0, 1]  # round robin across instances

@@ -281,6 +281,16 @@ class InstancePool:
         finally:
             self._free.append(index)
 
+    async def run_on(self, index: int, feeds: Sequence[dict[str, Any]], rows: Sequence[int]) -> BatchOutput:
+        """Run one batch on instance ``index`` (a pinned lane: one batch in flight per instance, the caller's
+        rule), in that instance's thread.
+
+        Raises:
+            whatever :meth:`run_sync` raises.
+        """
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads[index], self.run_sync, index, feeds, rows)
+
     def warm_up(self, feeds: Sequence[dict[str, Any]], iterations: int) -> None:
         """Run ``max(iterations, len(feeds))`` calls on every instance, cycling ``feeds``, each instance in
         its own thread (all at once)."""

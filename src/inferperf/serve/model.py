@@ -119,6 +119,9 @@ class ServedModel:
         )
         self.batcher = DynamicBatcher(name, policy, self._execute, pool.count, options.max_queue_size, clock,
                                       self._observer, timeout_ms=options.request_timeout_ms)
+        self._policy = policy
+        #: one batcher per instance, each running its batches on that instance only (:meth:`pin_instances`)
+        self.lanes: list[DynamicBatcher] | None = None
         self._input_names = [t.name for t in metadata.inputs]
         self._output_names = [t.name for t in metadata.outputs]
         self._text_inputs = [t.name for t in metadata.inputs if t.datatype == "BYTES"]
@@ -221,6 +224,14 @@ class ServedModel:
         served.index_ranges = {n: r for n, r in facts.index_ranges.items() if n in names}
         return served
 
+    def pin_instances(self) -> None:
+        """Give each instance a batcher of its own (one batch in flight each, the model's batching rule), so a
+        request can name the instance it runs on (``infer(instance=i)``: a direct sequence's slot)."""
+        o = self.options
+        self.lanes = [DynamicBatcher(self.name, self._policy, lambda b, i=i: self._execute(b, i), 1, o.max_queue_size,
+                                     self._clock, self._observer, timeout_ms=o.request_timeout_ms)
+                      for i in range(self._pool.count)]
+
     async def infer(
         self,
         inputs: dict[str, np.ndarray],
@@ -228,6 +239,7 @@ class ServedModel:
         requested_outputs: list[str] | None = None,
         is_disconnected: Callable[[], Awaitable[bool]] | None = None,
         timing: dict[str, Any] | None = None,
+        instance: int | None = None,
     ) -> dict[str, np.ndarray]:
         """Run one request (already validated against ``metadata``) and return exactly its rows.
 
@@ -238,6 +250,7 @@ class ServedModel:
             is_disconnected: async callable, True once the client went away; asked before the batch runs.
             timing: when given, filled with ``queue_ms`` (arrival to dispatch) and ``compute_ms`` (its
                 batch's model call) once the batch ran.
+            instance: run on this instance (its lane: :meth:`pin_instances`); None: any free one.
 
         Returns:
             output name -> array with ``rows`` rows first (views into the batch's output).
@@ -270,7 +283,8 @@ class ServedModel:
         req = Request(inputs=inputs, rows=rows, key=key, arrival_ns=self._clock.now_ns(),
                       is_disconnected=is_disconnected)
         try:
-            outs = await self.batcher.submit(req)
+            lane = self.lanes[instance] if instance is not None and self.lanes is not None else self.batcher
+            outs = await lane.submit(req)
         finally:
             if timing is not None and req.dispatch_ns:
                 timing["queue_ms"] = round((req.dispatch_ns - req.arrival_ns) / 1e6, 3)
@@ -278,14 +292,16 @@ class ServedModel:
         names = requested_outputs if requested_outputs is not None else self._output_names
         return {n: outs[n] for n in names}
 
-    async def _execute(self, batch: list[Request]) -> None:
-        """Run ``batch`` on a free instance; resolve each request's future; count stats; tell the observer."""
+    async def _execute(self, batch: list[Request], instance: int | None = None) -> None:
+        """Run ``batch`` on a free instance (or on ``instance``: a lane's); resolve each request's future; count
+        stats; tell the observer."""
         st = self._stats
         queue_ns = [r.dispatch_ns - r.arrival_ns for r in batch]
         rows = [r.rows for r in batch]
         total = sum(max(1, r) for r in rows)
         try:
-            out = await self._pool.run([r.inputs for r in batch], rows)
+            feeds = [r.inputs for r in batch]
+            out = await (self._pool.run(feeds, rows) if instance is None else self._pool.run_on(instance, feeds, rows))
         except Exception as e:  # the runtime (or the split) failed: every request of the batch gets a 500
             err = ModelExecutionError(self.name, f"{type(e).__name__}: {e}")
             end = self._clock.now_ns()
@@ -352,6 +368,8 @@ class ServedModel:
         what still waits with NotReady; then stop the instances."""
         self.ready = False
         await self.batcher.close(drain)
+        for lane in self.lanes or ():
+            await lane.close(drain)
         await asyncio.to_thread(self._pool.close)
 
 

@@ -11,7 +11,8 @@ carries Triton's request parameters ``sequence_id`` (an integer, or a string), `
 - **Order.** A sequence's requests run one at a time, in arrival order; requests of different sequences are
   batched together by the model's dynamic batcher (at most one row per sequence per batch, since each sequence
   has one request in flight), as ``oldest`` batches across its candidates. ``direct`` binds the sequence to its
-  slot, and its instance is the slot's: the same slot is held, and the batch row carries it.
+  slot and so to the slot's instance: every request of the sequence runs on that instance (a batcher per
+  instance: ``ServedModel.pin_instances``), the slots handed out round robin across the instances.
 - **Control inputs** (``control_input``, model_config.proto's ``ControlKind``): per row, START (first request),
   END (last), READY (1: every row sent holds a request) as ``int32_false_true`` / ``fp32_false_true`` /
   ``bool_false_true``, CORRID (the sequence id, ``data_type`` UINT64, INT64, UINT32, INT32 or STRING).
@@ -26,9 +27,9 @@ carries Triton's request parameters ``sequence_id`` (an integer, or a string), `
 - **Refusals** (400, Triton's words): no sequence id on a sequence model, a request (not START) for a sequence
   that is not live (never started, ended, or expired), a START for an id already live.
 
-Differences from Triton, said: an ONNX Runtime session keeps no state between calls, so which instance runs a
-step never changes an answer (the state lives here); ``direct``'s ``max_queue_delay_microseconds`` and
-``minimum_slot_utilization`` are not applied (the model's dynamic batching rule forms the batches).
+Differences from Triton, said: a batch row is not a fixed slot index (the batch holds the requests that are
+ready, not every slot with READY 0 for the empty ones), and ``direct``'s ``minimum_slot_utilization`` is not
+applied (the model's dynamic batching rule forms the batches, with the strategy's queue delay).
 
 Sources: triton-inference-server/server docs/user_guide/architecture.md ("Stateful Models", "Sequence Batcher",
 "Implicit State Management"); common ``protobuf/model_config.proto`` (``ModelSequenceBatching``).
@@ -150,15 +151,21 @@ class SequenceScheduler:
             request row.
         clock: time source (the fake clock in tests).
         wait_s: how long a START waits for a free slot before 503 (None: as long as it takes).
+        per_instance: ``direct``: slots per instance (its rows); each request of a sequence then runs on its
+            slot's instance (``run(..., instance=slot // per_instance)``); 0: any instance.
     """
 
     def __init__(self, run: Any, name: str, settings: SequenceSettings, slots: int, batched: bool = True,
-                 clock: Clock = SYSTEM_CLOCK, wait_s: float | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, wait_s: float | None = None, per_instance: int = 0) -> None:
         self._run, self.name, self.settings, self.clock, self.wait_s = run, name, settings, clock, wait_s
-        self.batched = batched
+        self.batched, self.per_instance = batched, per_instance
         self.slots = max(1, slots)
         self.live: dict[int | str, _Sequence] = {}
-        self._free: deque[int] = deque(range(self.slots))
+        if per_instance:  # slot s is row s % per_instance of instance s // per_instance; hand them out round robin
+            lanes = self.slots // per_instance
+            self._free: deque[int] = deque(i * per_instance + j for j in range(per_instance) for i in range(lanes))
+        else:
+            self._free = deque(range(self.slots))
         self._backlog: deque[asyncio.Future[int]] = deque()
         self.expired = 0  # sequences freed by the idle timeout
 
@@ -262,6 +269,8 @@ class SequenceScheduler:
             if seq.ended:
                 self._open(p)  # expired or ended while this request waited its turn: refused as not live
             feed = {**inputs, **self._controls(p, rows), **seq.state}
+            if self.per_instance:
+                kw["instance"] = seq.slot // self.per_instance
             ask = None if requested is None else [*requested, *self.settings.hidden_outputs]
             try:
                 out = await self._run(feed, rows, ask, is_disconnected, **kw)

@@ -151,10 +151,14 @@ class TritonServed:
         self.sequences: SequenceScheduler | None = None
         if sequence is not None:
             o = inner.options
-            slots = (o.instance_count * max(1, inner.max_batch_size) if sequence.strategy == "direct"
-                     else sequence.max_candidate_sequences)
-            self.sequences = SequenceScheduler(self._run, inner.name, sequence, slots, inner.max_batch_size > 0,
-                                               inner._clock, o.request_timeout_ms / 1000 or None)
+            direct, rows = sequence.strategy == "direct", max(1, inner.max_batch_size)
+            if direct and o.instance_count > 1:
+                inner.pin_instances()  # a direct sequence runs on its slot's instance
+            self.sequences = SequenceScheduler(self._run, inner.name, sequence,
+                                               o.instance_count * rows if direct else sequence.max_candidate_sequences,
+                                               inner.max_batch_size > 0, inner._clock,
+                                               o.request_timeout_ms / 1000 or None,
+                                               rows if direct and o.instance_count > 1 else 0)
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._inner, attr)
