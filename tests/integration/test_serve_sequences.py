@@ -94,6 +94,33 @@ def test_the_metadata_hides_the_control_inputs_and_the_config_says_sequence_batc
     assert [t["name"] for t in acc["inputs"]] == ["INPUT"] and [t["name"] for t in acc["outputs"]] == ["OUTPUT"]
 
 
+def test_a_state_or_control_input_the_model_does_not_have_is_unavailable_at_load(tmp_path: Path) -> None:
+    """The config's sequence_batching is held against the model when it loads (as Triton does), not at the
+    first request: a state of another type, one the model does not have, a control of another datatype."""
+    from inferperf.serve.build import close_models
+
+    repo = tmp_path / "repo"
+    cases = {"bad_type": ACC_CONFIG.replace("data_type: TYPE_INT32  dims: [ 1 ]\n", "data_type: TYPE_FP32  dims: [ 1 ]\n", 1),
+             "bad_name": ACC_CONFIG.replace('output_name: "ACC_OUT"', 'output_name: "NOPE"'),
+             "bad_control": ACC_CONFIG.replace("int32_false_true: [ 0, 1 ]", "fp32_false_true: [ 0, 1 ]")}
+    for name, text in cases.items():
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(text.replace('name: "acc"', f'name: "{name}"'))
+        _accumulator(repo / name / "1" / "model.onnx")
+    (repo / "ok" / "1").mkdir(parents=True)
+    (repo / "ok" / "config.pbtxt").write_text(ACC_CONFIG.replace('name: "acc"', 'name: "ok"'))
+    _accumulator(repo / "ok" / "1" / "model.onnx")
+    warnings: list[str] = []
+    app = prepare_repository(repo, warn=warnings.append)
+    try:
+        assert sorted(app.models) == ["ok"]
+        text = "\n".join(warnings)
+        assert "state input_name 'ACC_IN' is FP32" in text and "state output_name 'NOPE' is not an output" in text
+        assert "control_input 'START' is FP32, the model's input is INT32" in text
+    finally:
+        close_models(app.all_models())
+
+
 def test_tritons_sequence_models_answer_as_its_clients_expect_over_http(server) -> None:  # noqa: ANN001
     """simple_sequence: READY * (INPUT + START); simple_dyna_sequence adds the correlation id at END."""
     url = server.url
@@ -116,10 +143,14 @@ def test_refusals_in_tritons_words_and_the_server_serves_on(server) -> None:  # 
     r = _http(url, "simple_sequence", 1, sequence_id=77)
     assert r.status_code == 400 and "must specify the START flag" in r.json()["error"]
     assert _out(_http(url, "simple_sequence", 1, sequence_id=78, sequence_start=True)) == 2
-    r = _http(url, "simple_sequence", 1, sequence_id=78, sequence_start=True)
-    assert r.status_code == 400 and "already in progress" in r.json()["error"]
-    r = _http(url, "simple_dyna_sequence", 1, sequence_id="not-a-number", sequence_start=True)
-    assert r.status_code == 400 and "send an integer id" in r.json()["error"]
+    assert _out(_http(url, "simple_sequence", 1, sequence_id=78, sequence_start=True)) == 2  # restarted (Triton)
+    for bad in ("not-a-number", -7):
+        r = _http(url, "simple_dyna_sequence", 1, sequence_id=bad, sequence_start=True)
+        assert r.status_code == 400 and ("send an integer id" in r.json()["error"] or "unsigned" in r.json()["error"])
+    body = {"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [2, 1], "data": [1, 2]}],
+            "parameters": {"sequence_id": 79, "sequence_start": True}}
+    r = httpx.post(f"{url}/v2/models/simple_sequence/infer", json=body, timeout=30)
+    assert r.status_code == 400 and "must specify batch-size 1" in r.json()["error"]
     r = _http(url, "simple_sequence", 1, sequence_id=78, sequence_end="yes")
     assert r.status_code == 400 and "must be a boolean" in r.json()["error"]
     assert _out(_http(url, "simple_sequence", 4, sequence_id=78, sequence_end=True)) == 4

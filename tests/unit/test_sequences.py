@@ -71,14 +71,18 @@ def test_refusals_name_the_rule() -> None:
             await s.infer(_x(1), 1, None, None, None)
         with pytest.raises(SequenceError, match="must specify the START flag"):
             await s.infer(_x(1), 1, None, None, SequenceParams(9))
-        await s.infer(_x(1), 1, None, None, SequenceParams(9, start=True))
-        with pytest.raises(SequenceError, match="already in progress"):
-            await s.infer(_x(1), 1, None, None, SequenceParams(9, start=True))
+        await s.infer(_x(5), 1, None, None, SequenceParams(9, start=True))
+        # a START for a live id ends it and starts a new one (Triton's conflict rule): the sum starts again
+        assert int((await s.infer(_x(1), 1, None, None, SequenceParams(9, start=True)))["OUTPUT"][0, 0]) == 1
         await s.infer(_x(1), 1, None, None, SequenceParams(9, end=True))
         with pytest.raises(SequenceError, match="must specify the START flag"):  # ended: not live any more
             await s.infer(_x(1), 1, None, None, SequenceParams(9))
-        with pytest.raises(SequenceError, match="send an integer id"):  # CORRID is UINT64
-            await s.infer(_x(1), 1, None, None, SequenceParams("abc", start=True))
+        for bad in ("abc", " 8", 2**64):  # CORRID is UINT64
+            with pytest.raises(SequenceError, match="send an integer id in that type's range"):
+                await s.infer(_x(1), 1, None, None, SequenceParams(bad, start=True))
+        with pytest.raises(SequenceError, match="must specify batch-size 1"):
+            await s.infer({"INPUT": np.ones((2, 1), np.int32)}, 2, None, None, SequenceParams(10, start=True))
+        assert not s.live and len(s._free) == 2  # nothing refused holds a slot
 
     asyncio.run(go())
     assert sequence_params({}) is None and sequence_params({"sequence_id": 0}) is None
@@ -87,6 +91,8 @@ def test_refusals_name_the_rule() -> None:
         sequence_params({"sequence_id": 3, "sequence_end": "yes"})
     with pytest.raises(ProtocolError, match="need a non-zero sequence_id"):
         sequence_params({"sequence_start": True})
+    with pytest.raises(ProtocolError, match="unsigned 64-bit"):
+        sequence_params({"sequence_id": -7})
 
 
 def test_the_idle_timeout_frees_a_slot_and_the_sequence_is_then_unknown() -> None:
@@ -242,3 +248,46 @@ def test_direct_runs_every_request_of_a_sequence_on_its_slots_instance() -> None
     asyncio.run(go())
     assert all(len(v) == 1 for v in seen.values())  # one instance per sequence
     assert [next(iter(seen[sid])) for sid in (1, 2, 3, 4)] == [0, 1, 0, 1]  # round robin across instances
+
+
+def test_a_start_that_fails_frees_its_slot_and_a_stale_request_never_runs_on_a_restarted_id() -> None:
+    """A START whose run fails leaves nothing live; a request queued behind a sequence that a new START of the
+    same id replaced is refused, never run on the new sequence's state; a START cancelled as a slot is handed
+    to it passes the slot on to the next waiting START."""
+    model = Accumulator()
+    s = SequenceScheduler(model, "acc", ACC, slots=1, clock=FakeClock())
+
+    async def fail(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("the model failed")
+
+    async def go() -> None:
+        s._run = fail
+        with pytest.raises(RuntimeError):
+            await s.infer(_x(1), 1, None, None, SequenceParams(1, start=True))
+        assert not s.live and list(s._free) == [0]
+        s._run = model
+        await s.infer(_x(100), 1, None, None, SequenceParams(2, start=True))
+        model.gate = asyncio.Event()
+        running = asyncio.ensure_future(s.infer(_x(1), 1, None, None, SequenceParams(2)))
+        stale = asyncio.ensure_future(s.infer(_x(1000), 1, None, None, SequenceParams(2)))  # queued behind it
+        await asyncio.sleep(0.01)
+        model.gate.set()
+        model.gate = None
+        restart = await s.infer(_x(7), 1, None, None, SequenceParams(2, start=True))  # replaces sequence 2
+        assert int(restart["OUTPUT"][0, 0]) == 7
+        assert int((await running)["OUTPUT"][0, 0]) == 101
+        with pytest.raises(SequenceError, match="must specify the START flag"):
+            await stale
+        assert int((await s.infer(_x(1), 1, None, None, SequenceParams(2, end=True)))["OUTPUT"][0, 0]) == 8
+        # a START cancelled in the same pass as its slot comes hands the slot on
+        await s.infer(_x(1), 1, None, None, SequenceParams(3, start=True))
+        b = asyncio.ensure_future(s.infer(_x(1), 1, None, None, SequenceParams(4, start=True)))
+        c = asyncio.ensure_future(s.infer(_x(5), 1, None, None, SequenceParams(5, start=True)))
+        await asyncio.sleep(0.01)
+        s._release(s.live[3])  # sequence 3 ends: its slot goes to b's waiter ...
+        b.cancel()  # ... and b is cancelled in the same pass
+        assert int((await c)["OUTPUT"][0, 0]) == 5 and list(s.live) == [5]
+        with pytest.raises(asyncio.CancelledError):
+            await b
+
+    asyncio.run(go())

@@ -9,7 +9,9 @@ next id, wrapping at END). A target is driven this way when its model configurat
 (perf_analyzer reads it the same way).
 
 Each step starts new sequences (the ids go on from the last step's): a sequence a step left unfinished stays live
-at the server until its ``max_sequence_idle_microseconds``.
+at the server until its ``max_sequence_idle_microseconds`` (perf_analyzer sends END for them; not done here), so
+with few slots a next step's STARTs may wait for those to expire; a START that reuses a live id ends that
+sequence (Triton's rule). The id range must hold at least one id per stream.
 """
 
 from __future__ import annotations
@@ -24,21 +26,26 @@ from ..errors import UsageError
 DEFAULT_SEQUENCE_LENGTH, DEFAULT_VARIATION = 20, 20.0
 
 
+#: the largest id both protocols carry (gRPC's int64_param; Triton's HTTP reads an unsigned 64-bit integer)
+MAX_ID = 2**63 - 1
+
+
 def parse_id_range(value: str | None) -> tuple[int, int]:
-    """``START:END`` (or ``START``) -> (start, end) of the sequence ids (end inclusive; default 2^63 - 1).
+    """``START:END`` (or ``START``) -> (start, end) of the sequence ids (end inclusive; default :data:`MAX_ID`).
 
     Raises:
-        UsageError: not integers, start < 1 or end < start.
+        UsageError: not integers, start < 1, end < start or end > :data:`MAX_ID`.
     """
     if not value:
-        return 1, 2**63 - 1
+        return 1, MAX_ID
     head, _, tail = value.partition(":")
     try:
         start, end = int(head), int(tail) if tail else 2**63 - 1
     except ValueError:
         raise UsageError(f"--sequence-id-range {value!r}: give START:END, integers (e.g. 1:1000)") from None
-    if start < 1 or end < start:
-        raise UsageError(f"--sequence-id-range {value!r}: ids are >= 1 and END >= START")
+    if start < 1 or end < start or end > MAX_ID:
+        raise UsageError(f"--sequence-id-range {value!r}: ids are >= 1 and END >= START, at most {MAX_ID} (the int64"
+                         " a gRPC request carries)")
     return start, end
 
 
@@ -116,8 +123,13 @@ def sequence_payloads(info: Any, cfg: Any, build: Callable[[int, int, bool, bool
         raise UsageError(f"model '{info.model}' is a sequence model: its sequences are driven by the closed loop "
                          "(--concurrency N: N streams of sequences), one worker, tensors on the wire: drop "
                          "--request-rate / --workers / --shared-memory")
+    first, last = parse_id_range(cfg.sequence_id_range)
+    streams = max(cfg.concurrency or [1])
+    if last - first + 1 < streams:
+        raise UsageError(f"--sequence-id-range {cfg.sequence_id_range}: {last - first + 1} id(s) for {streams} streams "
+                         "of sequences: give at least one id per stream (two live sequences may not share an id)")
     return SequencePayloads(build, pool_size, cfg.sequence_length or DEFAULT_SEQUENCE_LENGTH,
-                            cfg.sequence_length_variation, parse_id_range(cfg.sequence_id_range), cfg.seed)
+                            cfg.sequence_length_variation, (first, last), cfg.seed)
 
 
 __all__ = ["DEFAULT_SEQUENCE_LENGTH", "DEFAULT_VARIATION", "SequencePayloads", "parse_id_range", "sequence_payloads"]

@@ -6,8 +6,8 @@ carries Triton's request parameters ``sequence_id`` (an integer, or a string), `
 
 - **Slots.** A sequence holds one slot from its START to its END (or its idle timeout). ``direct``: one slot per
   batch row of each instance (``instance_count x max(1, max_batch_size)``); ``oldest``: ``max_candidate_sequences``
-  candidates. A START finding every slot taken waits (in arrival order) for one to free, within the model's
-  request timeout: a slot never holds two sequences.
+  candidates. A START finding every slot taken waits (in arrival order) for one to free, as in Triton's
+  backlog (a library caller may bound the wait: ``wait_s``): a slot never holds two sequences.
 - **Order.** A sequence's requests run one at a time, in arrival order; requests of different sequences are
   batched together by the model's dynamic batcher (at most one row per sequence per batch, since each sequence
   has one request in flight), as ``oldest`` batches across its candidates. ``direct`` binds the sequence to its
@@ -25,7 +25,10 @@ carries Triton's request parameters ``sequence_id`` (an integer, or a string), `
   ``max_sequence_idle_microseconds`` (default 1 s, Triton's); a client that disconnects mid-sequence leaves it
   live until then.
 - **Refusals** (400, Triton's words): no sequence id on a sequence model, a request (not START) for a sequence
-  that is not live (never started, ended, or expired), a START for an id already live.
+  that is not live (never started, ended, or expired), a request of more than one row ("must specify
+  batch-size 1 due to requirements of sequence batcher"), an id its CORRID input's type cannot carry. A START
+  for an id already live ends that sequence and starts a new one (Triton: "has a conflict"). A START that
+  fails or is refused frees its slot at once.
 
 Differences from Triton, said: a batch row is not a fixed slot index (the batch holds the requests that are
 ready, not every slot with READY 0 for the empty ones), and ``direct``'s ``minimum_slot_utilization`` is not
@@ -38,6 +41,7 @@ Sources: triton-inference-server/server docs/user_guide/architecture.md ("Statef
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +51,7 @@ import numpy as np
 from ..clock import SYSTEM_CLOCK, Clock
 from .tensor_types import NUMPY_DTYPE, ProtocolError
 
+log = logging.getLogger("inferperf.serve")
 #: Triton's default max_sequence_idle_microseconds
 DEFAULT_IDLE_US = 1_000_000
 
@@ -122,6 +127,8 @@ def sequence_params(params: dict[str, Any]) -> SequenceParams | None:
         return None
     if type(sid) is not int and not isinstance(sid, str):
         raise ProtocolError(f"sequence_id {sid!r} must be an integer or a string")
+    if type(sid) is int and not 0 < sid < 2**64:
+        raise ProtocolError(f"sequence_id {sid} must be an unsigned 64-bit integer")
     for key in ("sequence_start", "sequence_end"):
         if key in params and type(params[key]) is not bool:
             raise ProtocolError(f"{key} {params[key]!r} must be a boolean")
@@ -150,7 +157,7 @@ class SequenceScheduler:
         batched: the model has a batch dim (``max_batch_size`` > 0): control and state tensors get one row per
             request row.
         clock: time source (the fake clock in tests).
-        wait_s: how long a START waits for a free slot before 503 (None: as long as it takes).
+        wait_s: how long a START waits for a free slot before ``TimeoutError`` (None: as long as it takes).
         per_instance: ``direct``: slots per instance (its rows); each request of a sequence then runs on its
             slot's instance (``run(..., instance=slot // per_instance)``); 0: any instance.
     """
@@ -183,14 +190,17 @@ class SequenceScheduler:
         if self.live.get(seq.sid) is seq:
             del self.live[seq.sid]
             seq.ended = True
-            if seq.slot < 0:  # a START that never got its slot
+            if seq.slot >= 0:  # (a START that never got its slot holds none)
+                self._hand_over(seq.slot)
+
+    def _hand_over(self, slot: int) -> None:
+        """``slot`` to the first START still waiting, else to the free slots."""
+        while self._backlog:
+            waiter = self._backlog.popleft()
+            if not waiter.done():
+                waiter.set_result(slot)
                 return
-            while self._backlog:
-                waiter = self._backlog.popleft()
-                if not waiter.done():
-                    waiter.set_result(seq.slot)
-                    return
-            self._free.append(seq.slot)
+        self._free.append(slot)
 
     async def _slot(self) -> int:
         self.expire_idle()
@@ -208,12 +218,17 @@ class SequenceScheduler:
                     if step <= 0:
                         raise TimeoutError
                 try:
-                    return await asyncio.wait_for(asyncio.shield(waiter), step)
+                    slot = await asyncio.wait_for(asyncio.shield(waiter), step)
                 except TimeoutError:
                     self.expire_idle()
+                    continue
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():  # cancelled in the pass the slot came: not taken
+                    raise asyncio.CancelledError
+                return slot
         except BaseException:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._free.append(waiter.result())  # handed a slot just as this START gave up: give it back
+                self._hand_over(waiter.result())  # handed a slot just as this START gave up: to the next
             else:
                 waiter.cancel()
             raise
@@ -222,21 +237,28 @@ class SequenceScheduler:
     def _open(self, p: SequenceParams) -> _Sequence | None:
         """The live sequence of ``p`` (None for a START that needs a slot).
 
+        A START for a live id ends that sequence and starts a new one, as Triton does ("has a conflict ...
+        Previous sequence will be terminated early"): its requests still waiting are refused as not live.
+
         Raises:
-            SequenceError: a START for a live id; another request for an id that is not live.
+            SequenceError: a request (not START) for an id that is not live.
         """
         self.expire_idle()
         seq = self.live.get(p.sequence_id)
         if p.start:
             if seq is not None:
-                raise SequenceError(f"inference request for sequence {p.sequence_id} to model '{self.name}': the "
-                                    "sequence is already in progress: end it (sequence_end) before starting it again")
+                log.warning("sequence %s of model '%s' has a conflict: a START for it while it is in progress; the "
+                            "previous sequence is terminated early", p.sequence_id, self.name)
+                self._release(seq)
             return None
         if seq is None:
-            raise SequenceError(f"inference request for sequence {p.sequence_id} to model '{self.name}' must specify "
-                                "the START flag on the first request of the sequence (it is not in progress: never "
-                                "started, ended, or idle past max_sequence_idle_microseconds)")
+            raise self._not_live(p)
         return seq
+
+    def _not_live(self, p: SequenceParams) -> SequenceError:
+        return SequenceError(f"inference request for sequence {p.sequence_id} to model '{self.name}' must specify the "
+                             "START flag on the first request of the sequence (it is not in progress: never started, "
+                             "ended, or idle past max_sequence_idle_microseconds)")
 
     async def infer(self, inputs: dict[str, np.ndarray], rows: int, requested: list[str] | None,
                     is_disconnected: Any, p: SequenceParams | None, **kw: Any) -> dict[str, np.ndarray]:
@@ -245,12 +267,16 @@ class SequenceScheduler:
 
         Raises:
             SequenceError: no sequence id, or one the rules refuse (400).
-            asyncio.TimeoutError: a START that found no free slot within ``wait_s`` (the caller answers 503).
+            TimeoutError: a START that found no free slot within ``wait_s``.
             whatever the model's run raises (queue full, cancelled, a failed batch).
         """
         if p is None:
             raise SequenceError(f"inference request to model '{self.name}' must specify a non-zero or non-empty "
                                 "correlation ID (parameters.sequence_id): it is a sequence model")
+        if self.batched and rows != 1:
+            raise SequenceError(f"inference request to model '{self.name}' must specify batch-size 1 due to "
+                                f"requirements of sequence batcher (got {rows} rows)")
+        controls = self._controls(p, rows)  # an id its CORRID cannot carry is refused before any slot is taken
         seq = self._open(p)
         if seq is None:  # a START: live at once (so the requests behind it wait their turn), then its slot
             seq = _Sequence(p.sequence_id, -1, self.clock.now_ns())
@@ -266,14 +292,18 @@ class SequenceScheduler:
         else:
             await seq.lock.acquire()  # one request of a sequence at a time, in arrival order (the lock is FIFO)
         try:
-            if seq.ended:
-                self._open(p)  # expired or ended while this request waited its turn: refused as not live
-            feed = {**inputs, **self._controls(p, rows), **seq.state}
+            if seq.ended:  # expired, ended or restarted while this request waited its turn: not live for it
+                raise self._not_live(p)
+            feed = {**inputs, **controls, **seq.state}
             if self.per_instance:
                 kw["instance"] = seq.slot // self.per_instance
             ask = None if requested is None else [*requested, *self.settings.hidden_outputs]
             try:
                 out = await self._run(feed, rows, ask, is_disconnected, **kw)
+            except BaseException:
+                if p.start:  # a START that did not run: the sequence never began, its slot goes back
+                    self._release(seq)
+                raise
             finally:
                 seq.last_ns = self.clock.now_ns()
             for st in self.settings.states:
@@ -295,11 +325,14 @@ class SequenceScheduler:
                 value: Any = p.sequence_id
                 if c.datatype != "BYTES":
                     try:
-                        value = int(p.sequence_id)
-                    except ValueError:
+                        if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+                            raise ValueError
+                        value = int(value)
+                        np.array(value, dtype=NUMPY_DTYPE[c.datatype])  # in the type's range
+                    except (ValueError, OverflowError):
                         raise SequenceError(f"sequence_id {p.sequence_id!r}: model '{self.name}' takes the "
                                             f"correlation ID as {c.datatype} (control input {c.name}): send an "
-                                            "integer id") from None
+                                            "integer id in that type's range") from None
                 arr = np.empty(shape, dtype=object) if c.datatype == "BYTES" else None
                 if arr is not None:
                     arr.fill(str(value).encode())

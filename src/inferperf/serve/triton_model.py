@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from .errors import QueueTimeout
 from .paths import confined
 from .sequences import SequenceScheduler, SequenceSettings
 from .tensor_types import TensorSpec
@@ -118,6 +117,35 @@ def read_labels(folder: Path, outputs: Sequence[TensorConfig], root: Path) -> di
     return labels
 
 
+def check_sequence_io(name: str, settings: SequenceSettings, metadata: Any, batched: bool) -> None:
+    """Hold ``sequence_batching``'s control inputs and implicit state against the loaded model (as Triton's
+    sequence batcher does at load): each control input is a model input of its datatype (CORRID's
+    ``data_type``), each state's ``input_name`` / ``output_name`` a model input / output of its datatype with its
+    dims after the batch dim.
+
+    Raises:
+        UsageError: the first mismatch, naming the config field and the model's tensor.
+    """
+    ins, outs = {t.name: t for t in metadata.inputs}, {t.name: t for t in metadata.outputs}
+    lead = 1 if batched else 0
+    where = f"model '{name}': config.pbtxt sequence_batching"
+    for c in settings.controls:
+        t = ins.get(c.name)
+        if t is None:
+            raise UsageError(f"{where} control_input '{c.name}' is not an input of the model {sorted(ins)}")
+        if t.datatype != c.datatype:
+            raise UsageError(f"{where} control_input '{c.name}' is {c.datatype}, the model's input is {t.datatype}:"
+                             " fix its *_false_true (or data_type for CORRID)")
+    for st in settings.states:
+        for kind, tname, have in (("input_name", st.input_name, ins), ("output_name", st.output_name, outs)):
+            t = have.get(tname)
+            if t is None:
+                raise UsageError(f"{where} state {kind} '{tname}' is not an {kind[:-5]} of the model {sorted(have)}")
+            if t.datatype != st.datatype or not _fits(t.shape[lead:], st.dims):
+                raise UsageError(f"{where} state {kind} '{tname}' is {st.datatype} {list(st.dims)}, the model's is "
+                                 f"{t.datatype} {list(t.shape[lead:])}: fix the state's data_type or dims")
+
+
 class TritonServed:
     """A ``ServedModel`` as its ``config.pbtxt`` presents it (see the module docstring).
 
@@ -143,6 +171,8 @@ class TritonServed:
             return tuple(out)
 
         md = inner.metadata
+        if sequence is not None:
+            check_sequence_io(inner.name, sequence, md, inner.max_batch_size > 0)
         hidden_in = sequence.hidden_inputs if sequence else frozenset()
         hidden_out = sequence.hidden_outputs if sequence else frozenset()
         self.metadata = dataclasses.replace(md, inputs=view([t for t in md.inputs if t.name not in hidden_in]),
@@ -156,8 +186,7 @@ class TritonServed:
                 inner.pin_instances()  # a direct sequence runs on its slot's instance
             self.sequences = SequenceScheduler(self._run, inner.name, sequence,
                                                o.instance_count * rows if direct else sequence.max_candidate_sequences,
-                                               inner.max_batch_size > 0, inner._clock,
-                                               o.request_timeout_ms / 1000 or None,
+                                               inner.max_batch_size > 0, inner._clock, None,
                                                rows if direct and o.instance_count > 1 else 0)
 
     def __getattr__(self, attr: str) -> Any:
@@ -196,15 +225,11 @@ class TritonServed:
         request's :class:`~.sequences.SequenceParams`, None when it names none).
 
         Raises:
-            SequenceError: a request the sequence rules refuse (400); QueueTimeout: a START that found no free
-                slot within the request timeout (504); as ``ServedModel.infer``.
+            SequenceError: a request the sequence rules refuse (400); as ``ServedModel.infer``.
         """
         if self.sequences is None:
             return await self._run(inputs, rows, requested_outputs, is_disconnected, **kw)
-        try:
-            return await self.sequences.infer(inputs, rows, requested_outputs, is_disconnected, sequence, **kw)
-        except TimeoutError:
-            raise QueueTimeout(self._inner.name, self._inner.options.request_timeout_ms) from None
+        return await self.sequences.infer(inputs, rows, requested_outputs, is_disconnected, sequence, **kw)
 
     async def _run(self, inputs: dict[str, np.ndarray], rows: int, requested_outputs: list[str] | None = None,
                    is_disconnected: Callable[[], Awaitable[bool]] | None = None, **kw: Any) -> dict[str, np.ndarray]:
