@@ -33,6 +33,9 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_ceiling import _tree_cpu_s  # noqa: E402 - the same CPU reading as the ceiling benchmark
+
 SHAPE = "data_0:1x3x224x224"
 
 
@@ -47,17 +50,6 @@ def _count(base: str) -> int:
         return int(json.loads(r.read())["model_stats"][0]["inference_count"])
 
 
-def _cpu_s(p: psutil.Process) -> float:
-    total = 0.0
-    for q in [p, *p.children(recursive=True)]:
-        try:
-            t = q.cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def _window(cmd: list[str], server: psutil.Process, base: str, settle_s: float, window_s: float) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -67,7 +59,7 @@ def _window(cmd: list[str], server: psutil.Process, base: str, settle_s: float, 
         time.sleep(max(0.0, t0 + at - time.perf_counter()))
         if proc.poll() is not None:
             break
-        edges.append((_cpu_s(client), _cpu_s(server), _count(base), time.perf_counter()))
+        edges.append((_tree_cpu_s(client), _tree_cpu_s(server), _count(base), time.perf_counter()))
     out, _ = proc.communicate(timeout=300)
     if proc.returncode != 0 or len(edges) < 2:
         raise RuntimeError(f"client exit {proc.returncode} before its window closed: {out[-1500:]}")
