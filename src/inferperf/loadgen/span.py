@@ -81,7 +81,7 @@ async def control_span(run: Any, rule: WindowRule, start_ns: int, duration_ns: i
 def stability(run: Any, wins: list[tuple[int, int]], rule: WindowRule) -> bool | None:
     """Whether the last ``rule.consecutive`` windows of ``wins`` (``(start_ns, end_ns)`` on the step's clock) agree
     on throughput and p99 within ``rule.stability_percentage`` (perf_analyzer's stability rule), from ``run``'s
-    per-request send/answer times (ns) and error flags; None when :func:`is_stable` cannot tell yet."""
+    per-request send/answer times (ns) and error flags; None when :func:`.windows.is_stable` cannot tell yet."""
     sched, done = np.asarray(run.sched, np.int64), np.asarray(run.done, np.int64)
     err = np.asarray(run.err, np.int8)
     figs = [_window(sched, done, err, a, b) for a, b in wins]
