@@ -16,7 +16,9 @@ server's own time measured once (one served closed-loop stream), then each of ba
 ``--batch`` rows, ``--delay-us``; ``--batching`` picks the arms) x 1 / 2 instances in one server, served for real
 (server and load on disjoint CPUs) at 50/70/85 % of that replica's predicted capacity, ``--rounds`` x ``--step-s``. Prints a Markdown table:
 predicted vs measured throughput, p50, p99 (median [min, max] over the rounds), |pred/meas - 1| and the verdict
-(met: the range widened by the target holds the prediction). ``--json FILE`` keeps every point.
+(met: the range widened by the target holds the prediction). ``--json FILE`` keeps every point. ``--ceiling-s S``:
+each arm's replica also served into one closed-loop saturation run of S seconds, its throughput against each
+model's predicted ceiling (issue 39: within 10 %); ``--rounds 0`` runs only those.
 
     python benchmarks/plan.py fleet [--rate 100000] [--joint-rate 10000] [--service-ms 8]
     python benchmarks/plan.py validate [--models zoo:tiny-cnn,zoo:squeezenet] [--rounds 3] [--step-s 3]
@@ -127,14 +129,33 @@ def _cell(v: dict, digits: int = 3) -> str:
     return f"{v['predicted']:.{digits}g} / {med:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
 
 
-def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
-    """Every (batching, instances) point of one model (see the module docstring)."""
+def _ceiling(model: str, opt, seconds: float, log) -> float:  # noqa: ANN001
+    """What ``opt``'s replica carries when saturated: served as :func:`inferperf.plan.validate.served` serves it
+    (its own CPUs, the load on the others), one closed-loop step of ``seconds`` at 2 x instances x max batch
+    connections (at least 8: every instance always has a full batch waiting); completed requests / s."""
+    from inferperf.loadgen.options import LoadConfig
+    from inferperf.loadgen.run import load
+    from inferperf.plan.validate import REQUEST_TIMEOUT_MS, _load_shapes, served
+
+    conc = max(8, 2 * opt.candidate.instances * max(1, opt.policy.max_batch_size))
+    with served(model, opt) as (url, name, stop, _):
+        rs = load(LoadConfig(url=url, model=name, protocol="binary", concurrency=[conc], duration_s=seconds,
+                             warmup_s=1.0, shapes=_load_shapes(opt), max_trials=1, timeout_ms=REQUEST_TIMEOUT_MS))
+        stop()
+    got = float(rs[0].metrics.throughput.queries_per_s) if rs else float("nan")
+    log(f"ceiling {opt.label}: closed loop, {conc} connections, {seconds:g} s: {got:.4g} req/s")
+    return got
+
+
+def _matrix_model(m: str, a: argparse.Namespace, ceilings: list[dict]) -> list[dict]:
+    """Every (batching, instances) point of one model (see the module docstring); ``--ceiling-s``: each arm's
+    closed-loop saturation run appended to ``ceilings``."""
     from inferperf.config import BenchConfig
     from inferperf.analysis.candidates import candidates, overhead
     from inferperf.analysis.fleet import Option, PlanOptions, Simulator, options_for
     from inferperf.plan.ladder import ladder_configs, measure
     from inferperf.plan.calibrate import calibrate, calibrated_overhead
-    from inferperf.plan.validate import measure_overhead, validate as run_validation
+    from inferperf.plan.validate import measure_overhead, replica_capacity_per_s, validate as run_validation
     from inferperf.policy.batching import BatchPolicy
     from inferperf.results.io import save
     from inferperf.serve.child import split_cpus
@@ -171,7 +192,15 @@ def _matrix_model(m: str, a: argparse.Namespace) -> list[dict]:
                 pol = BatchPolicy(max_batch_size=a.batch, dynamic=True, max_queue_delay_ns=a.delay_us * 1000) if dyn \
                     else BatchPolicy(max_batch_size=a.batch, dynamic=False)
                 opt = Option(c, pol)
+                if a.ceiling_s > 0:
+                    got = _ceiling(model, opt, a.ceiling_s, log)
+                    ceilings.append({"model": m, "label": opt.label, "measured_per_s": got, "batching": dyn,
+                                     "predicted_per_s": {name: min(sim.replica_capacity_per_s(opt),
+                                                                   replica_capacity_per_s(opt, ov.mean_ms if ov else None))
+                                                         for name, (sim, ov, _) in models.items()}})
                 for name, (sim, ov, runner) in models.items():
+                    if a.rounds < 1:
+                        continue
                     log(f"validate {opt.label} ({name})")
                     v = run_validation(model, opt, sim, ov.mean_ms if ov else None, rounds=a.rounds, step_s=a.step_s,
                                        progress=log, runner=runner)
@@ -200,13 +229,28 @@ def _without_share(*args, **kw):  # noqa: ANN002, ANN003, ANN202
     return measured, {k: v for k, v in placement.items() if k != "client_share_ms"}
 
 
+def _print_ceilings(ceilings: list[dict]) -> None:
+    """The predicted ceiling of each model against the closed-loop saturation run (issue 39 item 6: within 10 %)."""
+    print("| model | option | measured req/s (closed loop) | predicted req/s: error, verdict (10 %) |")
+    print("|---|---|---|---|")
+    for c in ceilings:
+        cells = "; ".join(f"{name} {p:.4g}: {(p / c['measured_per_s'] - 1) * 100:+.0f} %, "
+                          + ("**met**" if abs(p / c["measured_per_s"] - 1) <= 0.10 else "not met")
+                          for name, p in c["predicted_per_s"].items())
+        print(f"| {c['model']} | {c['label']} | {c['measured_per_s']:.4g} | {cells} |")
+    print()
+
+
 def validate(a: argparse.Namespace) -> None:
     """Issue 27's validation matrix (see the module docstring); prints the Markdown table."""
     _arms(a.batching)  # refused before anything is measured
     _variants(a.model)
-    rows = []
+    rows: list[dict] = []
+    ceilings: list[dict] = []
     for m in a.models.split(","):
-        rows += _matrix_model(m, a)
+        rows += _matrix_model(m, a, ceilings)
+    if ceilings:
+        _print_ceilings(ceilings)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1, default=str))
     print("| model | model | batching | inst | service b1 ms / server ms | client share ms | load | rate/s | throughput pred / meas [min, max] "
@@ -265,6 +309,9 @@ def main() -> None:
     v.add_argument("--sim-requests", type=int, default=20_000, help="simulated arrivals per predicted point")
     v.add_argument("--rounds", type=int, default=3)
     v.add_argument("--step-s", type=float, default=3.0)
+    v.add_argument("--ceiling-s", type=float, default=0.0,
+                   help="per arm, a closed-loop saturation run this long, against each model's predicted ceiling"
+                        " (0: none; --rounds 0: only these)")
     v.add_argument("--json", help="write every point here")
     v.add_argument("--model", default="before,after",
                    help="prediction models: before (one-stream server time, server's latency), after (calibrated "
