@@ -91,12 +91,10 @@ def serve_command(
     latency_buckets: Annotated[Optional[str], Opt(help="the duration histograms' edges in seconds, comma-separated"
                                                       " (default 0.00005 .. 10); a histogram p99 is only known to"
                                                       " its bucket")] = None,
-    allow_client_shm: Annotated[bool, Opt("--allow-client-shm", help="serve Triton's system shared memory: clients"
-                                                                      " on this machine pass tensors in /dev/shm")] = False,
+    allow_client_shm: Annotated[bool, Opt("--allow-client-shm", help="serve Triton's system shared memory: clients on this machine pass tensors in /dev/shm")] = False,
     slo_ms: Annotated[Optional[float], Opt(help="latency SLO in ms, added as a histogram edge so the share within it"
                                                 " and an alert on it are exact")] = None,
-    json_nonfinite: Annotated[Optional[str], Opt(help="NaN/Inf in a JSON answer: error (default: 500, strict JSON)"
-                                                       " | literal (NaN/Infinity tokens, as Triton writes them)")] = None,
+    json_nonfinite: Annotated[Optional[str], Opt(help="NaN/Inf in a JSON answer: error (default: 500, strict JSON) | literal (NaN/Infinity tokens, as Triton writes them)")] = None,
     backend: Backend = None,
     shape: Shape = None,
     dim: Dim = None,

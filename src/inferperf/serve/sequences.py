@@ -195,12 +195,12 @@ class SequenceScheduler:
 
     def _hand_over(self, slot: int) -> None:
         """``slot`` to the first START still waiting, else to the free slots."""
-        while self._backlog:
-            waiter = self._backlog.popleft()
-            if not waiter.done():
-                waiter.set_result(slot)
-                return
-        self._free.append(slot)
+        while self._backlog and self._backlog[0].done():  # STARTs that gave up (cancelled, timed out)
+            self._backlog.popleft()
+        if self._backlog:
+            self._backlog.popleft().set_result(slot)
+        else:
+            self._free.append(slot)
 
     async def _slot(self) -> int:
         self.expire_idle()

@@ -146,6 +146,49 @@ def sequence_batching(settings: Any, opts: Any) -> dict[str, Any]:
     return doc
 
 
+#: Triton's shared-memory extensions' routes (path, verb, summary): system regions served under
+#: --allow-client-shm, CUDA's answered as a CPU server answers them
+_SHM_ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("/v2/systemsharedmemory/status", "get", "System shared-memory regions (--allow-client-shm)"),
+    ("/v2/systemsharedmemory/region/{region}/status", "get", "One region's status"),
+    ("/v2/systemsharedmemory/region/{region}/register", "post", "Register a region: body {key, offset, byte_size}"),
+    ("/v2/systemsharedmemory/unregister", "post", "Unregister every region"),
+    ("/v2/systemsharedmemory/region/{region}/unregister", "post", "Unregister a region"),
+    ("/v2/cudasharedmemory/status", "get", "CUDA shared memory: none (a CPU server)"),
+    ("/v2/cudasharedmemory/region/{region}/status", "get", "CUDA shared memory: none"),
+    ("/v2/cudasharedmemory/region/{region}/register", "post", "CUDA shared memory: refused"),
+    ("/v2/cudasharedmemory/unregister", "post", "CUDA shared memory: nothing to unregister"),
+    ("/v2/cudasharedmemory/region/{region}/unregister", "post", "CUDA shared memory: nothing to unregister"),
+)
+
+#: the schemas ``/openapi.json`` refers to: KServe v2's inference request (JSON form) and the error body
+_SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+    "InferRequest": {  # KServe v2 inference request (JSON form)
+        "type": "object", "required": ["inputs"],
+        "properties": {
+            "id": {"type": "string"},
+            "parameters": {"type": "object"},
+            "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/RequestInput"}},
+            "outputs": {"type": "array", "items": {"type": "object", "required": ["name"],
+                                                   "properties": {"name": {"type": "string"},
+                                                                  "parameters": {"type": "object"}}}},
+        },
+    },
+    "RequestInput": {
+        "type": "object", "required": ["name", "shape", "datatype", "data"],
+        "properties": {
+            "name": {"type": "string"},
+            "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+            "datatype": {"type": "string", "enum": ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8",
+                                                     "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]},
+            "parameters": {"type": "object"},
+            "data": {"type": "array"},
+        },
+    },
+}
+
+
 def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
     """``GET /openapi.json``: an OpenAPI 3.1 description of exactly the routes served (``/metrics`` only
     when ``metrics``: under ``--no-metrics`` it answers 404)."""
@@ -167,18 +210,7 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
         "/openapi.json": get("This document"),
         **{path: (get(summary, {"403": err, "404": err}) if verb == "get" else
                   {"post": {"summary": summary, "responses": {"200": ok_json, "400": err, "403": err}}})
-           for path, verb, summary in (
-               ("/v2/systemsharedmemory/status", "get", "System shared-memory regions (--allow-client-shm)"),
-               ("/v2/systemsharedmemory/region/{region}/status", "get", "One region's status"),
-               ("/v2/systemsharedmemory/region/{region}/register", "post",
-                "Register a region: body {key, offset, byte_size}"),
-               ("/v2/systemsharedmemory/unregister", "post", "Unregister every region"),
-               ("/v2/systemsharedmemory/region/{region}/unregister", "post", "Unregister a region"),
-               ("/v2/cudasharedmemory/status", "get", "CUDA shared memory: none (a CPU server)"),
-               ("/v2/cudasharedmemory/region/{region}/status", "get", "CUDA shared memory: none"),
-               ("/v2/cudasharedmemory/region/{region}/register", "post", "CUDA shared memory: refused"),
-               ("/v2/cudasharedmemory/unregister", "post", "CUDA shared memory: nothing to unregister"),
-               ("/v2/cudasharedmemory/region/{region}/unregister", "post", "CUDA shared memory: nothing to unregister"))},
+           for path, verb, summary in _SHM_ROUTES},
         "/v2/logging": {**get("Triton logging extension: the log settings"),
                         "post": {"summary": "Change log settings (log_info, log_warnings, log_errors, "
                                             "log_verbose_level, log_format); answers every setting",
@@ -212,29 +244,5 @@ def openapi(model_names: list[str], metrics: bool = True) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "inferperf serve (KServe v2 REST)", "version": __version__, "x-models": model_names},
         "paths": paths,
-        "components": {"schemas": {
-            "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
-            "InferRequest": {  # KServe v2 inference request (JSON form)
-                "type": "object", "required": ["inputs"],
-                "properties": {
-                    "id": {"type": "string"},
-                    "parameters": {"type": "object"},
-                    "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/RequestInput"}},
-                    "outputs": {"type": "array", "items": {"type": "object", "required": ["name"],
-                                                           "properties": {"name": {"type": "string"},
-                                                                          "parameters": {"type": "object"}}}},
-                },
-            },
-            "RequestInput": {
-                "type": "object", "required": ["name", "shape", "datatype", "data"],
-                "properties": {
-                    "name": {"type": "string"},
-                    "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-                    "datatype": {"type": "string", "enum": ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8",
-                                                             "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]},
-                    "parameters": {"type": "object"},
-                    "data": {"type": "array"},
-                },
-            },
-        }},
+        "components": {"schemas": _SCHEMAS},
     }
