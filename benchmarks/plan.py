@@ -209,6 +209,7 @@ def _matrix_model(m: str, a: argparse.Namespace, ceilings: list[dict]) -> list[d
                                      "batching": f"on (<= {a.batch}, {a.delay_us} us)" if dyn else "off",
                                      "instances": c.instances, "threads": c.threads,
                                      "service_b1_ms": c.service.mean_ns(1) / 1e6,
+                                     "ladder_call_ms": {b: c.service.mean_ns(b) / 1e6 for b in range(1, a.batch + 1)},
                                      "overhead_ms": ov.mean_ms if ov else None, "capacity_per_s": v["capacity_per_s"],
                                      "client_share_ms": v.get("client_share_ms"), "ladder_spread": spreads[c.label],
                                      **p})
@@ -241,6 +242,28 @@ def _print_ceilings(ceilings: list[dict]) -> None:
     print()
 
 
+def _print_server_side(rows: list[dict]) -> None:
+    """What the server did at each point (its statistics over the step) beside what the simulator assumed: rows
+    per model call predicted / measured (median over the rounds), and per batch size the runtime's mean call
+    measured in the served rounds against the ladder's (the figure the simulator draws calls from)."""
+    print("\n| model | model | batching | inst | load | rows per call pred / meas | call ms per batch size: served / ladder |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        ch = r.get("checks") or []
+        got = sorted(c["server_batch_rows"] for c in ch if c.get("server_batch_rows"))
+        if not got:
+            continue
+        calls: dict[str, list[float]] = {}
+        for c in ch:
+            for b, ms in (c.get("server_call_ms") or {}).items():
+                calls.setdefault(b, []).append(ms)
+        cells = ", ".join(f"b{b} {sorted(v)[len(v) // 2]:.3g} / {r['ladder_call_ms'].get(int(b), float('nan')):.3g}"
+                          for b, v in sorted(calls.items(), key=lambda kv: int(kv[0])))
+        pred = (r.get("predicted_server") or {}).get("batch_rows")
+        print(f"| {r['model']} | {r.get('variant', '-')} | {r['batching']} | {r['instances']}x{r['threads']}t "
+              f"| {r['load'] * 100:.0f} % | {'-' if pred is None else f'{pred:.2f}'} / {got[len(got) // 2]:.2f} | {cells} |")
+
+
 def validate(a: argparse.Namespace) -> None:
     """Issue 27's validation matrix (see the module docstring); prints the Markdown table."""
     _arms(a.batching)  # refused before anything is measured
@@ -270,6 +293,7 @@ def validate(a: argparse.Namespace) -> None:
         print(f"| {r['model']} | {r.get('variant', '-')} | {r['batching']} | {r['instances']}x{r['threads']}t "
               f"| {r['service_b1_ms']:.3g} / {ov} | {share} | {r['load'] * 100:.0f} % | {r['rate_per_s']:.4g} | {_cell(mt['throughput_per_s'], 4)} "
               f"| {_cell(mt['p50_ms'])} | {_cell(mt['p99_ms'])} | {err} | {ok} | {bad} of {len(ch)}, {lag:.3g} ms |")
+    _print_server_side(rows)
     seen = set()
     for r in rows:  # the ladder's spread per candidate: plan's INVALID verdict (runs disagreeing beyond 10 %)
         key = (r["model"], r["instances"])

@@ -214,13 +214,18 @@ def test_server_block_differences_triton_statistics_over_the_step() -> None:
                 "inference_stats": {"success": {"count": n, "ns": 0}, "fail": {"count": 0, "ns": 0},
                                     "queue": {"count": n, "ns": queue_ns}, "compute_input": z,
                                     "compute_infer": {"count": n, "ns": infer_ns}, "compute_output": z},
-                "batch_stats": [{"batch_size": 1, "compute_infer": {"count": b1, "ns": 0}}]}  # fmt: skip
+                "batch_stats": [{"batch_size": 1, "compute_infer": {"count": b1, "ns": b1 * 4 * MS}},
+                                {"batch_size": 4, "compute_infer": {"count": n - b1, "ns": (n - b1) * 12 * MS}}]}
 
     b = server_block(st(10, 10 * MS, 50 * MS, 10), st(110, 210 * MS, 550 * MS, 110), client_mean_ms=9.0)
     assert b is not None and b["requests"] == 100
     assert b["queue_ms"] == pytest.approx(2.0) and b["compute_ms"] == pytest.approx(5.0)
     assert b["latency_split_ms"] == {"queue_ms": 2.0, "compute_ms": 5.0, "rest_ms": 2.0}
     assert b["batch_sizes"] == {"1": 100}
+    assert b["call_ms_by_batch"] == {"1": pytest.approx(4.0)}  # batch 4 made no call in the step: left out
+    b = server_block(st(10, 0, 0, 10), st(30, 0, 0, 14), client_mean_ms=9.0)  # 4 calls of 1 and 16 calls of 4
+    assert b["batch_sizes"] == {"1": 4, "4": 16} and b["call_ms_by_batch"] == {"1": pytest.approx(4.0),
+                                                                                "4": pytest.approx(12.0)}
     assert server_block(None, st(1, 0, 0, 1), 1.0) is None
 
 

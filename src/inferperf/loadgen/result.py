@@ -204,7 +204,8 @@ def _honesty(s: StepSamples, block: dict[str, Any], lag: np.ndarray, sent_in: np
 def server_block(before: dict[str, Any] | None, after: dict[str, Any] | None, client_mean_ms: float,
                  client: dict[str, float | None] | None = None) -> dict | None:
     """Triton statistics differenced over the step: per-request queue and compute means (ms), ``request_total_ms``
-    (the mean of ``success``), batch sizes, and the client's mean latency split into ``queue_ms``, ``compute_ms``
+    (the mean of ``success``), batch sizes (model calls of each) and ``call_ms_by_batch`` (a call's mean
+    ``compute_infer`` at each batch size: the runtime's time, once per call), and the client's mean latency split into ``queue_ms``, ``compute_ms``
     and ``rest_ms``; with ``client`` (:func:`.breakdown.client_parts`) also ``breakdown_ms``, where the time went
     part by part (:func:`.breakdown.breakdown`, with the ``server_times`` the snapshots carry). None without
     stats."""
@@ -219,9 +220,12 @@ def server_block(before: dict[str, Any] | None, after: dict[str, Any] | None, cl
     parts = {k: d(k) for k in ("queue", "compute_input", "compute_infer", "compute_output")}
     mean = {k: (ns / c / 1e6 if c else 0.0) for k, (c, ns) in parts.items()}
     compute = mean["compute_input"] + mean["compute_infer"] + mean["compute_output"]
-    b_before = {b["batch_size"]: b["compute_infer"]["count"] for b in before.get("batch_stats", [])}
-    batches = {str(b["batch_size"]): b["compute_infer"]["count"] - b_before.get(b["batch_size"], 0)
+    b_before = {b["batch_size"]: (b["compute_infer"]["count"], b["compute_infer"]["ns"])
+                for b in before.get("batch_stats", [])}  # fmt: skip
+    b_delta = {str(b["batch_size"]): (b["compute_infer"]["count"] - b_before.get(b["batch_size"], (0, 0))[0],
+                                      b["compute_infer"]["ns"] - b_before.get(b["batch_size"], (0, 0))[1])
                for b in after.get("batch_stats", [])}  # fmt: skip
+    batches = {k: c for k, (c, _) in b_delta.items()}
     block = {
         "source": "triton-statistics", "requests": n_ok, "fail": d("fail")[0],
         "request_total_ms": succ_ns / n_ok / 1e6 if n_ok else 0.0,
@@ -230,6 +234,7 @@ def server_block(before: dict[str, Any] | None, after: dict[str, Any] | None, cl
         "executions": after.get("execution_count", 0) - before.get("execution_count", 0),
         "inferences": after.get("inference_count", 0) - before.get("inference_count", 0),
         "batch_sizes": {k: v for k, v in batches.items() if v},
+        "call_ms_by_batch": {k: ns / c / 1e6 for k, (c, ns) in b_delta.items() if c > 0},  # a call's runtime time
         "latency_split_ms": {"queue_ms": mean["queue"], "compute_ms": compute,
                              "rest_ms": max(0.0, client_mean_ms - mean["queue"] - compute)},
     }  # fmt: skip

@@ -222,10 +222,15 @@ def _measured(r: Any) -> dict[str, Any]:
     done = float(r.metrics.throughput.queries_per_s)
     target, offered = c.get("target_rate"), c.get("scheduled_rate")
     thr = done * float(target) / float(offered) if target and offered else done
+    srv = getattr(r.metrics, "server", None) or {}
+    calls, rows = srv.get("executions") or 0, srv.get("inferences") or 0
     return {"throughput_per_s": thr, "p50_ms": float(lat.p50), "p99_ms": float(lat.p99),
             "completions_per_s": done, "offered_per_s": offered, "valid": bool(r.validity.valid),
             "reasons": list(r.validity.reasons), "send_lag_p99_ms": (c.get("send_lag_ms") or {}).get("p99"),
-            "client_cpu_percent": c.get("client_cpu_percent")}
+            "client_cpu_percent": c.get("client_cpu_percent"),
+            # what the server did (its statistics over the step): rows per model call, a call's mean time per batch size
+            "server_batch_rows": rows / calls if calls else None,
+            "server_call_ms": srv.get("call_ms_by_batch")}
 
 
 @contextmanager
@@ -379,7 +384,8 @@ def validate(model: str, opt: Option, sim: Simulator, overhead_ms: float | None,
                 "p99_ms": p.latency_ms["p99"] + add}
         n = max(2, round(step_s * float(np.median([g.get("completions_per_s") or rate for g in got]))))
         pt = judge(f, rate, pred, got, {"range": [x + add for x in p99_range(sim, opt, rate, n)], "requests": n})
-        pt["predicted_server"] = {"p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"]}
+        pt["predicted_server"] = {"p50_ms": p.latency_ms["p50"], "p99_ms": p.latency_ms["p99"],
+                                  "batch_rows": p.mean_batch_rows}
         pt["checks"] = [{k: v for k, v in g.items() if k not in METRICS} for g in got]
         points.append(pt)
     return {"capacity_per_s": cap, "points": points, "summary": summary(points), "placement": placement,
