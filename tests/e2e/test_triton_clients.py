@@ -99,14 +99,16 @@ def _start(model_path: Path, log: Path, extra: tuple[str, ...] = ()) -> _Server:
                     "--json-nonfinite", "literal"], log)  # perf_analyzer's random FP32 bits give NaN outputs; Triton writes NaN tokens
 
 
-def _launch(args: list[str], log: Path) -> _Server:
+def _launch(args: list[str], log: Path, cpus: set[int] | None = None) -> _Server:
     """Start ``inferperf serve ARGS`` on a free port and wait for /v2/health/ready (deadline READY_DEADLINE_S); gRPC
-    off unless ARGS give ``--grpc-port`` (its default, port + 1, may be taken)."""
+    off unless ARGS give ``--grpc-port`` (its default, port + 1, may be taken). CPUS: the whole process (event loop,
+    gRPC and instance threads) pinned to them (``os.sched_setaffinity`` before exec); None: not pinned."""
     port = _free_port()
     grpc = [] if "--grpc-port" in args else ["--no-grpc"]
     cmd = [sys.executable, "-m", "inferperf", "serve", *args, *grpc, "--port", str(port)]
     out = log.open("w")
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=ROOT, preexec_fn=pin)
     server = _Server(proc, port, log)
     deadline = time.monotonic() + READY_DEADLINE_S
     while time.monotonic() < deadline:
