@@ -162,8 +162,8 @@ def _split() -> tuple[set[int] | None, set[int] | None]:
 
 def test_perf_analyzer_and_inferperf_load_agree_over_grpc(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Issue 40 item 2: on one server (zoo:squeezenet, 1 instance of 1 intra-op thread, batching off), perf_analyzer
-    -i grpc and ``inferperf load grpc://`` at concurrency 1, in interleaved rounds (4 each, in A B B A order, so drift falls on both),
-    agree on throughput and p50 within 10 % (the median of the per-round ratios): a millisecond-scale model, so the clients'
+    -i grpc and ``inferperf load grpc://`` at concurrency 1, in interleaved rounds (4 each, A B B A, so drift falls on
+    both), agree on throughput and p50 within 10 % (the median of the per-round ratios): a millisecond-scale model, so the clients'
     own cost (tenths of a millisecond) is inside the tolerance. Both send the same input (zeros) and run on CPUs the
     server does not: with perf_analyzer's random bytes and shared CPUs the medians differed by 11-12 % in two of five
     runs (CI of 2026-12-06), from the model call and the CPU share, not from either client's timing."""
