@@ -154,7 +154,7 @@ def _matrix_model(m: str, a: argparse.Namespace, ceilings: list[dict]) -> list[d
     from inferperf.analysis.candidates import candidates, overhead
     from inferperf.analysis.fleet import Option, PlanOptions, Simulator, options_for
     from inferperf.plan.ladder import ladder_configs, measure
-    from inferperf.plan.calibrate import calibrate, calibrated_overhead
+    from inferperf.plan.calibrate import calibrate_arms, calibrated_overhead
     from inferperf.plan.validate import measure_overhead, replica_capacity_per_s, validate as run_validation
     from inferperf.policy.batching import BatchPolicy
     from inferperf.results.io import save
@@ -181,10 +181,12 @@ def _matrix_model(m: str, a: argparse.Namespace, ceilings: list[dict]) -> list[d
             models["before"] = (Simulator(opts, over), over, _without_share)
         if "after" in _variants(a.model):  # issue 39's: the replica as it runs (calibrated), the client's latency
             first = options_for(cands[:1], opts)[0]
-            cal = calibrate(model, first, Simulator(opts, over).replica_capacity_per_s(first), step_s=a.calibrate_step_s,
-                            progress=log)
-            log(f"calibrated: loop {cal['loop']['per_request_ms']:.3g} ms CPU per request, client's share "
-                f"{cal['client_share_ms']} ms")
+            on = Option(cands[0], BatchPolicy(max_batch_size=a.batch, dynamic=True,
+                                              max_queue_delay_ns=a.delay_us * 1000)) if "on" in _arms(a.batching) else None
+            cal = calibrate_arms(model, first, on, lambda o, ov: Simulator(opts, ov or over).replica_capacity_per_s(o),
+                                 step_s=a.calibrate_step_s, progress=log)
+            log(f"calibrated: loop {cal['loop']['per_request_ms']:.3g} ms CPU per request + {cal['loop']['per_batch_ms']}"
+                f" ms per call ({cal['loop']['method']}), client's share {cal['client_share_ms']} ms")
             cover = calibrated_overhead(cal, "benchmarks/plan.py")
             models["after"] = (Simulator(opts, cover), cover, None)
         for c in sorted(cands, key=lambda c: c.instances):
@@ -210,7 +212,8 @@ def _matrix_model(m: str, a: argparse.Namespace, ceilings: list[dict]) -> list[d
                                      "instances": c.instances, "threads": c.threads,
                                      "service_b1_ms": c.service.mean_ns(1) / 1e6,
                                      "ladder_call_ms": {b: c.service.mean_ns(b) / 1e6 for b in range(1, a.batch + 1)},
-                                     "overhead_ms": ov.mean_ms if ov else None, "capacity_per_s": v["capacity_per_s"],
+                                     "overhead_ms": ov.mean_ms if ov else None, "loop_batch_ms": getattr(ov, "loop_batch_ms", None),
+                                     "capacity_per_s": v["capacity_per_s"],
                                      "client_share_ms": v.get("client_share_ms"), "ladder_spread": spreads[c.label],
                                      **p})
     return rows

@@ -86,3 +86,30 @@ def test_a_calibrated_loop_simulates_options_as_the_replica_runs(tmp_path) -> No
     assert sim.last["engine"] == "shared cores"
     plain = Simulator(PlanOptions(100.0, 50.0), Overhead(cal.model, 0.3, ["serve.json"]))
     assert not plain.as_it_runs(off)
+
+
+def test_batching_off_and_on_calibrations_split_the_loop_into_its_per_request_and_per_call_parts() -> None:
+    """A batching-off calibration alone charges the loop's per-call part to every request (0.7 ms here); merged
+    with a batching-on one (2 and 4 requests a call) the regression finds 0.2 ms a request + 0.5 ms a call, and
+    the planner's loop carries both: batching off costs 0.7 ms a request, full batches of 4 0.325 ms (issue 39:
+    tiny-cnn's batching-on ceiling came out 32 % low from the batching-off calibration alone)."""
+    from inferperf.analysis.replica_sim import replica_capacity_per_s
+    from inferperf.plan.calibrate import calibrated_overhead, merge_calibrations
+
+    off = {"steps": [_step(1000, 1000, 700.0), _step(2000, 2000, 1400.0)], "encode_ms": 0.05, "client_share_ms": 0.1}
+    on = {"steps": [_step(1000, 500, 450.0), _step(2000, 500, 650.0)], "encode_ms": 0.07, "client_share_ms": 0.3}
+    alone = calibrated_overhead({**off, "loop": split_loop_cost(off["steps"])}, "off.json")
+    assert alone.mean_ms == pytest.approx(0.7) and alone.loop_batch_ms == 0.0
+    both = merge_calibrations([off, on], ["1x1 off", "1x1 on"])
+    assert [s["label"] for s in both["steps"]] == ["1x1 off"] * 2 + ["1x1 on"] * 2
+    assert both["client_share_ms"] == 0.1 and both["replicas"] == ["1x1 off", "1x1 on"]
+    cal = calibrated_overhead(both, "cal.json")
+    assert cal.mean_ms == pytest.approx(0.2) and cal.loop_batch_ms == pytest.approx(0.5)
+    assert cal.loop_out_ms == pytest.approx(0.05)
+    # the loop's ceiling: 1 / 0.7 ms batching off, 1 / (0.2 + 0.5 / 4) ms at full batches of 4 (calls of 0.01 ms)
+    assert replica_capacity_per_s(4, 1, 1, cal.mean_ms, 0.01, 1, cal.loop_batch_ms) == pytest.approx(1e3 / 0.7)
+    assert replica_capacity_per_s(4, 1, 1, cal.mean_ms, 0.01, 4, cal.loop_batch_ms) == pytest.approx(1e3 / 0.325)
+    with pytest.raises(ValueError):
+        merge_calibrations([off], [])
+    with pytest.raises(ValueError):
+        replica_capacity_per_s(1, 1, 1, 0.2, 0.01, 1, -0.1)

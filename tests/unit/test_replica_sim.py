@@ -143,3 +143,33 @@ def test_batching_on_shares_the_core_with_the_loop() -> None:
     over, _ = simulate_replica(_poisson(1700, 20_000, 2), rep, service, seed=2, policy=policy)
     assert len(over.arrival_ns) / (over.done_ns.max() / 1e9) == pytest.approx(1e3 / 0.7, rel=0.01)  # the ceiling
     assert over.batch_requests.mean() > 3.99  # overloaded, every batch is full
+
+
+def test_the_loops_per_call_part_is_paid_once_per_call_before_the_answers() -> None:
+    """The loop's per-call work (the instance's hand-back) is a loop job of its own when a call ends, before its
+    requests' out parts: the loop's busy time is per request x requests + per call x calls exactly (the
+    utilisation law), a lone request takes in + call + per call + out, and with full batches of 4 on one core the
+    ceiling is 1 / (0.1 + 0.4 / 4 + 0.2 / 4) ms = 4,000/s (the per-call part shared by the batch's requests).
+    With no queue delay the batches stay small (1.3 requests: the loop hands requests over one at a time and the
+    free instance takes each at once), so the loop pays its per-call part more often and the replica carries
+    1,800/s: the batcher's delay is what lets a loop-bound replica reach its full-batch ceiling."""
+    from inferperf.policy.batching import BatchPolicy
+
+    rep = Replica(cores=1, instances=1, loop_in=Deterministic(0.1e6), loop_batch=Deterministic(0.4e6))
+    sparse = np.arange(100, dtype=np.int64) * 10_000_000
+    run, busy = simulate_replica(sparse, rep, Deterministic(0.2e6), seed=0)
+    assert (run.done_ns - run.arrival_ns) == pytest.approx(np.full(100, 0.7e6), abs=1)
+    assert (run.done_ns >= run.batch_end_ns + 0.4e6 - 1).all()
+    policy = BatchPolicy(max_batch_size=4, dynamic=True, max_queue_delay_ns=2_000_000)
+    run, busy = simulate_replica(_poisson(3000, 20_000, 4), rep, Deterministic(0.2e6), seed=4, policy=policy)
+    calls = len(run.batch_start_ns)
+    assert busy["loop"] == pytest.approx(0.1e6 * 20_000 + 0.4e6 * calls, rel=1e-6)
+    assert busy["cores"] == pytest.approx(busy["loop"] + 0.2e6 * calls, rel=1e-6)
+    over, _ = simulate_replica(_poisson(4600, 20_000, 4), rep, Deterministic(0.2e6), seed=4, policy=policy)
+    assert over.batch_requests.mean() > 3.99
+    assert len(over.arrival_ns) / (over.done_ns.max() / 1e9) == pytest.approx(4000, rel=0.01)
+    eager = BatchPolicy(max_batch_size=4, dynamic=True, max_queue_delay_ns=0)
+    small, _ = simulate_replica(_poisson(4600, 20_000, 4), rep, Deterministic(0.2e6), seed=4, policy=eager)
+    assert small.batch_requests.mean() < 1.5
+    b = small.batch_requests.mean()  # U = X x D on the one core at saturation: X = 1 / (0.1 + (0.4 + 0.2) / b) ms
+    assert len(small.arrival_ns) / (small.done_ns.max() / 1e9) == pytest.approx(1e3 / (0.1 + 0.6 / b), rel=0.01)

@@ -105,8 +105,9 @@ class Overhead:
     """The server's own time per request (ns, constant) and the serve Results it came from.
 
     ``calibrated``: measured as the event loop's CPU time under load (:mod:`inferperf.plan.calibrate`): ``model``
-    is then the loop's part before the batcher and ``loop_out_ms`` its part after the call (``mean_ms`` both),
-    and options of one replica are simulated as the replica runs
+    is then the loop's part before the batcher and ``loop_out_ms`` its part after the call (``mean_ms`` both, per
+    request), ``loop_batch_ms`` its part per model call (0: not split, every loop cost in ``mean_ms``), and options
+    of one replica are simulated as the replica runs
     (:mod:`inferperf.analysis.replica_sim`: the loop and the instances sharing the replica's cores)."""
 
     model: Deterministic
@@ -114,6 +115,7 @@ class Overhead:
     sources: list[str] = field(default_factory=list)
     loop_out_ms: float = 0.0
     calibrated: bool = False
+    loop_batch_ms: float = 0.0
 
 
 def threads_of(r: Result) -> int:

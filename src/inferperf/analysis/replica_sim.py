@@ -11,6 +11,9 @@ Mechanisms:
 - **Event loop**: one thread, FIFO over its jobs in the order they became ready (uvicorn's ready queue): a
   request's "in" part (``loop_in``: read, decode, hand to the batcher) on arrival, its "out" part (``loop_out``:
   encode, write) when its model call ends. ``loop_out`` None: no out part (the answer leaves at the call's end).
+  ``loop_batch``: the loop's work once per model call (the instance thread's hand-back, ``run_in_executor``'s
+  future completed through ``call_soon_threadsafe``, and the batcher's bookkeeping), a job of its own when the call
+  ends, before that call's requests' out parts become ready; None: none (every loop cost counted per request).
 - **Instances**: ``instances`` threads, each running one call at a time, fed from one FIFO queue (the batcher's).
   A call's work is its time alone on its threads (``service``, drawn per call at the call's rows: the measured
   bench latency at that batch size); an instance of ``threads_per_instance`` intra-op threads is that many runnable threads while it runs.
@@ -54,6 +57,8 @@ class Replica:
         cores: CPUs the replica's threads share (>= 1). instances: model instances (threads), >= 1.
         threads_per_instance: runnable threads an instance's call keeps busy (its intra-op threads), >= 1.
         loop_in: event-loop work per request before the batcher (ns). loop_out: after the call (ns), or None.
+        loop_batch: event-loop work per model call (ns), after the call and before its requests' out parts, or
+            None.
     """
 
     cores: int
@@ -61,6 +66,7 @@ class Replica:
     loop_in: ServiceModel | None
     loop_out: ServiceModel | None = None
     threads_per_instance: int = 1
+    loop_batch: ServiceModel | None = None
 
     def check(self) -> None:
         """Raises UsageError naming the bad field."""
@@ -90,13 +96,13 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
 
     Args:
         service: model-call time alone (ns) by rows (a batch of ``k`` one-row requests has ``k`` rows). seed:
-            seeds the three work streams (calls: stage 0, loop in: 1, loop out: 2;
+            seeds the four work streams (calls: stage 0, loop in: 1, loop out: 2, loop per call: 3;
             :func:`~.service_model.stream_seed`). policy: the batcher's
             (:class:`~inferperf.policy.batching.BatchPolicy`); None or ``dynamic`` off: one call per request,
             else the batches the server's own :func:`~inferperf.policy.batching.decide` forms, evaluated
             whenever an instance is free and a request reaches the batcher, and at the oldest request's
-            ``max_queue_delay`` deadline. The loop's work is per request (the calibration's per-request CPU,
-            :func:`inferperf.plan.calibrate.split_loop_cost`, holds its batching work spread over the requests).
+            ``max_queue_delay`` deadline. The loop's work is per request (``loop_in``, ``loop_out``) and per
+            model call (``loop_batch``: :func:`inferperf.plan.calibrate.split_loop_cost`'s two parts).
 
     Returns:
         (:class:`~.serving_sim.SimRun`: ``admit_ns`` when the loop handed the request to the batcher,
@@ -115,9 +121,11 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
     dynamic = policy is not None and getattr(policy, "dynamic", False)
     calls = ServiceStream(service, stream_seed(seed, 0, 0))
     w_in, w_out = _draws(replica.loop_in, n, seed, 1), _draws(replica.loop_out, n, seed, 2)
+    w_batch = None if replica.loop_batch is None else ServiceStream(replica.loop_batch, stream_seed(seed, 0, 3))
+    handed: list[tuple[list[int], float]] = []  # per ended call waiting for the loop: (its requests, loop work)
     admit, dispatch, done, batching, brows = (np.zeros(n) for _ in range(5))
     batches: list[tuple[float, float, int, int]] = []  # (start, end, rows, requests) per model call
-    loop_q: deque[tuple[int, int]] = deque()  # (request, 0 = in / 1 = out)
+    loop_q: deque[tuple[int, int]] = deque()  # (request, 0 = in / 1 = out) or (index into handed, 2)
     batch_q: deque[_Queued] = deque()
     loop_job: list[Any] = [None, 0.0]  # (request, phase) and remaining work
     inst: list[list[Any]] = [[None, 0.0, 0.0] for _ in range(replica.instances)]  # (requests, work left, start)
@@ -132,6 +140,13 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
         batch_q.append(_Queued(r, t))
 
     def finish_call(reqs: list[int]) -> None:
+        if w_batch is not None:
+            handed.append((reqs, float(w_batch.next_ns(1))))
+            loop_q.append((len(handed) - 1, 2))
+        else:
+            outs(reqs)
+
+    def outs(reqs: list[int]) -> None:
         for r in reqs:
             if w_out is None:
                 answer(r)
@@ -142,6 +157,17 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
         nonlocal answered
         done[r] = t
         answered += 1
+
+    def loop_done(r: int, phase: int) -> None:
+        if phase == 0:
+            finish_in(r)
+        elif phase == 1:
+            answer(r)
+        else:
+            outs(handed[r][0])
+
+    def loop_work(r: int, phase: int) -> float:
+        return float(handed[r][1] if phase == 2 else (w_in if phase == 0 else w_out)[r])  # type: ignore[index]
 
     def dispatch_batches() -> bool:
         nonlocal timer
@@ -170,9 +196,9 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
             progressed = False
             if loop_job[0] is None and loop_q:
                 r, phase = loop_q.popleft()
-                work = (w_in if phase == 0 else w_out)[r]  # type: ignore[index]
+                work = loop_work(r, phase)
                 if work <= _EPS:
-                    (finish_in if phase == 0 else answer)(r)
+                    loop_done(r, phase)
                 else:
                     loop_job[0], loop_job[1] = (r, phase), float(work)
                 progressed = True
@@ -203,7 +229,7 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
             i += 1
         if loop_job[0] is not None and loop_job[1] <= _EPS:
             (r, phase), loop_job[0] = loop_job[0], None
-            (finish_in if phase == 0 else answer)(r)
+            loop_done(r, phase)
         for k, s in enumerate(inst):
             if s[0] is not None and s[1] <= _EPS:
                 reqs, s[0] = s[0], None
@@ -224,19 +250,20 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
 
 
 def replica_capacity_per_s(cores: int, instances: int, threads_per_instance: int, loop_ms: float,
-                           call_ms: float, rows: int = 1) -> float:
+                           call_ms: float, rows: int = 1, loop_batch_ms: float = 0.0) -> float:
     """Requests per s a replica carries at most with calls of ``rows`` one-row requests taking ``call_ms`` each
     (batching off: ``rows`` 1): the least of its instances' (``instances x rows / call``), its event loop's
-    (``1 / loop``, the loop's work being per request) and its cores' (``cores / (loop + threads x call / rows)``:
-    every request needs that much CPU; the utilisation law U = X x D). Times in ms.
+    (``1 / (loop + loop_batch / rows)``: ``loop_ms`` per request, ``loop_batch_ms`` per model call) and its
+    cores' (``cores / (loop + loop_batch / rows + threads x call / rows)``: every request needs that much CPU; the
+    utilisation law U = X x D). Times in ms.
 
     Raises:
-        ValueError: a time that is not positive, or ``rows`` < 1.
+        ValueError: a time that is not positive (``loop_batch_ms`` negative), or ``rows`` < 1.
     """
-    if not (loop_ms > 0 and call_ms > 0 and rows >= 1):
-        raise ValueError("replica capacity needs loop and call times > 0 ms and rows >= 1")
-    return 1e3 * min(instances * rows / call_ms, 1 / loop_ms,
-                     cores / (loop_ms + threads_per_instance * call_ms / rows))
+    if not (loop_ms > 0 and call_ms > 0 and rows >= 1 and loop_batch_ms >= 0):
+        raise ValueError("replica capacity needs loop and call times > 0 ms, a per-call loop time >= 0 and rows >= 1")
+    loop = loop_ms + loop_batch_ms / rows
+    return 1e3 * min(instances * rows / call_ms, 1 / loop, cores / (loop + threads_per_instance * call_ms / rows))
 
 
 def alone_factor(candidate: Any) -> float:
@@ -279,8 +306,10 @@ def _alone(candidate: Any, service: Any) -> Any:
 def _replica_of(candidate: Any, calibrated: Any) -> Replica:
     """The replica a plan candidate runs as, with a calibrated loop (an ``Overhead`` with ``calibrated``)."""
     out_ns = round(calibrated.loop_out_ms * 1e6)
+    batch_ns = round(getattr(calibrated, "loop_batch_ms", 0.0) * 1e6)
     return Replica(candidate.cores, candidate.instances, calibrated.model,
-                   Deterministic(out_ns) if out_ns > 0 else None, candidate.threads)
+                   Deterministic(out_ns) if out_ns > 0 else None, candidate.threads,
+                   Deterministic(batch_ns) if batch_ns > 0 else None)
 
 
 def simulate_option(arrivals_ns: Any, opt: Any, calibrated: Any, service: ServiceModel, seed: int) -> SimRun:
@@ -291,16 +320,18 @@ def simulate_option(arrivals_ns: Any, opt: Any, calibrated: Any, service: Servic
 
 
 def option_capacity_per_s(candidate: Any, calibrated: Any, policy: Any = None) -> float:
-    """:func:`replica_capacity_per_s` of a plan candidate with the calibrated loop, its calls' mean times taken as
-    their work alone (:func:`alone_factor`): at one row with batching off (``policy`` None or ``dynamic`` off),
+    """:func:`replica_capacity_per_s` of a plan candidate with the calibrated loop (per request, and per model call
+    where the calibration split it), its calls' mean times taken as their work alone (:func:`alone_factor`): at one row with batching off (``policy`` None or ``dynamic`` off),
     else at the measured batch size up to ``policy.max_batch_size`` that gives the most (a saturated batcher
     sends full batches)."""
     dynamic = policy is not None and getattr(policy, "dynamic", False)
     measured = getattr(candidate.service, "sizes", None) or range(1, policy.max_batch_size + 1) if dynamic else ()
     sizes = [b for b in measured if b <= policy.max_batch_size] if dynamic else [1]
     f = alone_factor(candidate)
+    per_call = float(getattr(calibrated, "loop_batch_ms", 0.0) or 0.0)
     return max(replica_capacity_per_s(candidate.cores, candidate.instances, candidate.threads, calibrated.mean_ms,
-                                      candidate.service.mean_ns(b) * f / 1e6, rows=b) for b in sizes or [1])
+                                      candidate.service.mean_ns(b) * f / 1e6, rows=b, loop_batch_ms=per_call)
+               for b in sizes or [1])
 
 
 __all__ = ["Replica", "Scaled", "alone_factor", "option_capacity_per_s", "replica_capacity_per_s", "simulate_option", "simulate_replica"]

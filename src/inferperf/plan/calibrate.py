@@ -159,17 +159,62 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
             **{k: (server.get(k) or {}).get("mean") for k in ("decode_ms", "encode_ms")}}
 
 
+def batching_arm(options: Sequence[Any]) -> Any | None:
+    """The batching-on option a calibration serves beside batching off: among ``options`` with ``dynamic`` on, the
+    largest ``max_batch_size``, then the longest ``max_queue_delay`` (the widest spread of requests per call, so
+    :func:`split_loop_cost` can tell per request from per call); None when there is none."""
+    on = [o for o in options if getattr(o.policy, "dynamic", False)]
+    return max(on, key=lambda o: (o.policy.max_batch_size, o.policy.max_queue_delay_ns), default=None)
+
+
+def calibrate_arms(model: str, off: Any, on: Any | None, capacity_per_s: Callable[[Any, Any], float],
+                   step_s: float = 5.0, command: list[str] | None = None,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """:func:`calibrate` ``off`` (batching off), then ``on`` (batching on, if any) at loads of the capacity the
+    first calibration predicts for it, merged (:func:`merge_calibrations`): the loop's CPU split into its
+    per-request and per-call parts. ``capacity_per_s(option, overhead)``: a replica's predicted capacity with
+    that overhead (None for the first: the uncalibrated one), e.g. a :class:`~inferperf.analysis.fleet.Simulator`'s.
+
+    Raises:
+        as :func:`calibrate`.
+    """
+    first = calibrate(model, off, capacity_per_s(off, None), step_s=step_s, command=command, progress=progress)
+    if on is None:
+        return merge_calibrations([first], [off.label])
+    if progress:
+        progress(f"calibrate the batching-on replica {on.label} (the loop's per-call part)")
+    loop = calibrated_overhead(first, "calibration")
+    second = calibrate(model, on, capacity_per_s(on, loop), step_s=step_s, command=command, progress=progress)
+    return merge_calibrations([first, second], [off.label, on.label])
+
+
+def merge_calibrations(cals: Sequence[dict[str, Any]], labels: Sequence[str]) -> dict[str, Any]:
+    """Several replicas' calibrations (:func:`calibrate`, one per batching arm of the same model and cores) as one:
+    every step (each with its replica's ``label``) in one :func:`split_loop_cost`, so batching off (one request
+    per call) and on (several) tell the loop's per-request part from its per-call part; the client's share,
+    placement and decode/encode times are the first calibration's (batching off's, where it leads).
+
+    Raises:
+        ValueError: no calibration, or ``labels`` not one per calibration; as :func:`split_loop_cost`.
+    """
+    if not cals or len(cals) != len(labels):
+        raise ValueError("merge_calibrations needs one label per calibration, and at least one")
+    steps = [{**st, "label": lab} for cal, lab in zip(cals, labels, strict=True) for st in cal["steps"]]
+    return {**cals[0], "steps": steps, "loop": split_loop_cost(steps), "replicas": list(labels)}
+
+
 def calibrated_overhead(cal: dict[str, Any], source: str) -> Any:
     """The calibrated loop as the planner's :class:`~inferperf.analysis.candidates.Overhead` (``calibrated``):
     the loop's CPU per request (:func:`split_loop_cost`), its part after the call the server's mean encode time
-    (at most the whole), the rest before the batcher. ``source``: where the calibration is saved."""
+    (at most the whole), the rest before the batcher; and its CPU per model call where the split found one
+    (``loop_batch_ms``; else 0: all of it per request). ``source``: where the calibration is saved."""
     from ..analysis.candidates import Overhead
     from ..analysis.service_model import Deterministic
 
     total = float(cal["loop"]["per_request_ms"])
     out = min(float(cal.get("encode_ms") or 0.0), total)
     return Overhead(Deterministic(max(1, round((total - out) * 1e6))), total, [source], loop_out_ms=out,
-                    calibrated=True)
+                    calibrated=True, loop_batch_ms=float(cal["loop"].get("per_batch_ms") or 0.0))
 
 
-__all__ = ["CALIBRATION_LOADS", "calibrate", "calibrated_overhead", "split_loop_cost", "step_cost"]
+__all__ = ["CALIBRATION_LOADS", "batching_arm", "calibrate", "calibrate_arms", "calibrated_overhead", "merge_calibrations", "split_loop_cost", "step_cost"]

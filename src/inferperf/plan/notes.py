@@ -45,7 +45,9 @@ def plan_notes(options: list[Option], cands: list[Candidate], over: Overhead | N
                      "a folder with a serve Result (inferperf serve -o) to include it")
     elif over.calibrated:
         notes.append(f"served replica calibrated under load ({', '.join(over.sources)}): event loop {over.mean_ms:.3g} "
-                     f"ms CPU per request ({over.loop_out_ms:.3g} ms of it after the call); options are simulated as the "
+                     f"ms CPU per request ({over.loop_out_ms:.3g} ms of it after the call)"
+                     + (f" and {over.loop_batch_ms:.3g} ms per model call" if over.loop_batch_ms else "")
+                     + "; options are simulated as the "
                      "replica runs (the loop and the instances sharing its cores, the server's batcher between them; "
                      "the GIL left out)")
     else:

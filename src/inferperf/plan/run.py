@@ -142,9 +142,10 @@ def _measure_overhead(model: str, first: Option, out_dir: Path, command: list[st
 
 def _calibrate(model: str, inputs: Inputs, opts: PlanOptions, out_dir: Path, settings: dict[str, Any],
                command: list[str] | None, progress: Progress) -> tuple[Overhead | None, dict[str, Any] | None]:
-    """``--calibrate``: the first candidate's batching-off replica served for real at two loads
-    (:func:`.calibrate.calibrate`), saved as ``measured/calibration.json``; returns the calibrated loop
-    (:func:`.calibrate.calibrated_overhead`) and the calibration document.
+    """``--calibrate``: the first candidate's replica served for real at two loads, batching off and (when the
+    plan has batching-on options) on (:func:`.calibrate.calibrate_arms`), saved as ``measured/calibration.json``;
+    returns the calibrated loop (:func:`.calibrate.calibrated_overhead`: per request, and per model call when
+    both arms ran) and the calibration document.
 
     Raises:
         UsageError: no CPU left for the load beside the replica's (before measuring).
@@ -152,13 +153,15 @@ def _calibrate(model: str, inputs: Inputs, opts: PlanOptions, out_dir: Path, set
     import json
 
     from ..analysis.fleet import Simulator
-    from .calibrate import calibrate, calibrated_overhead
+    from .calibrate import batching_arm, calibrate_arms, calibrated_overhead
     from .validate import replica_cpus
 
-    first = options_for(inputs.candidates[:1], opts)[0]  # batching off
+    arms = options_for(inputs.candidates[:1], opts)
+    first = arms[0]  # batching off
     replica_cpus(first, sorted(os.sched_getaffinity(0)))
-    cap = Simulator(opts, inputs.overhead).replica_capacity_per_s(first)
-    cal = calibrate(model, first, cap, step_s=settings.get("step_s", 5.0), command=command, progress=progress)
+    cal = calibrate_arms(model, first, batching_arm(arms),
+                         lambda o, ov: Simulator(opts, ov or inputs.overhead).replica_capacity_per_s(o),
+                         step_s=settings.get("step_s", 5.0), command=command, progress=progress)
     path = out_dir / "measured" / "calibration.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**cal, "label": first.label}, indent=1, default=str))
