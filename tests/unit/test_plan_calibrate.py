@@ -93,7 +93,7 @@ def test_batching_off_and_on_calibrations_split_the_loop_into_its_per_request_an
     with a batching-on one (2 and 4 requests a call) the regression finds 0.2 ms a request + 0.5 ms a call, and
     the planner's loop carries both: batching off costs 0.7 ms a request, full batches of 4 0.325 ms (issue 39:
     tiny-cnn's batching-on ceiling came out 32 % low from the batching-off calibration alone)."""
-    from inferperf.analysis.replica_sim import replica_capacity_per_s
+    from inferperf.analysis.replica_options import replica_capacity_per_s
     from inferperf.plan.calibrate import calibrated_overhead, merge_calibrations
 
     off = {"steps": [_step(1000, 1000, 700.0), _step(2000, 2000, 1400.0)], "encode_ms": 0.05, "client_share_ms": 0.1}
@@ -113,3 +113,33 @@ def test_batching_off_and_on_calibrations_split_the_loop_into_its_per_request_an
         merge_calibrations([off], [])
     with pytest.raises(ValueError):
         replica_capacity_per_s(1, 1, 1, 0.2, 0.01, 1, -0.1)
+
+
+def test_a_steps_python_parts_are_per_call_and_the_planner_runs_them_under_the_gil() -> None:
+    """``batch_stats`` count once per call (the top-level compute figures once per request): 3 calls of 1 row and
+    1 of 4 rows with 40 us and 160 us of assembly are 70 us a call. The planner takes the parts from the lowest load
+    that measured them (the least waiting in their wall time) and simulates them under the GIL."""
+    from types import SimpleNamespace
+
+    from inferperf.analysis.replica_options import replica_of
+    from inferperf.plan.calibrate import calibrated_overhead
+
+    def stats(calls: list[tuple[int, int, int, int]]) -> dict:  # (batch size, calls, input ns, output ns)
+        doc = _stats(sum(b * k for b, k, _, _ in calls), sum(b * k for b, k, _, _ in calls), sum(k for _, k, _, _ in calls))
+        doc["batch_stats"] = [{"batch_size": b, "compute_input": {"count": k, "ns": i}, "compute_output": {"count": k, "ns": o}}
+                              for b, k, i, o in calls]
+        return doc
+
+    t = {1: T(1, "inferperf-loop", 0, 0, 0)}
+    s = step_cost(t, t, stats([(1, 1, 10_000, 5_000)]), stats([(1, 4, 130_000, 35_000), (4, 1, 160_000, 40_000)]),
+                  seconds=1.0, cores=1, rate_per_s=7.0)
+    assert s["call_in_ms"] == pytest.approx(0.280 / 4) and s["call_out_ms"] == pytest.approx(0.070 / 4)
+    idle = step_cost(t, t, stats([(1, 1, 10_000, 5_000)]), stats([(1, 1, 10_000, 5_000)]), 1.0, 1, 1.0)
+    assert idle["call_in_ms"] is None
+    cal = {"loop": {"per_request_ms": 0.3}, "encode_ms": 0.1,
+           "steps": [{"rate_per_s": 900.0, "call_in_ms": 0.05, "call_out_ms": 0.03},
+                     {"rate_per_s": 300.0, "call_in_ms": 0.02, "call_out_ms": 0.01}]}
+    over = calibrated_overhead(cal, "cal.json")
+    assert (over.call_in_ms, over.call_out_ms) == (0.02, 0.01)
+    rep = replica_of(SimpleNamespace(cores=1, instances=2, threads=1), over)
+    assert rep.gil and rep.call_in.mean_ns(1) == 20_000 and rep.call_out.mean_ns(1) == 10_000

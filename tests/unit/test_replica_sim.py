@@ -84,7 +84,7 @@ def test_a_call_measured_beside_other_instances_on_fewer_cores_is_simulated_as_i
     at low load takes loop + 4 ms, not loop + 8."""
     from types import SimpleNamespace
 
-    from inferperf.analysis.replica_sim import alone_factor, option_capacity_per_s, simulate_option
+    from inferperf.analysis.replica_options import alone_factor, option_capacity_per_s, simulate_option
     from inferperf.policy.batching import BatchPolicy
 
     cand = SimpleNamespace(cores=1, instances=2, threads=1, service=Deterministic(8e6))
@@ -173,3 +173,45 @@ def test_the_loops_per_call_part_is_paid_once_per_call_before_the_answers() -> N
     assert small.batch_requests.mean() < 1.5
     b = small.batch_requests.mean()  # U = X x D on the one core at saturation: X = 1 / (0.1 + (0.4 + 0.2) / b) ms
     assert len(small.arrival_ns) / (small.done_ns.max() / 1e9) == pytest.approx(1e3 / (0.1 + 0.6 / b), rel=0.01)
+
+
+def test_the_gil_serialises_python_parts_as_one_fifo_server() -> None:
+    """Calls that are all Python (1 ms of batch assembly, a 1 ns runtime call) on 8 instances with 8 cores: without
+    the GIL each request takes its 1 ms alone (M/D/infinity); with it the instances take the GIL in turn, one FIFO
+    server: M/D/1, mean sojourn D (1 + rho / (2 (1 - rho))) (Pollaczek-Khinchine)."""
+    for rho in (0.5, 0.8):
+        arr = _poisson(rho * 1000, 40_000, 9)
+        free = Replica(cores=8, instances=8, loop_in=None, call_in=Deterministic(1_000_000))
+        held = Replica(cores=8, instances=8, loop_in=None, call_in=Deterministic(1_000_000), gil=True)
+        assert _mean_sojourn_ms(simulate_replica(arr, free, Deterministic(1), seed=1)[0]) == pytest.approx(1.0, abs=1e-5)
+        m = _mean_sojourn_ms(simulate_replica(arr, held, Deterministic(1), seed=1)[0])
+        assert m == pytest.approx(1.0 * (1 + rho / (2 * (1 - rho))), rel=0.06)
+
+
+def test_the_gil_bounds_a_many_core_replica_by_its_python_work() -> None:
+    """8 cores, loop 0.3 ms a request, calls of 0.1 ms Python in + 0.2 ms runtime + 0.1 ms Python out, 2 instances.
+    Without the GIL the loop bounds it (1 / 0.3 ms = 3,333/s); with it the loop and the calls' Python parts take
+    turns: 1 / (0.3 + 0.2) ms = 2,000/s with the GIL always held (its utilisation law, X x 0.5 ms, also below
+    saturation), and a lone request still takes 0.3 + 0.4 ms (nobody to wait for). With 1 instance the instance
+    waits for the GIL at each Python part while the loop holds it, so the replica carries less than the GIL's
+    bound."""
+    kw = dict(cores=8, instances=2, loop_in=Deterministic(300_000), call_in=Deterministic(100_000),
+              call_out=Deterministic(100_000))
+    held, free = Replica(**kw, gil=True), Replica(**kw)
+    run_f = Deterministic(200_000)
+    sparse = np.arange(50, dtype=np.int64) * 10_000_000
+    lone, _ = simulate_replica(sparse, held, run_f, seed=0)
+    assert (lone.done_ns - lone.arrival_ns) == pytest.approx(np.full(50, 700_000), abs=1)
+    run, busy = simulate_replica(_poisson(1500, 30_000, 5), held, run_f, seed=5)
+    x = len(run.arrival_ns) / (busy["span"] / 1e9)
+    assert busy["gil"] / busy["span"] == pytest.approx(x * 0.5e-3, rel=0.01)
+    over = _poisson(2300, 30_000, 5)
+    rate = {}
+    for name, rep in (("gil", held), ("free", free), ("one", Replica(**{**kw, "instances": 1}, gil=True))):
+        r, b = simulate_replica(over, rep, run_f, seed=5)
+        rate[name] = len(r.arrival_ns) / (r.done_ns.max() / 1e9)
+        if name == "gil":
+            assert b["gil"] / b["span"] == pytest.approx(1.0, abs=1e-3)
+    assert rate["gil"] == pytest.approx(2000, rel=0.01)
+    assert rate["free"] == pytest.approx(len(over) / (over[-1] / 1e9), rel=0.01)  # keeps up with 2,300/s
+    assert rate["one"] < 0.9 * rate["gil"]

@@ -188,7 +188,7 @@ class Simulator:
         """One replica's most requests per s: its instances' (mean times), or its server worker's when the server's
         own time is known, whichever is less; as it runs (:meth:`as_it_runs`), also its cores' (loop + call CPU)."""
         if self.as_it_runs(opt):
-            from .replica_sim import option_capacity_per_s
+            from .replica_options import option_capacity_per_s
 
             return option_capacity_per_s(opt.candidate, self.calibrated, opt.policy)
         cap = capacity_per_s(opt)
@@ -262,7 +262,7 @@ class Simulator:
         :meth:`as_it_runs`, else the server's batcher with the server's own time as one FIFO worker before it."""
         service = service or opt.candidate.service
         if self.as_it_runs(opt) and (setup is None or setup.replicas == 1):
-            from .replica_sim import simulate_option
+            from .replica_options import simulate_option
 
             return simulate_option(arr, opt, self.calibrated, service, seed)
         setup = setup or Setup(opt.policy, replicas=1, instances=opt.candidate.instances, balancer="round-robin")

@@ -22,14 +22,23 @@ Mechanisms:
   each busy station progresses at ``min(1, cores / W)`` of its own speed. So a 1-core replica's ceiling follows
   from loop time plus call time, not from the call alone.
 
-Left out: Python's GIL (the loop and the instances' Python parts, batch assembly and the runtime call's entry,
-take turns on it; on a 1-core replica that is already serialised by the core, so 1-core replicas are modelled
-exactly as far as the mechanisms above go, and with more cores the model lets those parts overlap), and CFS's
-slice granularity (a thread that wakes may wait up to a slice; the run-queue waits the calibration measures).
+- **The GIL** (``gil``): the loop's jobs and each call's Python parts (``call_in``: batch assembly and the runtime
+  call's entry; ``call_out``: the return and the split per request) hold Python's GIL, one holder at a time; the
+  runtime call releases it. A thread waiting for it sleeps (it takes no core). It is handed over at the holder's
+  release points (a loop job's end, a Python part's end) to the first waiter, never by a forced switch
+  (:class:`_Gil`; benchmarks/gil_switch.py). On one core this only orders the work (the core is busy whenever
+  anyone holds the GIL); with more cores it bounds the replica at ``1 / (loop + Python per request)`` and makes a
+  lone instance wait for the loop at each Python part.
+
+Left out: CFS's slice granularity (a thread that wakes may wait up to a slice; the run-queue waits the calibration
+measures), the GIL released inside a loop job (a loop job is one callback chain: it reaches a syscall at its end),
+and the asyncio iteration (the batcher runs after the ready callbacks of one ``epoll_wait``; here it sees each
+request as the loop hands it over).
 
 Closed forms it is tested against: tandem M/M/1 queues (cores enough for every thread), M/D/1 under processor
-sharing (mean sojourn D / (1 - rho), one core shared by as many instances as requests), and the utilisation law
-U = X x D (the cores' busy share is the rate times the work per request).
+sharing (mean sojourn D / (1 - rho), one core shared by as many instances as requests), M/D/1 FIFO through the GIL
+(calls all Python on as many cores as instances), and the utilisation law U = X x D (the cores' and the GIL's
+busy share is the rate times the work per request).
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..policy.batching import decide
-from .service_model import Deterministic, ServiceModel, ServiceStream, stream_seed
+from .service_model import ServiceModel, ServiceStream, stream_seed
 from .serving_sim import Setup, SimRun
 
 #: a station's remaining work at or under this (ns) counts as done (float rounding of the shared speeds)
@@ -59,6 +68,10 @@ class Replica:
         loop_in: event-loop work per request before the batcher (ns). loop_out: after the call (ns), or None.
         loop_batch: event-loop work per model call (ns), after the call and before its requests' out parts, or
             None.
+        call_in, call_out: an instance's Python work per call (ns, by rows) before the runtime call (batch
+            assembly, the call's entry) and after it (the return, the split per request), or None.
+        gil: the loop's work and the instances' Python parts hold Python's GIL (one holder at a time); the
+            runtime call itself releases it.
     """
 
     cores: int
@@ -67,6 +80,9 @@ class Replica:
     loop_out: ServiceModel | None = None
     threads_per_instance: int = 1
     loop_batch: ServiceModel | None = None
+    call_in: ServiceModel | None = None
+    call_out: ServiceModel | None = None
+    gil: bool = False
 
     def check(self) -> None:
         """Raises UsageError naming the bad field."""
@@ -86,6 +102,41 @@ class _Queued:
         self.idx, self.arrival_ns = idx, arrival_ns
 
 
+#: the event loop's id for :class:`_Gil` (instances are 0, 1, ...)
+LOOP = -1
+
+
+class _Gil:
+    """Python's GIL as the simulator holds it: one holder, waiters served in the order they asked, the GIL handed
+    to the first waiter when the holder releases it (the end of a loop job, the end of an instance's Python
+    part: the points where CPython's holder drops it and a waiter takes it), never by a forced switch
+    (benchmarks/gil_switch.py: a 20 ms switch interval served tiny-cnn no worse than the default 5 ms). ``on``
+    False: every thread holds it whenever it wants (no GIL)."""
+
+    __slots__ = ("holder", "on", "waiting")
+
+    def __init__(self, on: bool) -> None:
+        self.on, self.holder, self.waiting = on, None, deque()
+
+    def want(self, who: int) -> None:
+        """``who`` asks for the GIL: it holds it at once if free, else waits its turn."""
+        if not self.on or self.holder == who or who in self.waiting:
+            return
+        if self.holder is None:
+            self.holder = who
+        else:
+            self.waiting.append(who)
+
+    def holds(self, who: int) -> bool:
+        """Whether ``who`` may run Python now."""
+        return not self.on or self.holder == who
+
+    def release(self, who: int) -> None:
+        """``who`` is done with its Python part: the first waiter holds the GIL next."""
+        if self.on and self.holder == who:
+            self.holder = self.waiting.popleft() if self.waiting else None
+
+
 def _draws(model: ServiceModel | None, n: int, seed: int, stage: int) -> np.ndarray | None:
     return None if model is None else ServiceStream(model, stream_seed(seed, 0, stage)).take_ns(np.ones(n, np.int64))
 
@@ -96,7 +147,8 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
 
     Args:
         service: model-call time alone (ns) by rows (a batch of ``k`` one-row requests has ``k`` rows). seed:
-            seeds the four work streams (calls: stage 0, loop in: 1, loop out: 2, loop per call: 3;
+            seeds the six work streams (calls: stage 0, loop in: 1, loop out: 2, loop per call: 3, a call's
+            Python in: 4, out: 5;
             :func:`~.service_model.stream_seed`). policy: the batcher's
             (:class:`~inferperf.policy.batching.BatchPolicy`); None or ``dynamic`` off: one call per request,
             else the batches the server's own :func:`~inferperf.policy.batching.decide` forms, evaluated
@@ -107,8 +159,8 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
     Returns:
         (:class:`~.serving_sim.SimRun`: ``admit_ns`` when the loop handed the request to the batcher,
         ``dispatch_ns`` its call's start, ``done_ns`` when its out part ended, one entry per model call in the
-        ``batch_*`` arrays), and busy time in ns: ``{"cores", "loop", "instances", "span"}`` (``cores``: integral
-        of the cores in use).
+        ``batch_*`` arrays), and busy time in ns: ``{"cores", "loop", "instances", "gil", "span"}`` (``cores``:
+        integral of the cores in use; ``gil``: time the GIL was held).
 
     Raises:
         UsageError: a bad replica, unsorted or negative arrivals.
@@ -128,9 +180,13 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
     loop_q: deque[tuple[int, int]] = deque()  # (request, 0 = in / 1 = out) or (index into handed, 2)
     batch_q: deque[_Queued] = deque()
     loop_job: list[Any] = [None, 0.0]  # (request, phase) and remaining work
-    inst: list[list[Any]] = [[None, 0.0, 0.0] for _ in range(replica.instances)]  # (requests, work left, start)
+    # (requests, work left, start, phase 0 = Python in / 1 = runtime / 2 = Python out, runtime work, out work)
+    inst: list[list[Any]] = [[None, 0.0, 0.0, 0, 0.0, 0.0] for _ in range(replica.instances)]
+    py_in = None if replica.call_in is None else ServiceStream(replica.call_in, stream_seed(seed, 0, 4))
+    py_out = None if replica.call_out is None else ServiceStream(replica.call_out, stream_seed(seed, 0, 5))
+    gil = _Gil(replica.gil)
     free: deque[tuple[int, float]] = deque((k, 0.0) for k in range(replica.instances))  # (instance, free since)
-    busy = {"cores": 0.0, "loop": 0.0, "instances": 0.0}
+    busy = {"cores": 0.0, "loop": 0.0, "instances": 0.0, "gil": 0.0}
     t, i, answered = 0.0, 0, 0
     timer = np.inf  # the oldest waiting request's max_queue_delay deadline (batching on)
     tpi, cores = replica.threads_per_instance, replica.cores
@@ -185,9 +241,36 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
                 dispatch[r] = t
                 batching[r] = t - max(admit[r], since)
                 brows[r] = take
-            inst[k][0], inst[k][1], inst[k][2] = reqs, float(calls.next_ns(take)), t
+            s = inst[k]
+            s[0], s[2], s[3] = reqs, t, 0
+            s[1] = float(py_in.next_ns(take)) if py_in is not None else 0.0
+            s[4] = float(calls.next_ns(take))
+            s[5] = float(py_out.next_ns(take)) if py_out is not None else 0.0
+            if s[1] > _EPS:
+                gil.want(k)
+            else:
+                next_phase(k)
             started = True
         return started
+
+    def next_phase(k: int) -> None:
+        # instance k's current phase has ended: release the GIL after a Python part, go on (zero-work parts skip)
+        s = inst[k]
+        while True:
+            if s[3] != 1:
+                gil.release(k)
+            if s[3] == 2:
+                reqs, s[0] = s[0], None
+                batches.append((s[2], t, len(reqs), len(reqs)))
+                free.append((k, t))
+                finish_call(reqs)
+                return
+            s[3] += 1
+            s[1] = s[4] if s[3] == 1 else s[5]
+            if s[1] > _EPS:
+                if s[3] == 2:
+                    gil.want(k)
+                return
 
     while answered < n:
         # start what can start at t: the loop's next job, batches on free instances (zero-work jobs end at once)
@@ -201,24 +284,28 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
                     loop_done(r, phase)
                 else:
                     loop_job[0], loop_job[1] = (r, phase), float(work)
+                    gil.want(LOOP)
                 progressed = True
             progressed = dispatch_batches() or progressed
-        running = [s for s in inst if s[0] is not None]
-        width = (1 if loop_job[0] is not None else 0) + tpi * len(running)
+        # runnable: the loop with its job (and the GIL), each instance in its runtime call (its intra-op threads)
+        # or in a Python part with the GIL; a thread waiting for the GIL sleeps
+        loop_on = loop_job[0] is not None and gil.holds(LOOP)
+        running = [s for k, s in enumerate(inst) if s[0] is not None and (s[3] == 1 or gil.holds(k))]
+        width = (1 if loop_on else 0) + sum(tpi if s[3] == 1 else 1 for s in running)
         speed = 1.0 if width <= cores else cores / width
-        next_done = min([s[1] for s in running] + ([loop_job[1]] if loop_job[0] is not None else []),
-                        default=np.inf) / speed
+        next_done = min([s[1] for s in running] + ([loop_job[1]] if loop_on else []), default=np.inf) / speed
         next_arr = arr[i] - t if i < n else np.inf
         dt = max(0.0, min(next_done, next_arr, timer - t))
         if not np.isfinite(dt):
             raise RuntimeError("replica simulation stalled")  # unreachable: every request has work queued
         busy["cores"] += min(width, cores) * dt
-        if loop_job[0] is not None:
+        busy["gil"] += dt if gil.holder is not None else 0.0
+        if loop_on:
             loop_job[1] -= dt * speed
             busy["loop"] += dt * speed
         for s in running:
             s[1] -= dt * speed
-            busy["instances"] += dt * speed * tpi
+            busy["instances"] += dt * speed * (tpi if s[3] == 1 else 1)
         t = timer if dt == timer - t else t + dt  # land on the deadline exactly (decide compares it)
         while i < n and arr[i] <= t + _EPS:
             if w_in is None:
@@ -227,15 +314,13 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
             else:
                 loop_q.append((i, 0))
             i += 1
-        if loop_job[0] is not None and loop_job[1] <= _EPS:
+        if loop_on and loop_job[1] <= _EPS:
             (r, phase), loop_job[0] = loop_job[0], None
+            gil.release(LOOP)
             loop_done(r, phase)
         for k, s in enumerate(inst):
-            if s[0] is not None and s[1] <= _EPS:
-                reqs, s[0] = s[0], None
-                batches.append((s[2], t, len(reqs), len(reqs)))
-                free.append((k, t))
-                finish_call(reqs)
+            if s[0] is not None and s[1] <= _EPS and (s[3] == 1 or gil.holds(k)):
+                next_phase(k)
     busy["span"] = float(done.max() - arr[0]) if n else 0.0
     b = np.array(batches, dtype=float).reshape(-1, 4)
     b = b[np.argsort(b[:, 0], kind="stable")]  # calls in the order they started
@@ -249,89 +334,4 @@ def simulate_replica(arrivals_ns: Any, replica: Replica, service: ServiceModel, 
     return run, busy
 
 
-def replica_capacity_per_s(cores: int, instances: int, threads_per_instance: int, loop_ms: float,
-                           call_ms: float, rows: int = 1, loop_batch_ms: float = 0.0) -> float:
-    """Requests per s a replica carries at most with calls of ``rows`` one-row requests taking ``call_ms`` each
-    (batching off: ``rows`` 1): the least of its instances' (``instances x rows / call``), its event loop's
-    (``1 / (loop + loop_batch / rows)``: ``loop_ms`` per request, ``loop_batch_ms`` per model call) and its
-    cores' (``cores / (loop + loop_batch / rows + threads x call / rows)``: every request needs that much CPU; the
-    utilisation law U = X x D). Times in ms.
-
-    Raises:
-        ValueError: a time that is not positive (``loop_batch_ms`` negative), or ``rows`` < 1.
-    """
-    if not (loop_ms > 0 and call_ms > 0 and rows >= 1 and loop_batch_ms >= 0):
-        raise ValueError("replica capacity needs loop and call times > 0 ms, a per-call loop time >= 0 and rows >= 1")
-    loop = loop_ms + loop_batch_ms / rows
-    return 1e3 * min(instances * rows / call_ms, 1 / loop, cores / (loop + threads_per_instance * call_ms / rows))
-
-
-def alone_factor(candidate: Any) -> float:
-    """How much of a measured call's time is its own work: ``min(1, cores / (instances x threads))``.
-
-    The ladder runs a candidate's instances side by side, each calling in a closed loop on the replica's own
-    CPUs (:func:`inferperf.plan.ladder.ladder_configs`), so with more runnable threads than cores each measured
-    call already holds its share of the others' (2 instances of 1 thread on 1 core: squeezenet 8.5 ms a call
-    against 4.2 ms alone). The simulator shares the cores itself, so it takes the call's work alone: the
-    measured time x this factor. Without it the sharing was counted twice (squeezenet 2 instances on 1 core:
-    capacity predicted 108/s against about 200 measured)."""
-    want = candidate.instances * candidate.threads
-    return min(1.0, candidate.cores / want) if want > 0 else 1.0
-
-
-class Scaled:
-    """A :class:`~inferperf.analysis.service_model.ServiceModel` whose times are ``inner``'s x ``factor``."""
-
-    def __init__(self, inner: Any, factor: float) -> None:
-        self.inner, self.factor = inner, float(factor)
-
-    def sample_ns(self, rows: int, u: np.ndarray) -> np.ndarray:
-        """``inner``'s times for these uniforms, scaled (int64 ns)."""
-        return np.round(self.inner.sample_ns(rows, u) * self.factor).astype(np.int64)
-
-    def mean_ns(self, rows: int) -> float:
-        """``inner``'s mean at ``rows`` rows, scaled."""
-        return float(self.inner.mean_ns(rows)) * self.factor
-
-    def describe(self) -> dict[str, Any]:
-        """``inner``'s description with the factor."""
-        return {**self.inner.describe(), "scaled_by": self.factor}
-
-
-def _alone(candidate: Any, service: Any) -> Any:
-    f = alone_factor(candidate)
-    return service if f >= 1.0 else Scaled(service, f)
-
-
-def _replica_of(candidate: Any, calibrated: Any) -> Replica:
-    """The replica a plan candidate runs as, with a calibrated loop (an ``Overhead`` with ``calibrated``)."""
-    out_ns = round(calibrated.loop_out_ms * 1e6)
-    batch_ns = round(getattr(calibrated, "loop_batch_ms", 0.0) * 1e6)
-    return Replica(candidate.cores, candidate.instances, calibrated.model,
-                   Deterministic(out_ns) if out_ns > 0 else None, candidate.threads,
-                   Deterministic(batch_ns) if batch_ns > 0 else None)
-
-
-def simulate_option(arrivals_ns: Any, opt: Any, calibrated: Any, service: ServiceModel, seed: int) -> SimRun:
-    """A plan option's one replica (``opt.candidate``: cores, instances, threads) as it runs, with the calibrated
-    loop, calls drawn from ``service`` as their work alone (:func:`alone_factor`; :func:`simulate_replica`)."""
-    return simulate_replica(arrivals_ns, _replica_of(opt.candidate, calibrated), _alone(opt.candidate, service),
-                            seed=seed, policy=opt.policy)[0]
-
-
-def option_capacity_per_s(candidate: Any, calibrated: Any, policy: Any = None) -> float:
-    """:func:`replica_capacity_per_s` of a plan candidate with the calibrated loop (per request, and per model call
-    where the calibration split it), its calls' mean times taken as their work alone (:func:`alone_factor`): at one row with batching off (``policy`` None or ``dynamic`` off),
-    else at the measured batch size up to ``policy.max_batch_size`` that gives the most (a saturated batcher
-    sends full batches)."""
-    dynamic = policy is not None and getattr(policy, "dynamic", False)
-    measured = getattr(candidate.service, "sizes", None) or range(1, policy.max_batch_size + 1) if dynamic else ()
-    sizes = [b for b in measured if b <= policy.max_batch_size] if dynamic else [1]
-    f = alone_factor(candidate)
-    per_call = float(getattr(calibrated, "loop_batch_ms", 0.0) or 0.0)
-    return max(replica_capacity_per_s(candidate.cores, candidate.instances, candidate.threads, calibrated.mean_ms,
-                                      candidate.service.mean_ns(b) * f / 1e6, rows=b, loop_batch_ms=per_call)
-               for b in sizes or [1])
-
-
-__all__ = ["Replica", "Scaled", "alone_factor", "option_capacity_per_s", "replica_capacity_per_s", "simulate_option", "simulate_replica"]
+__all__ = ["LOOP", "Replica", "simulate_replica"]

@@ -16,8 +16,9 @@ predicted vs measured": squeezenet's server time per request grew with the load)
 the event loop's CPU into a per-request and a per-batch part by least squares over the steps when their mean
 batch sizes differ (batching on), and reports it per request only when they do not (batching off).
 
-Left out: waits for Python's GIL (a thread waiting on it sleeps; it is not on a run queue), so with more than one
-CPU the loop's and the instances' Python parts may overlap less than the figures suggest.
+Left out of the measurement: waits for Python's GIL (a thread waiting on it sleeps; it is not on a run queue).
+The simulator models the GIL itself from the loop's CPU and the instances' Python parts per call (``call_in_ms``,
+``call_out_ms``: the server's ``compute_input`` and ``compute_output`` per call, wall time, at the lowest load).
 """
 
 from __future__ import annotations
@@ -40,6 +41,22 @@ def _stats_counts(doc: dict[str, Any]) -> dict[str, int]:
             "executions": int(doc["execution_count"])}
 
 
+def _python_parts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float | None]:
+    """Mean ms per model call of the instance's Python parts between two reads of a model's statistics: batch
+    assembly (``compute_input``) and the split per request (``compute_output``), from ``batch_stats`` (one count per
+    call there; the top-level figures count per request). None when no call ran. Wall time: on a busy replica it
+    holds the thread's waits for a core and for the GIL too."""
+    def per_call(doc: dict[str, Any], key: str) -> tuple[int, int]:
+        rows = doc.get("batch_stats") or []
+        return sum(int(b[key]["ns"]) for b in rows), sum(int(b[key]["count"]) for b in rows)
+
+    out: dict[str, float | None] = {}
+    for key, name in (("compute_input", "call_in_ms"), ("compute_output", "call_out_ms")):
+        (ns1, c1), (ns0, c0) = per_call(after, key), per_call(before, key)
+        out[name] = (ns1 - ns0) / (c1 - c0) / 1e6 if c1 > c0 else None
+    return out
+
+
 def step_cost(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes], stats_before: dict[str, Any],
               stats_after: dict[str, Any], seconds: float, cores: int, rate_per_s: float) -> dict[str, Any]:
     """One calibration step's figures from two reads of the server's threads and statistics ``seconds`` apart.
@@ -47,7 +64,8 @@ def step_cost(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes], sta
     Returns:
         ``{"rate_per_s", "seconds", "requests", "rows", "executions", "throughput_per_s", "mean_batch_requests",
         "roles": by_role, "loop_cpu_ms_per_request", "loop_wait_ms_per_request", "call_cpu_ms" (instance +
-        pool CPU per model call), "call_wait_ms", "utilisation": {role: CPU ns / (seconds x 1e9)},
+        pool CPU per model call), "call_wait_ms", "call_in_ms", "call_out_ms" (the instance's Python parts per
+        call: :func:`_python_parts`), "utilisation": {role: CPU ns / (seconds x 1e9)},
         "replica_utilisation": all server threads' CPU / (seconds x cores)}``; per-request and per-call figures
         are None when the step served nothing.
 
@@ -68,6 +86,7 @@ def step_cost(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes], sta
             "loop_cpu_ms_per_request": per(loop["cpu_ns"], "requests"),
             "loop_wait_ms_per_request": per(loop["wait_ns"], "requests"),
             "call_cpu_ms": per(call_cpu, "executions"), "call_wait_ms": per(call_wait, "executions"),
+            **_python_parts(stats_before, stats_after),
             "utilisation": {k: v["cpu_ns"] / (seconds * 1e9) for k, v in roles.items()},
             "replica_utilisation": sum(v["cpu_ns"] for v in roles.values()) / (seconds * 1e9 * cores)}
 
@@ -104,7 +123,7 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
     """Serve ``opt``'s replica for real (:func:`.validate.served`) and measure its cost at each of ``loads`` x
     its capacity for ``step_s`` seconds of Poisson arrivals (the load starts inside the step). The capacity is
     ``capacity_per_s`` for the first step, then at most what the replica's cores carry with the loop's CPU per
-    request measured so far and the candidate's mean call (:func:`~inferperf.analysis.replica_sim.
+    request measured so far and the candidate's mean call (:func:`~inferperf.analysis.replica_options.
     replica_capacity_per_s`), so a later step does not overload a replica whose loop is its bottleneck.
 
     Returns:
@@ -123,7 +142,7 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
     from ..loadgen.run import load
     from .validate import REQUEST_TIMEOUT_MS, _load_shapes, served
 
-    from ..analysis.replica_sim import alone_factor, replica_capacity_per_s
+    from ..analysis.replica_options import alone_factor, replica_capacity_per_s
     from ..loadgen.breakdown import client_share_ms
 
     steps: list[dict[str, Any]] = []
@@ -206,15 +225,20 @@ def merge_calibrations(cals: Sequence[dict[str, Any]], labels: Sequence[str]) ->
 def calibrated_overhead(cal: dict[str, Any], source: str) -> Any:
     """The calibrated loop as the planner's :class:`~inferperf.analysis.candidates.Overhead` (``calibrated``):
     the loop's CPU per request (:func:`split_loop_cost`), its part after the call the server's mean encode time
-    (at most the whole), the rest before the batcher; and its CPU per model call where the split found one
-    (``loop_batch_ms``; else 0: all of it per request). ``source``: where the calibration is saved."""
+    (at most the whole), the rest before the batcher; its CPU per model call where the split found one
+    (``loop_batch_ms``; else 0: all of it per request); and the instances' Python parts per call (``call_in_ms``,
+    ``call_out_ms``) at the lowest load that measured them (the least waiting in their wall time), which the
+    simulator runs under the GIL. ``source``: where the calibration is saved."""
     from ..analysis.candidates import Overhead
     from ..analysis.service_model import Deterministic
 
     total = float(cal["loop"]["per_request_ms"])
     out = min(float(cal.get("encode_ms") or 0.0), total)
+    py = next((st for st in sorted(cal.get("steps", []), key=lambda st: st.get("rate_per_s", 0.0))
+               if st.get("call_in_ms") is not None), {})
     return Overhead(Deterministic(max(1, round((total - out) * 1e6))), total, [source], loop_out_ms=out,
-                    calibrated=True, loop_batch_ms=float(cal["loop"].get("per_batch_ms") or 0.0))
+                    calibrated=True, loop_batch_ms=float(cal["loop"].get("per_batch_ms") or 0.0),
+                    call_in_ms=float(py.get("call_in_ms") or 0.0), call_out_ms=float(py.get("call_out_ms") or 0.0))
 
 
 __all__ = ["CALIBRATION_LOADS", "batching_arm", "calibrate", "calibrate_arms", "calibrated_overhead", "merge_calibrations", "split_loop_cost", "step_cost"]

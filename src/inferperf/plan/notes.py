@@ -48,8 +48,8 @@ def plan_notes(options: list[Option], cands: list[Candidate], over: Overhead | N
                      f"ms CPU per request ({over.loop_out_ms:.3g} ms of it after the call)"
                      + (f" and {over.loop_batch_ms:.3g} ms per model call" if over.loop_batch_ms else "")
                      + "; options are simulated as the "
-                     "replica runs (the loop and the instances sharing its cores, the server's batcher between them; "
-                     "the GIL left out)")
+                     "replica runs (the loop and the instances sharing its cores and taking Python's GIL in turn, the "
+                     "server's batcher between them)")
     else:
         notes.append(f"server overhead {over.mean_ms:.3g} ms per request, from {', '.join(over.sources)}")
     for c in cands:
