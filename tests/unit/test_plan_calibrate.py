@@ -117,12 +117,13 @@ def test_batching_off_and_on_calibrations_split_the_loop_into_its_per_request_an
 
 def test_a_steps_python_parts_are_per_call_and_the_planner_runs_them_under_the_gil() -> None:
     """``batch_stats`` count once per call (the top-level compute figures once per request): 3 calls of 1 row and
-    1 of 4 rows with 40 us and 160 us of assembly are 70 us a call. The planner takes the parts from the lowest load
-    that measured them (the least waiting in their wall time) and simulates them under the GIL."""
+    1 of 4 rows with 40 us and 160 us of assembly are 70 us a call. The planner takes each part per call and per
+    row (a fit over the steps' rows per call: batching off is 1 row a call, batching on several) and simulates
+    them under the GIL."""
     from types import SimpleNamespace
 
     from inferperf.analysis.replica_options import replica_of
-    from inferperf.plan.calibrate import calibrated_overhead
+    from inferperf.plan.calibrate import calibrated_overhead, python_part
 
     def stats(calls: list[tuple[int, int, int, int]]) -> dict:  # (batch size, calls, input ns, output ns)
         doc = _stats(sum(b * k for b, k, _, _ in calls), sum(b * k for b, k, _, _ in calls), sum(k for _, k, _, _ in calls))
@@ -136,10 +137,14 @@ def test_a_steps_python_parts_are_per_call_and_the_planner_runs_them_under_the_g
     assert s["call_in_ms"] == pytest.approx(0.280 / 4) and s["call_out_ms"] == pytest.approx(0.070 / 4)
     idle = step_cost(t, t, stats([(1, 1, 10_000, 5_000)]), stats([(1, 1, 10_000, 5_000)]), 1.0, 1, 1.0)
     assert idle["call_in_ms"] is None
-    cal = {"loop": {"per_request_ms": 0.3}, "encode_ms": 0.1,
-           "steps": [{"rate_per_s": 900.0, "call_in_ms": 0.05, "call_out_ms": 0.03},
-                     {"rate_per_s": 300.0, "call_in_ms": 0.02, "call_out_ms": 0.01}]}
-    over = calibrated_overhead(cal, "cal.json")
-    assert (over.call_in_ms, over.call_out_ms) == (0.02, 0.01)
+    # batch assembly 0.01 ms a call + 0.02 a row, the split 0.03 a row (batching off at 1 row, on at 2 and 4)
+    steps = [{"mean_batch_requests": r, "call_in_ms": 0.01 + 0.02 * r, "call_out_ms": 0.03 * r} for r in (1.0, 2.0, 4.0)]
+    over = calibrated_overhead({"loop": {"per_request_ms": 0.3}, "encode_ms": 0.1, "steps": steps}, "cal.json")
+    assert (over.call_in_ms, over.call_in_per_row_ms) == (pytest.approx(0.01), pytest.approx(0.02))
+    assert (over.call_out_ms, over.call_out_per_row_ms) == (pytest.approx(0.0, abs=1e-9), pytest.approx(0.03))
     rep = replica_of(SimpleNamespace(cores=1, instances=2, threads=1), over)
-    assert rep.gil and rep.call_in.mean_ns(1) == 20_000 and rep.call_out.mean_ns(1) == 10_000
+    assert rep.gil and rep.call_in.mean_ns(1) == 30_000 and rep.call_in.mean_ns(4) == 90_000
+    assert rep.call_out.mean_ns(4) == 120_000
+    # one batch size: its mean per call; nothing measured: none
+    assert python_part(steps[:1], "call_in_ms") == (pytest.approx(0.03), 0.0)
+    assert python_part([{"mean_batch_requests": 1.0, "call_in_ms": None}], "call_in_ms") == (0.0, 0.0)

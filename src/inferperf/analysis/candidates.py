@@ -107,7 +107,8 @@ class Overhead:
     ``calibrated``: measured as the event loop's CPU time under load (:mod:`inferperf.plan.calibrate`): ``model``
     is then the loop's part before the batcher and ``loop_out_ms`` its part after the call (``mean_ms`` both, per
     request), ``loop_batch_ms`` its part per model call (0: not split, every loop cost in ``mean_ms``),
-    ``call_in_ms`` / ``call_out_ms`` an instance's Python work per call before / after the runtime call, and options
+    ``call_in_ms`` / ``call_out_ms`` an instance's Python work per call before / after the runtime call (plus
+    ``call_in_per_row_ms`` / ``call_out_per_row_ms`` per row), and options
     of one replica are simulated as the replica runs
     (:mod:`inferperf.analysis.replica_sim`: the loop and the instances sharing the replica's cores)."""
 
@@ -119,6 +120,8 @@ class Overhead:
     loop_batch_ms: float = 0.0
     call_in_ms: float = 0.0
     call_out_ms: float = 0.0
+    call_in_per_row_ms: float = 0.0
+    call_out_per_row_ms: float = 0.0
 
 
 def threads_of(r: Result) -> int:

@@ -77,14 +77,14 @@ def _alone(candidate: Any, service: Any) -> Any:
 def replica_of(candidate: Any, calibrated: Any) -> Replica:
     """The replica a plan candidate runs as, with a calibrated loop (an ``Overhead`` with ``calibrated``): its
     per-request and per-call parts, each call's Python parts, and the GIL."""
-    def fixed(ms: float | None) -> Deterministic | None:
-        ns = round((ms or 0.0) * 1e6)
-        return Deterministic(ns) if ns > 0 else None
+    def fixed(ms: float | None, per_row_ms: float | None = 0.0) -> Deterministic | None:
+        ns, per_row = round((ms or 0.0) * 1e6), round((per_row_ms or 0.0) * 1e6)
+        return Deterministic(ns, per_row) if ns + per_row > 0 else None
 
+    get = lambda k: getattr(calibrated, k, 0.0)  # noqa: E731 - fields an older Overhead may lack
     return Replica(candidate.cores, candidate.instances, calibrated.model, fixed(calibrated.loop_out_ms),
-                   candidate.threads, fixed(getattr(calibrated, "loop_batch_ms", 0.0)),
-                   fixed(getattr(calibrated, "call_in_ms", 0.0)), fixed(getattr(calibrated, "call_out_ms", 0.0)),
-                   gil=True)
+                   candidate.threads, fixed(get("loop_batch_ms")), fixed(get("call_in_ms"), get("call_in_per_row_ms")),
+                   fixed(get("call_out_ms"), get("call_out_per_row_ms")), gil=True)
 
 
 def simulate_option(arrivals_ns: Any, opt: Any, calibrated: Any, service: ServiceModel, seed: int) -> SimRun:
@@ -104,10 +104,11 @@ def option_capacity_per_s(candidate: Any, calibrated: Any, policy: Any = None) -
     sizes = [b for b in measured if b <= policy.max_batch_size] if dynamic else [1]
     f = alone_factor(candidate)
     per_call = float(getattr(calibrated, "loop_batch_ms", 0.0) or 0.0)
-    py = float(getattr(calibrated, "call_in_ms", 0.0) or 0.0) + float(getattr(calibrated, "call_out_ms", 0.0) or 0.0)
+    get = lambda k: float(getattr(calibrated, k, 0.0) or 0.0)  # noqa: E731
+    py = lambda b: get("call_in_ms") + get("call_out_ms") + b * (get("call_in_per_row_ms") + get("call_out_per_row_ms"))  # noqa: E731
     return max(replica_capacity_per_s(candidate.cores, candidate.instances, candidate.threads, calibrated.mean_ms,
                                       candidate.service.mean_ns(b) * f / 1e6, rows=b, loop_batch_ms=per_call,
-                                      call_python_ms=py) for b in sizes or [1])
+                                      call_python_ms=py(b)) for b in sizes or [1])
 
 
 __all__ = ["Scaled", "alone_factor", "option_capacity_per_s", "replica_capacity_per_s", "replica_of", "simulate_option"]

@@ -227,18 +227,38 @@ def calibrated_overhead(cal: dict[str, Any], source: str) -> Any:
     the loop's CPU per request (:func:`split_loop_cost`), its part after the call the server's mean encode time
     (at most the whole), the rest before the batcher; its CPU per model call where the split found one
     (``loop_batch_ms``; else 0: all of it per request); and the instances' Python parts per call (``call_in_ms``,
-    ``call_out_ms``) at the lowest load that measured them (the least waiting in their wall time), which the
-    simulator runs under the GIL. ``source``: where the calibration is saved."""
+    ``call_out_ms``, each per call and per row: :func:`python_part`), which the simulator runs under the GIL.
+    ``source``: where the calibration is saved."""
     from ..analysis.candidates import Overhead
     from ..analysis.service_model import Deterministic
 
     total = float(cal["loop"]["per_request_ms"])
     out = min(float(cal.get("encode_ms") or 0.0), total)
-    py = next((st for st in sorted(cal.get("steps", []), key=lambda st: st.get("rate_per_s", 0.0))
-               if st.get("call_in_ms") is not None), {})
+    parts = {k: python_part(cal.get("steps", []), k) for k in ("call_in_ms", "call_out_ms")}
     return Overhead(Deterministic(max(1, round((total - out) * 1e6))), total, [source], loop_out_ms=out,
                     calibrated=True, loop_batch_ms=float(cal["loop"].get("per_batch_ms") or 0.0),
-                    call_in_ms=float(py.get("call_in_ms") or 0.0), call_out_ms=float(py.get("call_out_ms") or 0.0))
+                    call_in_ms=parts["call_in_ms"][0], call_in_per_row_ms=parts["call_in_ms"][1],
+                    call_out_ms=parts["call_out_ms"][0], call_out_per_row_ms=parts["call_out_ms"][1])
 
 
-__all__ = ["CALIBRATION_LOADS", "batching_arm", "calibrate", "calibrate_arms", "calibrated_overhead", "merge_calibrations", "split_loop_cost", "step_cost"]
+def python_part(steps: Sequence[dict[str, Any]], key: str) -> tuple[float, float]:
+    """An instance's Python part per call (``key``: ``call_in_ms`` or ``call_out_ms``) as ``(per call, per row)``
+    ms: least squares of the steps' figures on their mean rows per call (batch assembly and the split grow with
+    the rows), both parts >= 0; with one batch size among the steps, its mean per call and 0 per row; (0, 0)
+    when no step measured it."""
+    pts = [(float(st["mean_batch_requests"]), float(st[key])) for st in steps
+           if st.get(key) is not None and st.get("mean_batch_requests")]
+    if not pts:
+        return 0.0, 0.0
+    rows, ms = (np.array(v) for v in zip(*pts, strict=True))
+    if rows.max() < rows.min() * 1.05:
+        return float(ms.mean()), 0.0
+    per_row, base = np.polyfit(rows, ms, 1)
+    if base < 0:  # through the origin: all of it per row
+        return 0.0, float(max(0.0, (rows @ ms) / (rows @ rows)))
+    if per_row < 0:
+        return float(ms.mean()), 0.0
+    return float(base), float(per_row)
+
+
+__all__ = ["CALIBRATION_LOADS", "batching_arm", "calibrate", "calibrate_arms", "calibrated_overhead", "merge_calibrations", "python_part", "split_loop_cost", "step_cost"]
