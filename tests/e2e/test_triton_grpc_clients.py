@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_triton_clients import (EXAMPLE_CLIENTS, MEASUREMENT_MS, MODEL, PERF_ANALYZER, PYTHON, ROW_SHAPE,
-                                           _free_port, _io, _launch, _Server, _start, model_path,
+                                           _free_port, _io, _launch, _Server, _split, _start, model_path,
                                            perf_analyzer_shm_passes, pytestmark, shm_examples_pass)
 
 __all__ = ["model_path", "pytestmark"]  # the model fixture and the skip-without-the-venv marks, shared
@@ -147,17 +147,6 @@ def test_model_control_passes_with_the_load_time_config_override(tmp_path_factor
         assert srv.proc.poll() is None
     finally:
         srv.stop()
-
-
-def _split() -> tuple[set[int] | None, set[int] | None]:
-    """(server CPUs, client CPUs): this process's CPUs halved, the server on the first half, both clients on the
-    rest, so neither client's own threads take CPU from the server (on 2 CPUs perf_analyzer's gRPC threads did,
-    and the two clients' p50s then differed by their CPU use, not their timing); (None, None) on one CPU."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        return None, None
-    half = len(cpus) // 2
-    return set(cpus[:half]), set(cpus[half:])
 
 
 def test_perf_analyzer_and_inferperf_load_agree_over_grpc(tmp_path_factory: pytest.TempPathFactory) -> None:
