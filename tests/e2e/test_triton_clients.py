@@ -270,13 +270,13 @@ _PA_SERVER = re.compile(r"Avg request latency: (\d+) usec \(overhead (\d+) usec 
 
 def test_the_load_breakdown_agrees_with_perf_analyzers_server_side_breakdown(model_path: Path, tmp_path: Path) -> None:
     """Issue 39 item 5's anchor: perf_analyzer at concurrency 2 (binary tensors) and ``inferperf load`` at
-    concurrency 2 on the same server (3 windows of 1 s; 3 s), in interleaved rounds (A B B A, so the machine's
-    drift falls on both alike): the server parts (queue, compute input / infer / output, overhead = success -
-    queue - compute), each client's mean over its rounds, agree within 10 % or 0.1 ms (the issue's floor for
-    figures of a tenth of a millisecond, below this machine's noise), and the load's parts add up to its client
-    mean. One round each failed 1 time in 3 on the overhead alone (0.224 against 0.327 ms, both clients sharing
-    the server's 2 CPUs; ours 0.185 and 0.622 ms in two rounds of A B B A): the server now has CPUs of its own
-    (:func:`_split`), the clients the rest."""
+    concurrency 2 on the same server (3 windows of 1 s; 3 s), in 4 interleaved pairs (A B, B A, A B, B A, so the
+    machine's drift falls on both alike): the server parts (queue, compute input / infer / output, overhead =
+    success - queue - compute), the median over the pairs of their difference, agree within 10 % or 0.1 ms (the
+    issue's floor for figures of a tenth of a millisecond, below this machine's noise), and the load's parts add
+    up to its client mean. One round each failed 1 time in 3 on the overhead alone (0.224 against 0.327 ms, both
+    clients sharing the server's 2 CPUs; ours 0.185 and 0.622 ms in two rounds of A B B A): the server now has
+    CPUs of its own (:func:`_split`), the clients the rest."""
     server_cpus, client_cpus = _split()
     pin = None if client_cpus is None else (lambda: os.sched_setaffinity(0, client_cpus))
     server = _start(model_path, tmp_path / "serve.log", cpus=server_cpus)
@@ -311,14 +311,24 @@ def test_the_load_breakdown_agrees_with_perf_analyzers_server_side_breakdown(mod
                 "compute output": s["compute_output_ms"],
                 "overhead": s["request_total_ms"] - s["queue_ms"] - s["compute_ms"]}  # fmt: skip
 
+    pairs = []
     try:
-        pa1, ld1, ld2, pa2 = theirs(), ours(1), ours(2), theirs()  # A B B A
+        for r in range(4):  # A B, B A, A B, B A: each pair back to back, a drift falls on each client as often
+            if r % 2 == 0:
+                pa = theirs()
+                ld = ours(r)
+            else:
+                ld = ours(r)
+                pa = theirs()
+            pairs.append((ld, pa))
     finally:
         server.stop()
-    mean = lambda a, b: {k: (a[k] + b[k]) / 2 for k in keys}  # noqa: E731
-    mine, pa = mean(ld1, ld2), mean(pa1, pa2)
-    far = {k: (mine[k], pa[k]) for k in keys if abs(mine[k] - pa[k]) > max(0.1, 0.1 * pa[k])}
-    assert not far, f"load vs perf_analyzer (ms, means of 2 rounds): {far}; rounds: ours {ld1} {ld2}, theirs {pa1} {pa2}"
+    # per part, the median over the pairs of ours - theirs: a stall of the machine during one or two rounds (one
+    # run read 1.0 ms of overhead in both its load rounds against 0.2 ms in perf_analyzer's) does not decide it
+    diff = {k: float(np.median([ld[k] - pa[k] for ld, pa in pairs])) for k in keys}
+    ref = {k: float(np.median([pa[k] for _, pa in pairs])) for k in keys}
+    far = {k: (diff[k], ref[k]) for k in keys if abs(diff[k]) > max(0.1, 0.1 * ref[k])}
+    assert not far, f"load - perf_analyzer (ms, median over 4 pairs; theirs): {far}; pairs: {pairs}"
 
 
 def test_metrics_scrape_after_the_clients(server: _Server, model_path: Path) -> None:
