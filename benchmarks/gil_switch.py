@@ -86,7 +86,12 @@ def main() -> None:
     a = ap.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("gil_switch.py needs 2 CPUs: one for the server, the rest for the load")
-    arms = [(float(x.split(":")[0]) / 1e3, x.split(":")[1] != "off") for x in a.arms.split(",")]
+    try:
+        arms = [(float(ms) / 1e3, gc_arm == "on") for ms, gc_arm in (x.split(":") for x in a.arms.split(","))]
+        if any(s <= 0 for s, _ in arms) or any(x.split(":")[1] not in ("on", "off") for x in a.arms.split(",")):
+            raise ValueError
+    except ValueError:
+        ap.error(f"--arms {a.arms!r}: give INTERVAL_MS:on|off pairs, intervals > 0, e.g. 5:on,5:off")
     rows = []
     with tempfile.TemporaryDirectory() as site:
         Path(site, "sitecustomize.py").write_text(SITE)

@@ -18,7 +18,8 @@ batch sizes differ (batching on), and reports it per request only when they do n
 
 Left out of the measurement: waits for Python's GIL (a thread waiting on it sleeps; it is not on a run queue).
 The simulator models the GIL itself from the loop's CPU and the instances' Python parts per call (``call_in_ms``,
-``call_out_ms``: the server's ``compute_input`` and ``compute_output`` per call, wall time, at the lowest load).
+``call_out_ms``: the server's ``compute_input`` and ``compute_output`` per call, wall time, fitted per call and
+per row over the steps: :func:`python_part`).
 """
 
 from __future__ import annotations
