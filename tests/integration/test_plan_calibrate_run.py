@@ -32,3 +32,27 @@ def test_calibration_measures_the_replicas_threads_at_two_loads(tmp_path: Path) 
     assert cal["loop"]["method"] == "per request" and cal["loop"]["per_request_ms"] > 0
     # issue 39 item 4: the client's share at the lowest load (its latency less the server's whole exchange)
     assert 0 < cal["client_share_ms"] < 5 and cal["client_share_ms"] == cal["steps"][0]["client_share_ms"]
+
+
+def test_a_pilot_step_keeps_the_steps_below_a_loop_bound_replicas_capacity(tmp_path: Path) -> None:
+    """Issue 39 leftover: with no serve overhead known the capacity is the calls' alone (here 50,000 req/s, far
+    above what the replica's event loop carries on one core); the pilot step at 200 req/s measures the loop's CPU
+    per request, and the steps run at 25 % and 50 % of the capacity that bounds, so the replica answers at the
+    offered rate instead of queueing (a first step at 12,500 req/s would)."""
+    from inferperf.analysis.replica_options import alone_factor, replica_capacity_per_s
+    from inferperf.plan.calibrate import PILOT_RATE_PER_S
+
+    base = base_result(tmp_path)
+    opt = options_for(candidates([(Path("b1.json"), measured(base, 1, 1, 1, 1.0, seed=1))]),
+                      PlanOptions(100.0, 50.0))[0]
+    cal = calibrate(str(tmp_path / "mlp.onnx"), opt, capacity_per_s=50_000.0, step_s=1.5, loads=(0.25, 0.5),
+                    pilot=True)
+    pilot, c = cal["pilot"], opt.candidate
+    assert pilot is not None and pilot["rate_per_s"] == PILOT_RATE_PER_S and pilot["loop_cpu_ms_per_request"] > 0
+    bound = replica_capacity_per_s(1, c.instances, c.threads, pilot["loop_cpu_ms_per_request"],
+                                   c.service.mean_ns(1) * alone_factor(c) / 1e6)
+    assert bound < 50_000 and cal["steps"][0]["rate_per_s"] == pytest.approx(0.25 * bound)
+    assert cal["steps"][1]["rate_per_s"] <= 0.5 * bound + 1e-9
+    for s in cal["steps"]:
+        assert 0.6 * s["rate_per_s"] <= s["throughput_per_s"] <= 1.4 * s["rate_per_s"], s
+    assert all(s["rate_per_s"] != PILOT_RATE_PER_S for s in cal["steps"])  # the pilot is not among the fitted steps

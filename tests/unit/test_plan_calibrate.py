@@ -148,3 +148,12 @@ def test_a_steps_python_parts_are_per_call_and_the_planner_runs_them_under_the_g
     # one batch size: its mean per call; nothing measured: none
     assert python_part(steps[:1], "call_in_ms") == (pytest.approx(0.03), 0.0)
     assert python_part([{"mean_batch_requests": 1.0, "call_in_ms": None}], "call_in_ms") == (0.0, 0.0)
+
+
+def test_the_pilot_runs_only_when_the_first_step_would_be_faster_than_it() -> None:
+    from inferperf.plan.calibrate import PILOT_RATE_PER_S, pilot_rate
+
+    assert pilot_rate(31_240.0) == PILOT_RATE_PER_S  # tiny-cnn's calls alone: a first step at 9,372 req/s
+    assert pilot_rate(500.0) is None  # 30 % is 150 req/s: slower than the pilot, nothing to bound
+    assert pilot_rate(600.0) is None and pilot_rate(700.0) == PILOT_RATE_PER_S  # first steps at 180 and 210 req/s
+    assert pilot_rate(1_000.0, loads=(0.1, 0.5)) is None and pilot_rate(1_000.0, loads=(0.5, 0.7)) == PILOT_RATE_PER_S

@@ -50,3 +50,22 @@ def test_check_fills_defaults_and_accepts_good_spec(tmp_path: Path) -> None:
     assert s.out_dir == Path("inferperf-plan-squeezenet")
     s2 = _spec(tmp_path, validate=ValidateSpec(rounds=2, step_s=1.0)).check()
     assert s2.ladder is None and s2.out_dir == tmp_path / "plan"
+
+
+@pytest.mark.parametrize(("kw", "pinned"), [
+    ({}, False),  # nothing served: the ladder measures on this process's CPUs
+    ({"validate": ValidateSpec(rounds=1, step_s=1.0)}, True),
+    ({"calibrate_step_s": 2.0}, True),  # --calibrate without --validate serves the replica on its share too
+])
+def test_the_ladder_is_pinned_to_the_servers_share_when_a_replica_is_served(tmp_path: Path, monkeypatch, kw: dict,
+                                                                             pinned: bool) -> None:
+    import os
+
+    import inferperf.plan.spec as spec_mod
+    from inferperf.serve.child import split_cpus
+
+    seen = {}
+    monkeypatch.setattr(spec_mod, "plan", lambda model, opts, out, paths, ladder, **k: seen.setdefault("l", ladder))
+    run_spec(_spec(tmp_path, from_paths=[], ladder=LadderSpec([1], [1], duration_s=1.0, rounds=1), **kw))
+    want = split_cpus(sorted(os.sched_getaffinity(0)))[1] if pinned else None
+    assert seen["l"]["pin"] == want and (not pinned or want)

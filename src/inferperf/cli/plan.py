@@ -64,6 +64,10 @@ def print_calibration(c: dict[str, Any]) -> None:
     print(f"calibration: {c['label']} served on {c['server_cpus']} CPU(s); event loop {c['loop']['per_request_ms']:.3g} "
           f"ms CPU per request ({c['loop']['method']}); server decode {_ms(c.get('decode_ms'))} ms, encode "
           f"{_ms(c.get('encode_ms'))} ms")
+    if c.get("pilot"):
+        pl = c["pilot"]
+        print(f"  pilot {pl['rate_per_s']:.4g} req/s (no serve overhead known): loop "
+              f"{_ms(pl['loop_cpu_ms_per_request'])} ms CPU per request bounds the capacity the steps run at")
     for st in c["steps"]:
         print(f"  {st['rate_per_s']:.4g} req/s offered, {st['throughput_per_s']:.4g} served: loop "
               f"{_ms(st['loop_cpu_ms_per_request'])} ms CPU + {_ms(st['loop_wait_ms_per_request'])} ms run-queue wait "

@@ -34,6 +34,19 @@ from ..measure.threads import ThreadTimes, by_role, read_threads, thread_delta
 
 #: fractions of the replica's predicted capacity a calibration runs at
 CALIBRATION_LOADS = (0.3, 0.7)
+#: the pilot step's rate (requests/s) when the capacity is the model calls' alone (no serve overhead known): low
+#: enough for any replica's event loop (it costs tenths of a millisecond of CPU per request, so one core carries
+#: thousands per second), high enough for a few hundred requests in a step
+PILOT_RATE_PER_S = 200.0
+
+
+def pilot_rate(capacity_per_s: float, loads: Sequence[float] = CALIBRATION_LOADS) -> float | None:
+    """The pilot step's rate (requests/s) before steps at ``loads`` x ``capacity_per_s`` when that capacity is the
+    model calls' alone: :data:`PILOT_RATE_PER_S`, or None when the first step is no faster (the pilot would only
+    repeat it). Why: a replica whose event loop is its bottleneck carries far less than its calls do (tiny-cnn:
+    calls for 31,240 req/s, the replica 2,000-2,700), so a first step at 30 % of the calls' capacity overloads it
+    and measures a queue, not a cost; the pilot's loop CPU per request bounds the capacity the steps use."""
+    return PILOT_RATE_PER_S if min(loads) * capacity_per_s > PILOT_RATE_PER_S else None
 
 
 def _stats_counts(doc: dict[str, Any]) -> dict[str, int]:
@@ -120,15 +133,19 @@ def split_loop_cost(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
               loads: Sequence[float] = CALIBRATION_LOADS, command: list[str] | None = None,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[str], None] | None = None, pilot: bool = False) -> dict[str, Any]:
     """Serve ``opt``'s replica for real (:func:`.validate.served`) and measure its cost at each of ``loads`` x
     its capacity for ``step_s`` seconds of Poisson arrivals (the load starts inside the step). The capacity is
     ``capacity_per_s`` for the first step, then at most what the replica's cores carry with the loop's CPU per
     request measured so far and the candidate's mean call (:func:`~inferperf.analysis.replica_options.
     replica_capacity_per_s`), so a later step does not overload a replica whose loop is its bottleneck.
+    ``pilot``: ``capacity_per_s`` is the model calls' alone (no serve overhead known), so a pilot step at
+    :func:`pilot_rate` runs first and its loop CPU bounds the capacity of the first step too; the pilot is kept
+    apart (``"pilot"``), not fitted: the steps stay at ``loads``.
 
     Returns:
-        ``{"steps": [step_cost(...) + "client_share_ms"], "loop": split_loop_cost(...), "placement",
+        ``{"steps": [step_cost(...) + "client_share_ms"], "pilot": the pilot's step_cost or None,
+        "loop": split_loop_cost(...), "placement",
         "server_cpus": n, "client_share_ms": the client's share of its latency at the lowest load that measured
         it (:func:`~inferperf.loadgen.breakdown.client_share_ms`),
         "decode_ms", "encode_ms": the server's mean decode and encode times over the run (None without its
@@ -154,27 +171,36 @@ def calibrate(model: str, opt: Any, capacity_per_s: float, step_s: float = 5.0,
         def stats() -> dict[str, Any]:
             return httpx.get(f"{url}/v2/models/{name}/stats", timeout=10).json()["model_stats"][0]
 
-        for f in loads:
-            if steps and steps[-1]["loop_cpu_ms_per_request"]:
-                capacity_per_s = min(capacity_per_s, replica_capacity_per_s(
-                    len(placement["server_cpus"]), c.instances, c.threads, steps[-1]["loop_cpu_ms_per_request"],
-                    c.service.mean_ns(1) * alone_factor(c) / 1e6))
-            rate = capacity_per_s * f
+        def step(rate: float, what: str) -> dict[str, Any]:
             if progress:
-                progress(f"calibrate: {rate:.4g} req/s ({f * 100:.0f} % of capacity) for {step_s:g} s")
+                progress(f"calibrate: {rate:.4g} req/s ({what}) for {step_s:g} s")
             lc = LoadConfig(url=url, model=name, protocol="binary", request_rate=[rate], arrival="poisson",
                             duration_s=step_s, shapes=_load_shapes(opt), warmup_s=0.0, max_trials=1,
                             timeout_ms=REQUEST_TIMEOUT_MS)
             s0, t0, th0 = stats(), monotonic_s(), read_threads(pid)
             rs = load(lc, command=command)
             th1, t1, s1 = read_threads(pid), monotonic_s(), stats()
-            steps.append({**step_cost(th0, th1, s0, s1, t1 - t0, len(placement["server_cpus"]), rate),
-                          "client_share_ms": client_share_ms((rs[0].metrics.server or {}).get("breakdown_ms"))
-                          if rs else None})
+            return {**step_cost(th0, th1, s0, s1, t1 - t0, len(placement["server_cpus"]), rate),
+                    "client_share_ms": client_share_ms((rs[0].metrics.server or {}).get("breakdown_ms"))
+                    if rs else None}
+
+        def bounded(capacity: float, last: dict[str, Any] | None) -> float:
+            if last is None or not last["loop_cpu_ms_per_request"]:
+                return capacity
+            return min(capacity, replica_capacity_per_s(
+                len(placement["server_cpus"]), c.instances, c.threads, last["loop_cpu_ms_per_request"],
+                c.service.mean_ns(1) * alone_factor(c) / 1e6))
+
+        rate0 = pilot_rate(capacity_per_s, loads) if pilot else None
+        first = step(rate0, "pilot: the loop's cost bounds the capacity") if rate0 is not None else None
+        capacity_per_s = bounded(capacity_per_s, first)
+        for f in loads:
+            capacity_per_s = bounded(capacity_per_s, steps[-1] if steps else None)
+            steps.append(step(capacity_per_s * f, f"{f * 100:.0f} % of capacity"))
         r = stop()
         server = (r.metrics.server if r is not None else None) or {}
     share = next((st["client_share_ms"] for st in steps if st["client_share_ms"] is not None), None)
-    return {"steps": steps, "loop": split_loop_cost(steps), "placement": placement,
+    return {"steps": steps, "pilot": first, "loop": split_loop_cost(steps), "placement": placement,
             "server_cpus": len(placement["server_cpus"]), "client_share_ms": share,
             **{k: (server.get(k) or {}).get("mean") for k in ("decode_ms", "encode_ms")}}
 
@@ -189,16 +215,19 @@ def batching_arm(options: Sequence[Any]) -> Any | None:
 
 def calibrate_arms(model: str, off: Any, on: Any | None, capacity_per_s: Callable[[Any, Any], float],
                    step_s: float = 5.0, command: list[str] | None = None,
-                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[str], None] | None = None, pilot: bool = False) -> dict[str, Any]:
     """:func:`calibrate` ``off`` (batching off), then ``on`` (batching on, if any) at loads of the capacity the
     first calibration predicts for it, merged (:func:`merge_calibrations`): the loop's CPU split into its
     per-request and per-call parts. ``capacity_per_s(option, overhead)``: a replica's predicted capacity with
     that overhead (None for the first: the uncalibrated one), e.g. a :class:`~inferperf.analysis.fleet.Simulator`'s.
+    ``pilot``: the uncalibrated capacity knows no serve overhead (the model calls' alone), so the first
+    calibration starts with a pilot step (:func:`calibrate`).
 
     Raises:
         as :func:`calibrate`.
     """
-    first = calibrate(model, off, capacity_per_s(off, None), step_s=step_s, command=command, progress=progress)
+    first = calibrate(model, off, capacity_per_s(off, None), step_s=step_s, command=command, progress=progress,
+                      pilot=pilot)
     if on is None:
         return merge_calibrations([first], [off.label])
     if progress:

@@ -158,10 +158,11 @@ def _calibrate(model: str, inputs: Inputs, opts: PlanOptions, out_dir: Path, set
 
     arms = options_for(inputs.candidates[:1], opts)
     first = arms[0]  # batching off
-    replica_cpus(first, sorted(os.sched_getaffinity(0)))
+    replica_cpus(first, sorted(os.sched_getaffinity(0)), flag="--calibrate")
     cal = calibrate_arms(model, first, batching_arm(arms),
                          lambda o, ov: Simulator(opts, ov or inputs.overhead).replica_capacity_per_s(o),
-                         step_s=settings.get("step_s", 5.0), command=command, progress=progress)
+                         step_s=settings.get("step_s", 5.0), command=command, progress=progress,
+                         pilot=inputs.overhead is None)
     path = out_dir / "measured" / "calibration.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**cal, "label": first.label}, indent=1, default=str))

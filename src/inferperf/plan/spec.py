@@ -22,8 +22,8 @@ from .validations import misses_text
 @dataclass
 class LadderSpec:
     """``--measure``: batch sizes x instance counts, ``duration_s`` (s) a run, ``rounds`` interleaved rounds, every
-    run from ``base`` (backend, shapes, dims). Measured on this process's CPUs, or, with ``--validate``, pinned to
-    the server's share of them (the CPUs the replica is validated on)."""
+    run from ``base`` (backend, shapes, dims). Measured on this process's CPUs, or, with ``--validate`` or
+    ``--calibrate``, pinned to the server's share of them (the CPUs the replica is then served on)."""
 
     batch_sizes: list[int]
     instances: list[int]
@@ -126,7 +126,8 @@ def run_spec(spec: PlanSpec, command: list[str] | None = None,
     """
     spec.check()
     assert spec.out_dir is not None
-    ladder = spec.ladder.doc(pinned=spec.validate is not None) if spec.ladder is not None else None
+    served = spec.validate is not None or spec.calibrate_step_s is not None  # a replica served beside its load
+    ladder = spec.ladder.doc(pinned=served) if spec.ladder is not None else None
     validate = {"rounds": spec.validate.rounds, "step_s": spec.validate.step_s} if spec.validate else None
     calibrate = {"step_s": spec.calibrate_step_s} if spec.calibrate_step_s is not None else None
     return plan(spec.model, spec.opts, spec.out_dir, spec.from_paths, ladder, command=command, progress=progress,

@@ -173,10 +173,10 @@ def p99_range(sim: Simulator, opt: Option, rate_per_s: float, requests: int, win
     return [percentile(p99s, 2.5), percentile(p99s, 97.5)]
 
 
-def replica_cpus(opt: Option, available: Sequence[int]) -> tuple[list[int], list[int]]:
-    """``(load CPUs, server CPUs)`` for validating ``opt``: the server gets exactly the CPUs the option is costed
-    with (the CPUs its ladder was pinned to when this process has them, else the first ``cores`` of
-    ``available``), the load the rest.
+def replica_cpus(opt: Option, available: Sequence[int], flag: str = "--validate") -> tuple[list[int], list[int]]:
+    """``(load CPUs, server CPUs)`` for serving ``opt`` beside its load (``flag``: ``--validate`` or
+    ``--calibrate``, named in the error): the server gets exactly the CPUs the option is costed with (the CPUs its
+    ladder was pinned to when this process has them, else the first ``cores`` of ``available``), the load the rest.
 
     Raises:
         UsageError: ``available`` has no CPU left for the load beside the replica's (one line naming the counts
@@ -186,10 +186,10 @@ def replica_cpus(opt: Option, available: Sequence[int]) -> tuple[list[int], list
 
     cpus, n = sorted(available), opt.candidate.cores
     if len(cpus) < n + 1:
-        fix = ("plan with --measure --validate (the ladder then runs pinned to the server's share)" if not
+        fix = (f"plan with --measure {flag} (the ladder then runs pinned to the server's share)" if not
                opt.candidate.cpus else "measure the ladder on fewer CPUs")
-        raise UsageError(f"--validate: {opt.candidate.label} is costed at {n} CPU(s) per replica; serving it on them "
-                         f"with the load on others needs {n + 1}, this process has {len(cpus)}: validate on a bigger "
+        raise UsageError(f"{flag}: {opt.candidate.label} is costed at {n} CPU(s) per replica; serving it on them "
+                         f"with the load on others needs {n + 1}, this process has {len(cpus)}: run on a bigger "
                          f"machine, or {fix}")
     pinned = opt.candidate.cpus
     srv = sorted(pinned) if pinned and set(pinned) < set(cpus) else cpus[:n]
