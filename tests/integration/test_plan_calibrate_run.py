@@ -30,6 +30,8 @@ def test_calibration_measures_the_replicas_threads_at_two_loads(tmp_path: Path) 
         assert 0 < s["loop_cpu_ms_per_request"] < 20 and 0 < s["call_cpu_ms"] < 20
         assert 0 < s["replica_utilisation"] <= 1.05  # one core: what its threads ran fits in it
     assert cal["loop"]["method"] == "per request" and cal["loop"]["per_request_ms"] > 0
+    # the loop sleeps in epoll_wait between requests at these light loads: its wake-ups are counted
+    assert all(s["loop_wakeups_per_request"] > 0.3 and s["roles"]["event-loop"]["wakeups"] > 0 for s in cal["steps"])
     # issue 39 item 4: the client's share at the lowest load (its latency less the server's whole exchange)
     assert 0 < cal["client_share_ms"] < 5 and cal["client_share_ms"] == cal["steps"][0]["client_share_ms"]
 

@@ -54,7 +54,40 @@ def test_a_named_busy_thread_shows_its_cpu_time_under_its_role() -> None:
     d = thread_delta(before, after)[tid[0]]
     assert d.name == "ip-pool-1" and 0.14e9 <= d.cpu_ns <= 0.5e9 and d.slices >= 1 and d.wait_ns >= 0
     roles = by_role({tid[0]: d})
-    assert roles == {"pool-1": {"threads": 1, "cpu_ns": d.cpu_ns, "wait_ns": d.wait_ns, "slices": d.slices}}
+    assert roles == {"pool-1": {"threads": 1, "cpu_ns": d.cpu_ns, "wait_ns": d.wait_ns, "slices": d.slices,
+                                "wakeups": d.wakeups}}
+
+
+def test_a_thread_that_sleeps_20_times_shows_20_wakeups() -> None:
+    """``wakeups`` counts a thread's voluntary context switches: one that sleeps 20 times between two reads (and
+    nothing else runs Python meanwhile, so it never waits for the GIL) shows 20, give or take its waits on the
+    events around them; the reading thread, blocked on an event all along, shows at most a few."""
+    tid: list[int] = []
+    ready, go, done, leave = (threading.Event() for _ in range(4))
+
+    def sleeper() -> None:
+        tid.append(native_id())
+        ready.set()
+        go.wait()
+        for _ in range(20):
+            time.sleep(0.002)
+        done.set()
+        leave.wait()
+
+    t = threading.Thread(target=sleeper)
+    t.start()
+    try:
+        assert ready.wait(5)
+        before = read_threads(os.getpid())
+        go.set()
+        assert done.wait(10)
+        after = read_threads(os.getpid())
+    finally:
+        leave.set()
+        t.join()
+    d = thread_delta(before, after)
+    assert 20 <= d[tid[0]].wakeups <= 24, d[tid[0]]
+    assert d[threading.main_thread().native_id].wakeups <= 4
 
 
 @pytest.mark.parametrize(("name", "role"), [("inferperf-loop", "event-loop"), ("ip-inst-0", "instance-0"),
@@ -71,7 +104,7 @@ def test_delta_counts_a_new_thread_from_zero_and_sums_by_role() -> None:
          3: ThreadTimes(3, "ip-inst-0", 100, 1, 1)}
     d = thread_delta(b, a)
     assert d[1] == ThreadTimes(1, "inferperf-loop", 250, 20, 3) and d[2] == a[2]
-    assert by_role(d)["instance-0"] == {"threads": 2, "cpu_ns": 600, "wait_ns": 6, "slices": 3}
+    assert by_role(d)["instance-0"] == {"threads": 2, "cpu_ns": 600, "wait_ns": 6, "slices": 3, "wakeups": 0}
 
 
 def test_a_thread_started_from_the_loop_inherits_its_name_and_is_renamed_out_of_the_loop_role() -> None:

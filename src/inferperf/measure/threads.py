@@ -52,14 +52,17 @@ def name_this_thread(name: str) -> bool:
 
 @dataclass(frozen=True)
 class ThreadTimes:
-    """One thread's ``schedstat``: ``cpu_ns`` on a CPU, ``wait_ns`` waiting on a run queue, ``slices`` run; and
-    its ``name`` (comm)."""
+    """One thread's ``schedstat``: ``cpu_ns`` on a CPU, ``wait_ns`` waiting on a run queue, ``slices`` run; its
+    ``name`` (comm); and ``wakeups``: the times it gave up its CPU to wait (``voluntary_ctxt_switches`` in
+    ``/proc/PID/task/TID/status``: for an event loop, each ``epoll_wait`` that found nothing ready, and each wait
+    for a lock such as the GIL)."""
 
     tid: int
     name: str
     cpu_ns: int
     wait_ns: int
     slices: int
+    wakeups: int = 0
 
 
 def read_threads(pid: int) -> dict[int, ThreadTimes]:
@@ -73,10 +76,17 @@ def read_threads(pid: int) -> dict[int, ThreadTimes]:
         try:
             cpu, wait, slices = (int(x) for x in (task / "schedstat").read_text().split()[:3])
             name = (task / "comm").read_text().strip()
+            wakeups = _voluntary_switches((task / "status").read_text())
         except (OSError, ValueError):
             continue
-        out[int(task.name)] = ThreadTimes(int(task.name), name, cpu, wait, slices)
+        out[int(task.name)] = ThreadTimes(int(task.name), name, cpu, wait, slices, wakeups)
     return out
+
+
+def _voluntary_switches(status: str) -> int:
+    """``voluntary_ctxt_switches`` from a ``/proc/.../status`` text (0 where the kernel does not report it)."""
+    m = re.search(r"^voluntary_ctxt_switches:\s*(\d+)", status, re.MULTILINE)
+    return int(m.group(1)) if m else 0
 
 
 def rename_loop_children(loop_tid: int, pid: int | None = None) -> int:
@@ -111,7 +121,8 @@ def thread_delta(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes]) 
         if b is None:
             out[tid] = a
         else:
-            out[tid] = ThreadTimes(tid, a.name, a.cpu_ns - b.cpu_ns, a.wait_ns - b.wait_ns, a.slices - b.slices)
+            out[tid] = ThreadTimes(tid, a.name, a.cpu_ns - b.cpu_ns, a.wait_ns - b.wait_ns, a.slices - b.slices,
+                                   a.wakeups - b.wakeups)
     return out
 
 
@@ -127,18 +138,19 @@ def role_of(name: str) -> str:
 
 
 def by_role(times: dict[int, ThreadTimes], loop_tid: int | None = None) -> dict[str, dict[str, int]]:
-    """``{role: {"threads", "cpu_ns", "wait_ns", "slices"}}`` summed over the threads of each role; with
+    """``{role: {"threads", "cpu_ns", "wait_ns", "slices", "wakeups"}}`` summed over the threads of each role; with
     ``loop_tid`` only that thread is the ``event-loop`` (another thread still named like it is ``other``)."""
     out: dict[str, dict[str, int]] = {}
     for t in times.values():
         role = role_of(t.name)
         if loop_tid is not None and role == "event-loop" and t.tid != loop_tid:
             role = "other"
-        r = out.setdefault(role, {"threads": 0, "cpu_ns": 0, "wait_ns": 0, "slices": 0})
+        r = out.setdefault(role, {"threads": 0, "cpu_ns": 0, "wait_ns": 0, "slices": 0, "wakeups": 0})
         r["threads"] += 1
         r["cpu_ns"] += t.cpu_ns
         r["wait_ns"] += t.wait_ns
         r["slices"] += t.slices
+        r["wakeups"] += t.wakeups
     return out
 
 

@@ -77,7 +77,9 @@ def step_cost(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes], sta
 
     Returns:
         ``{"rate_per_s", "seconds", "requests", "rows", "executions", "throughput_per_s", "mean_batch_requests",
-        "roles": by_role, "loop_cpu_ms_per_request", "loop_wait_ms_per_request", "call_cpu_ms" (instance +
+        "roles": by_role, "loop_cpu_ms_per_request", "loop_wait_ms_per_request", "loop_wakeups_per_request"
+        (the loop's voluntary context switches per request: its sleeps in ``epoll_wait``, and its waits for the
+        GIL), "call_cpu_ms" (instance +
         pool CPU per model call), "call_wait_ms", "call_in_ms", "call_out_ms" (the instance's Python parts per
         call: :func:`_python_parts`), "utilisation": {role: CPU ns / (seconds x 1e9)},
         "replica_utilisation": all server threads' CPU / (seconds x cores)}``; per-request and per-call figures
@@ -99,6 +101,7 @@ def step_cost(before: dict[int, ThreadTimes], after: dict[int, ThreadTimes], sta
             "mean_batch_requests": n["requests"] / n["executions"] if n["executions"] else None, "roles": roles,
             "loop_cpu_ms_per_request": per(loop["cpu_ns"], "requests"),
             "loop_wait_ms_per_request": per(loop["wait_ns"], "requests"),
+            "loop_wakeups_per_request": loop.get("wakeups", 0) / n["requests"] if n["requests"] else None,
             "call_cpu_ms": per(call_cpu, "executions"), "call_wait_ms": per(call_wait, "executions"),
             **_python_parts(stats_before, stats_after),
             "utilisation": {k: v["cpu_ns"] / (seconds * 1e9) for k, v in roles.items()},
