@@ -61,7 +61,8 @@ def test_a_named_busy_thread_shows_its_cpu_time_under_its_role() -> None:
 def test_a_thread_that_sleeps_20_times_shows_20_wakeups() -> None:
     """``wakeups`` counts a thread's voluntary context switches: one that sleeps 20 times between two reads (and
     nothing else runs Python meanwhile, so it never waits for the GIL) shows 20, give or take its waits on the
-    events around them; the reading thread, blocked on an event all along, shows at most a few."""
+    events around them; the reading thread, blocked on an event all along, shows at most a few. (Not 0 and 20
+    exactly: Linux counts every sleep, a wait for the GIL included.)"""
     tid: list[int] = []
     ready, go, done, leave = (threading.Event() for _ in range(4))
 
@@ -86,8 +87,9 @@ def test_a_thread_that_sleeps_20_times_shows_20_wakeups() -> None:
         leave.set()
         t.join()
     d = thread_delta(before, after)
-    assert 20 <= d[tid[0]].wakeups <= 24, d[tid[0]]
-    assert d[threading.main_thread().native_id].wakeups <= 4
+    # at most a few more: its waits on the events, and on the GIL should another thread of the test process run
+    assert 20 <= d[tid[0]].wakeups <= 30, d[tid[0]]
+    assert d[threading.main_thread().native_id].wakeups <= 8
 
 
 @pytest.mark.parametrize(("name", "role"), [("inferperf-loop", "event-loop"), ("ip-inst-0", "instance-0"),
