@@ -157,3 +157,20 @@ def test_the_pilot_runs_only_when_the_first_step_would_be_faster_than_it() -> No
     assert pilot_rate(500.0) is None  # 30 % is 150 req/s: slower than the pilot, nothing to bound
     assert pilot_rate(600.0) is None and pilot_rate(700.0) == PILOT_RATE_PER_S  # first steps at 180 and 210 req/s
     assert pilot_rate(1_000.0, loads=(0.1, 0.5)) is None and pilot_rate(1_000.0, loads=(0.5, 0.7)) == PILOT_RATE_PER_S
+
+
+def test_the_calibration_print_shows_the_pilot_and_each_steps_wake_ups(capsys) -> None:  # noqa: ANN001
+    from inferperf.cli.plan import print_calibration
+
+    step = {"rate_per_s": 428.0, "throughput_per_s": 394.5, "loop_cpu_ms_per_request": 0.58,
+            "loop_wait_ms_per_request": 0.1, "loop_wakeups_per_request": 1.52, "call_cpu_ms": 0.15,
+            "call_wait_ms": 0.08, "replica_utilisation": 0.29, "client_share_ms": 0.38}
+    cal = {"label": "1 x 1", "server_cpus": 1, "loop": {"per_request_ms": 0.48, "method": "per request"},
+           "decode_ms": 0.05, "encode_ms": 0.02, "steps": [step],
+           "pilot": {**step, "rate_per_s": 200.0, "loop_cpu_ms_per_request": 0.673}}
+    print_calibration(cal)
+    out = capsys.readouterr().out
+    assert "pilot 200 req/s (no serve overhead known): loop 0.673 ms CPU per request" in out
+    assert "428 req/s offered, 394.5 served" in out and "+ 1.5 wake-ups per request" in out
+    print_calibration({**cal, "pilot": None})
+    assert "pilot" not in capsys.readouterr().out

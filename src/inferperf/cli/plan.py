@@ -71,7 +71,8 @@ def print_calibration(c: dict[str, Any]) -> None:
     for st in c["steps"]:
         print(f"  {st['rate_per_s']:.4g} req/s offered, {st['throughput_per_s']:.4g} served: loop "
               f"{_ms(st['loop_cpu_ms_per_request'])} ms CPU + {_ms(st['loop_wait_ms_per_request'])} ms run-queue wait "
-              f"+ {st.get('loop_wakeups_per_request') or 0:.2g} wake-ups per request; instances {_ms(st['call_cpu_ms'])} ms CPU + {_ms(st['call_wait_ms'])} ms wait per call; "
+              f"+ {st.get('loop_wakeups_per_request') or 0:.2g} wake-ups per request; instances "
+              f"{_ms(st['call_cpu_ms'])} ms CPU + {_ms(st['call_wait_ms'])} ms wait per call; "
               f"replica CPU {st['replica_utilisation'] * 100:.0f} %"
               + (f"; client's share {st['client_share_ms']:.3g} ms" if st.get("client_share_ms") is not None else ""))
 
