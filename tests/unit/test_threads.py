@@ -23,59 +23,24 @@ from inferperf.measure.threads import (
 )
 
 
-def test_a_named_busy_thread_shows_its_cpu_time_under_its_role() -> None:
-    """A thread named ip-pool-1 spins 150 ms of its own CPU time between two reads: the difference holds its
-    name and about that CPU time, and it sums under its role."""
+def _reads_around(work, name: str | None = None) -> tuple[int, dict, dict]:  # noqa: ANN001
+    """Run ``work()`` on a new thread (named ``name``) between two reads of this process's threads; returns (its
+    TID, the read before, the read after). The thread waits for the first read before working and stays alive until
+    after the second, so both reads hold it."""
     tid: list[int] = []
     ready, go, done, leave = (threading.Event() for _ in range(4))
 
-    def spin() -> None:
-        name_this_thread("ip-pool-1")
+    def run() -> None:
+        if name:
+            name_this_thread(name)
         tid.append(native_id())
         ready.set()
         go.wait()
-        t_end = time.thread_time() + 0.15
-        while time.thread_time() < t_end:
-            pass
+        work()
         done.set()
         leave.wait()
 
-    t = threading.Thread(target=spin)
-    t.start()
-    try:
-        ready.wait(5)
-        before = read_threads(os.getpid())
-        go.set()
-        done.wait(10)
-        after = read_threads(os.getpid())
-    finally:
-        leave.set()
-        t.join()
-    d = thread_delta(before, after)[tid[0]]
-    assert d.name == "ip-pool-1" and 0.14e9 <= d.cpu_ns <= 0.5e9 and d.slices >= 1 and d.wait_ns >= 0
-    roles = by_role({tid[0]: d})
-    assert roles == {"pool-1": {"threads": 1, "cpu_ns": d.cpu_ns, "wait_ns": d.wait_ns, "slices": d.slices,
-                                "wakeups": d.wakeups}}
-
-
-def test_a_thread_that_sleeps_20_times_shows_20_wakeups() -> None:
-    """``wakeups`` counts a thread's voluntary context switches: one that sleeps 20 times between two reads (and
-    nothing else runs Python meanwhile, so it never waits for the GIL) shows 20, give or take its waits on the
-    events around them; the reading thread, blocked on an event all along, shows at most a few. (Not 0 and 20
-    exactly: Linux counts every sleep, a wait for the GIL included.)"""
-    tid: list[int] = []
-    ready, go, done, leave = (threading.Event() for _ in range(4))
-
-    def sleeper() -> None:
-        tid.append(native_id())
-        ready.set()
-        go.wait()
-        for _ in range(20):
-            time.sleep(0.002)
-        done.set()
-        leave.wait()
-
-    t = threading.Thread(target=sleeper)
+    t = threading.Thread(target=run)
     t.start()
     try:
         assert ready.wait(5)
@@ -86,9 +51,38 @@ def test_a_thread_that_sleeps_20_times_shows_20_wakeups() -> None:
     finally:
         leave.set()
         t.join()
+    return tid[0], before, after
+
+
+def test_a_named_busy_thread_shows_its_cpu_time_under_its_role() -> None:
+    """A thread named ip-pool-1 spins 150 ms of its own CPU time between two reads: the difference holds its
+    name and about that CPU time, and it sums under its role."""
+    def spin() -> None:
+        t_end = time.thread_time() + 0.15
+        while time.thread_time() < t_end:
+            pass
+
+    tid, before, after = _reads_around(spin, "ip-pool-1")
+    d = thread_delta(before, after)[tid]
+    assert d.name == "ip-pool-1" and 0.14e9 <= d.cpu_ns <= 0.5e9 and d.slices >= 1 and d.wait_ns >= 0
+    roles = by_role({tid: d})
+    assert roles == {"pool-1": {"threads": 1, "cpu_ns": d.cpu_ns, "wait_ns": d.wait_ns, "slices": d.slices,
+                                "wakeups": d.wakeups}}
+
+
+def test_a_thread_that_sleeps_20_times_shows_20_wakeups() -> None:
+    """``wakeups`` counts a thread's voluntary context switches: one that sleeps 20 times between two reads (and
+    nothing else runs Python meanwhile, so it never waits for the GIL) shows 20, give or take its waits on the
+    events around them; the reading thread, blocked on an event all along, shows at most a few. (Not 0 and 20
+    exactly: Linux counts every sleep, a wait for the GIL included.)"""
+    def sleep_20() -> None:
+        for _ in range(20):
+            time.sleep(0.002)
+
+    tid, before, after = _reads_around(sleep_20)
     d = thread_delta(before, after)
     # at most a few more: its waits on the events, and on the GIL should another thread of the test process run
-    assert 20 <= d[tid[0]].wakeups <= 30, d[tid[0]]
+    assert 20 <= d[tid].wakeups <= 30, d[tid]
     assert d[threading.main_thread().native_id].wakeups <= 8
 
 
