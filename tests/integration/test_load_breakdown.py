@@ -14,6 +14,14 @@ from inferperf.serve.server import serving
 from tests.models import seeded_mlp_onnx
 
 CALL_MS = 5.0
+# The call is a 5 ms sleep with the GIL released; the time around it also holds the sleep's overshoot and the wait to
+# take the GIL back from the event loop and the in-process client. On a loaded 2-CPU runner that has read up to
+# 0.6 ms (CI, 2026-12-07); a queue wait or an HTTP part counted as call time would add a whole call (5 ms).
+CALL_SLACK_MS = 1.5
+
+
+def _call_ok(s: dict) -> bool:
+    return CALL_MS * 0.99 <= s["model_call_ms"] <= CALL_MS + CALL_SLACK_MS
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +44,7 @@ def _split(url: str, concurrency: int) -> dict:
 
 def test_one_stream_puts_the_scripted_time_in_the_model_call(scripted) -> None:
     s = _split(scripted.url, 1)
-    assert s["model_call_ms"] == pytest.approx(CALL_MS, rel=0.1)
+    assert _call_ok(s), s
     assert s["queue_ms"] < 0.5  # nobody ahead of it
     for part in ("client_send", "server_http", "decode", "encode", "client_read"):
         assert 0 <= s[part + "_ms"] < 1.0, part
@@ -45,7 +53,8 @@ def test_one_stream_puts_the_scripted_time_in_the_model_call(scripted) -> None:
 
 def test_two_streams_on_one_instance_wait_one_call_in_the_queue(scripted) -> None:
     """Closed loop, 2 streams, 1 instance, batching off: while one request runs the other waits, so the mean queue
-    time is about one call (less the short turn-around the client takes between its answer and the next send)."""
+    time is about one call as measured (less the short turn-around the client takes between its answer and the next
+    send)."""
     s = _split(scripted.url, 2)
-    assert s["model_call_ms"] == pytest.approx(CALL_MS, rel=0.1)
-    assert 0.6 * CALL_MS < s["queue_ms"] < 1.1 * CALL_MS
+    assert _call_ok(s), s
+    assert 0.6 * s["model_call_ms"] < s["queue_ms"] < 1.1 * s["model_call_ms"], s
