@@ -98,8 +98,11 @@ def test_load_openai_chat_against_the_mock_agrees_with_its_true_times(tmp_path: 
         _agrees(g["ttft_ms"]["p50"], [t["ttft_ms"] for t in steps], f"TTFT at concurrency {r['config']['concurrency']}")
         _agrees(g["itl_ms"]["p50"], [x for t in steps for x in t["itl_ms"]], "ITL")
         span_s = (max(t["done_ns"] for t in steps) - min(t["arrived_ns"] for t in steps)) / 1e9
-        true_rate = 6 * n / span_s
-        assert abs(g["output_tokens_per_s"] - true_rate) <= 0.05 * true_rate, (g["output_tokens_per_s"], true_rate)
+        # the client's span holds the mock's plus its own send and read (a stall at either end on a loaded runner):
+        # 5 % of the mock's span (about 1 s at concurrency 8) and 50 ms more; tokens miscounted by one a request
+        # would move it 17 %
+        client_span_s = 6 * n / g["output_tokens_per_s"]
+        assert abs(client_span_s - span_s) <= 0.05 * span_s + 0.05, (g["output_tokens_per_s"], 6 * n / span_s)
 
 
 def test_mock_stops_on_sigterm_with_exit_0(tmp_path: Path) -> None:

@@ -67,9 +67,11 @@ def test_perf_analyzer_over_grpc_at_concurrency_1_4_16(grpc_server: _GrpcServer,
     client = [int(n) for n in re.findall(r"Client: \n\s+Request count: (\d+)", output)]
     server = [int(n) for n in re.findall(r"Server: \n\s+Inference count: \d+\n\s+Execution count: \d+\n\s+"
                                          r"Successful request count: (\d+)", output)]
-    # the server's count is the statistics' delta over the window: requests in flight at its edges move it
+    # the server's count is the statistics' delta over the window: requests in flight at its edges move it, and so
+    # does a statistics call answered late (20 ms at 2,000 req/s is 40 requests on a loaded runner); a request
+    # counted twice or not at all would move it by all of them
     assert client and len(server) == len(client)
-    assert all(abs(s - c) <= max(32, 0.01 * c) for s, c in zip(server, client, strict=True)), (server, client)
+    assert all(abs(s - c) <= max(32, 0.05 * c) for s, c in zip(server, client, strict=True)), (server, client)
     assert grpc_server.server.proc.poll() is None, "the server died under perf_analyzer"
 
 

@@ -44,7 +44,7 @@ def test_concurrent_outputs_equal_single_thread_outputs(mode):
 
         return run
 
-    s = measure_concurrent([recorder(x) for x in sessions], pools, SYSTEM_CLOCK, StopRule(1, 0.0, 30, 0.0, 20.0))
+    s = measure_concurrent([recorder(x) for x in sessions], pools, SYSTEM_CLOCK, StopRule(1, 0.0, 30, 0.3, 20.0))  # 0.3 s: every stream gets turns
     assert sum(s.per_stream_counts) >= 30 and all(c > 0 for c in s.per_stream_counts)
     assert set(s.stream_ids) == set(range(streams))
     assert len(got) >= 30

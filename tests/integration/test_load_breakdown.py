@@ -45,10 +45,12 @@ def _split(url: str, concurrency: int) -> dict:
 def test_one_stream_puts_the_scripted_time_in_the_model_call(scripted) -> None:
     s = _split(scripted.url, 1)
     assert _call_ok(s), s
-    assert s["queue_ms"] < 0.5  # nobody ahead of it
+    # Each other part is well under one call (about 0.6 s of such calls: a 200 ms stall of a loaded runner adds
+    # 0.6 ms to the mean of whichever part it lands in); a call's 5 ms counted in the wrong part would break these.
+    assert s["queue_ms"] < 0.3 * CALL_MS, s  # nobody ahead of it
     for part in ("client_send", "server_http", "decode", "encode", "client_read"):
-        assert 0 <= s[part + "_ms"] < 1.0, part
-    assert abs(s["remainder_ms"]) < 1.0 and abs(s["server_other_ms"]) < 1.0
+        assert 0 <= s[part + "_ms"] < 0.4 * CALL_MS, (part, s)
+    assert abs(s["remainder_ms"]) < 0.4 * CALL_MS and abs(s["server_other_ms"]) < 0.4 * CALL_MS, s
 
 
 def test_two_streams_on_one_instance_wait_one_call_in_the_queue(scripted) -> None:

@@ -47,11 +47,12 @@ def test_open_loop_poisson_binary_smoke(server) -> None:
 
 def test_trace_replay_smoke(server, tmp_path) -> None:
     """A trace file replays over real sockets: of 64 offsets, the 2 inside the 0.3 s warm-up and the 2 after the
-    1.5 s measured window are not measured, the 60 between (every 25 ms from 0.31 s) are, exactly: sends follow
-    the file, not a rate."""
+    1.5 s measured window are not measured, the 60 between (every 20 ms from 0.40 s) are, exactly: sends follow
+    the file, not a rate. A request counts by its answer's time, so every offset keeps 100 ms or more from both
+    edges of the window (a stall of that size on a loaded runner would otherwise move one across)."""
     trace = tmp_path / "trace.txt"
-    measured = [0.31 + 0.025 * i for i in range(60)]  # 0.310 .. 1.785 s, inside [0.3, 1.8)
-    trace.write_text("\n".join(f"{t:.3f}" for t in [0.1, 0.2, *measured, 1.9, 2.0]) + "\n")
+    measured = [0.40 + 0.020 * i for i in range(60)]  # 0.40 .. 1.58 s, inside (0.3, 1.8] with 100+ ms to spare
+    trace.write_text("\n".join(f"{t:.3f}" for t in [0.05, 0.15, *measured, 1.95, 2.05]) + "\n")
     cfg = LoadConfig(url=server.url, model="mlp", arrival=f"trace:{trace}", protocol="binary", **FAST)
     (r,) = load(cfg)
     assert r.config.scenario == "server" and r.metrics.errors.count == 0

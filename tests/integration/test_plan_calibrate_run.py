@@ -23,8 +23,10 @@ def test_calibration_measures_the_replicas_threads_at_two_loads(tmp_path: Path) 
     cal = calibrate(str(tmp_path / "mlp.onnx"), opt, capacity_per_s=400.0, step_s=1.5, loads=(0.25, 0.5))
     assert cal["server_cpus"] == 1 and [s["rate_per_s"] for s in cal["steps"]] == [100.0, 200.0]
     for s in cal["steps"]:
-        # open-loop Poisson at the rate: the server answered about rate x seconds (the load's own start inside)
-        assert 0.6 * s["rate_per_s"] <= s["throughput_per_s"] <= 1.4 * s["rate_per_s"], s
+        # open-loop Poisson at the rate: the server answered about rate x step requests (150 or 300: +-40 % is
+        # over 3 sigma), in a window that holds the step and the load's own start and end (on a loaded runner
+        # those can take a second, so the throughput over it is judged by the requests, not the seconds)
+        _served_about_the_rate(s, 1.5)
         assert s["executions"] == s["requests"] == s["rows"]  # batching off: one request a call
         assert s["roles"]["event-loop"]["threads"] == 1 and s["roles"]["instance-0"]["threads"] == 1
         assert 0 < s["loop_cpu_ms_per_request"] < 20 and 0 < s["call_cpu_ms"] < 20
@@ -33,7 +35,14 @@ def test_calibration_measures_the_replicas_threads_at_two_loads(tmp_path: Path) 
     # the loop sleeps in epoll_wait between requests at these light loads: its wake-ups are counted
     assert all(s["loop_wakeups_per_request"] > 0.3 and s["roles"]["event-loop"]["wakeups"] > 0 for s in cal["steps"])
     # issue 39 item 4: the client's share at the lowest load (its latency less the server's whole exchange)
-    assert 0 < cal["client_share_ms"] < 5 and cal["client_share_ms"] == cal["steps"][0]["client_share_ms"]
+    # (a mean over ~150 requests of an open-loop step: a client stall of 150 ms adds ~7 ms to it; a
+    # unit slip reads 1000x)
+    assert 0 < cal["client_share_ms"] < 25 and cal["client_share_ms"] == cal["steps"][0]["client_share_ms"]
+
+
+def _served_about_the_rate(s: dict, step_s: float) -> None:
+    assert 0.6 * s["rate_per_s"] * step_s <= s["requests"] <= 1.4 * s["rate_per_s"] * step_s, s
+    assert s["seconds"] >= step_s and s["throughput_per_s"] == pytest.approx(s["requests"] / s["seconds"]), s
 
 
 def test_a_pilot_step_keeps_the_steps_below_a_loop_bound_replicas_capacity(tmp_path: Path) -> None:
@@ -56,5 +65,5 @@ def test_a_pilot_step_keeps_the_steps_below_a_loop_bound_replicas_capacity(tmp_p
     assert bound < 50_000 and cal["steps"][0]["rate_per_s"] == pytest.approx(0.25 * bound)
     assert cal["steps"][1]["rate_per_s"] <= 0.5 * bound + 1e-9
     for s in cal["steps"]:
-        assert 0.6 * s["rate_per_s"] <= s["throughput_per_s"] <= 1.4 * s["rate_per_s"], s
+        _served_about_the_rate(s, 1.5)
     assert all(s["rate_per_s"] != PILOT_RATE_PER_S for s in cal["steps"])  # the pilot is not among the fitted steps

@@ -36,8 +36,10 @@ class Slow(StandIn):
     options: ServeOptions = field(default_factory=lambda: ServeOptions(max_batch_size=0, max_body_bytes=32 * 2**20))
     max_batch_size: int = 0
     delay_s: float = 0.0
+    started: threading.Event = field(default_factory=threading.Event)  # set when a call reaches the model
 
     async def infer(self, inputs: dict, rows: int, requested: list[str] | None, is_disconnected: Any = None) -> dict:
+        self.started.set()
         await asyncio.sleep(self.delay_s)
         return await super().infer(inputs, rows, requested, is_disconnected)
 
@@ -213,7 +215,7 @@ def test_stop_lets_a_running_call_finish_and_refuses_new_ones() -> None:
 
         t = threading.Thread(target=call)
         t.start()
-        time.sleep(0.2)
+        assert model.started.wait(10), "the call never reached the model"  # running when the server is told to stop
     t.join(10)
     ch.close()
     assert "error" not in result, result.get("error")

@@ -123,6 +123,7 @@ def test_a_start_waits_for_a_free_slot_and_a_slot_never_holds_two_sequences() ->
         await s.infer(_x(1), 1, None, None, SequenceParams(1, start=True))
         with pytest.raises(TimeoutError):
             await s.infer(_x(1), 1, None, None, SequenceParams(2, start=True))
+        s.wait_s = None  # from here on a START waits as long as it takes (real loop time: a stall must not end it)
         waiting = asyncio.ensure_future(s.infer(_x(10), 1, None, None, SequenceParams(3, start=True)))
         behind = asyncio.ensure_future(s.infer(_x(5), 1, None, None, SequenceParams(3)))  # sent before the answer
         await asyncio.sleep(0.01)
